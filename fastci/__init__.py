@@ -1,0 +1,1 @@
+"""fastci: the CI brain for GPU-heavy test suites."""

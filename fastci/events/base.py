@@ -1,0 +1,134 @@
+"""The base of every event: frozen pydantic models with a stable, content-derived id.
+
+An event's id is a hash of the fields that identify the fact it records (its
+``IDENTITY``), so the same fact published twice, by any producer in any language,
+carries the same id, and every consumer can drop the second copy. Output events
+derive their id from the id of the input event that caused them (``derive_id``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from datetime import datetime, timezone
+from typing import Annotated, ClassVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
+
+ID_HEX_CHARS = 32  # 128 bits of sha256: collisions are not a practical concern
+_SEPARATOR = "\x1f"  # ASCII unit separator: cannot occur in any validated name
+ID_MISMATCH = "id_mismatch"  # pydantic error type of a given id that is not the derived one
+
+
+def derive_id(*parts: object) -> str:
+    """The stable id of the fact identified by ``parts`` (sha256 of their canonical text)."""
+    text = _SEPARATOR.join(_canonical(part) for part in parts)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:ID_HEX_CHARS]
+
+
+def _canonical(part: object) -> str:
+    if isinstance(part, datetime):
+        return part.astimezone(timezone.utc).isoformat()
+    if isinstance(part, float):
+        return repr(part)
+    return str(part)
+
+
+def _no_control_characters(value: str) -> str:
+    for ch in value:
+        if ch < " " or ch == "\x7f":
+            raise ValueError(f"must not contain control characters (found {ch!r})")
+    return value
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(timezone.utc)
+
+
+# An identifier (repo, test id, node id, version...): one printable line, bounded.
+Name = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=1024),
+    AfterValidator(_no_control_characters),
+]
+# Free text (titles, authors, details): bounded, anything but NUL.
+Text = Annotated[str, StringConstraints(max_length=4096), AfterValidator(_no_nul)]
+# A git object name, abbreviated or full.
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+# Timestamps must say their zone; they are stored in UTC.
+Timestamp = Annotated[datetime, AfterValidator(lambda v: _utc(_require_aware(v)))]
+# A config value: JSON scalars or flat lists of them (a test's knobs, not a document).
+Scalar = str | int | float | bool | None
+ConfigValue = Annotated[Scalar | list[Scalar], Field(union_mode="left_to_right")]
+Config = Annotated[dict[Name, ConfigValue], Field(max_length=256)]
+
+
+def _require_aware(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("must include a timezone offset (for example 2026-12-01T02:00:00Z)")
+    return value
+
+
+class Record(BaseModel):
+    """Strict, immutable data: unknown fields, NaN and infinity are refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, str_max_length=1_000_000)
+
+
+class Event(Record):
+    """An immutable fact on a topic.
+
+    Subclasses set ``TOPIC`` (where the event lives), ``KEY`` (the field it is
+    partitioned by) and ``IDENTITY`` (the fields that identify the fact).
+    ``id`` may be omitted on input; when given it must equal the derived id.
+    """
+
+    TOPIC: ClassVar[str]
+    KEY: ClassVar[str]
+    IDENTITY: ClassVar[tuple[str, ...]]
+
+    id: str = Field(
+        default="",
+        max_length=64,
+        description="Stable id: the first 32 hex digits of the sha256 of the topic and the identity "
+        "fields (x-identity) joined by U+001F, times written as UTC ISO 8601 (2026-12-01T02:00:00+00:00). "
+        "Omit it and it is derived; give it and it must match.",
+    )
+
+    @model_validator(mode="after")
+    def _stable_id(self) -> "Event":
+        expected = self.expected_id()
+        if not self.id:
+            object.__setattr__(self, "id", expected)
+        elif self.id != expected:
+            raise PydanticCustomError(
+                ID_MISMATCH,
+                "{given} does not match the id derived from {identity} ({expected}); omit it to have it derived",
+                {"given": repr(self.id), "identity": ", ".join(self.IDENTITY), "expected": repr(expected)},
+            )
+        return self
+
+    def expected_id(self) -> str:
+        return derive_id(self.TOPIC, *(getattr(self, name) for name in self.IDENTITY))
+
+    @property
+    def key(self) -> str:
+        return str(getattr(self, self.KEY))
+
+
+def finite(value: float) -> float:
+    """Reject NaN and infinity even where ``allow_inf_nan`` does not reach (list items)."""
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+FiniteFloat = Annotated[float, AfterValidator(finite)]
+

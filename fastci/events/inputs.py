@@ -1,0 +1,135 @@
+"""Input events: the facts producers append (commits, evidence, results, node health)."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, StringConstraints
+
+from fastci.events.base import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
+
+Layer = Literal["model", "framework", "compiler", "kernels", "runtime", "driver", "firmware"]
+LAYERS: tuple[str, ...] = Layer.__args__  # type: ignore[attr-defined]
+Change = Literal["added", "modified", "deleted"]
+Trigger = Literal["presubmit", "nightly", "release", "bisect", "dev", "rerun"]
+Status = Literal["passed", "failed", "error", "skipped", "flaky"]
+SignalKind = Literal["xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic"]
+
+
+class ChangedFile(Record):
+    path: Name
+    change: Literal["added", "modified", "deleted", "renamed"]
+    old_path: Name | None = Field(default=None, description="Previous path of a renamed file.")
+
+
+class ChangedFunction(Record):
+    path: Name = Field(description="File the function lives in (the new path for a rename).")
+    qualname: Name = Field(
+        description="Qualified name inside the module, e.g. 'Trainer.step' or 'build.<locals>.inner'; "
+        "'<module>' for module-level code, 'Class.<body>' for a class body."
+    )
+    change: Change
+
+
+class CommitEvent(Event):
+    """A merged (or proposed) change to a repository. Key: repo."""
+
+    TOPIC: ClassVar[str] = "commits"
+    KEY: ClassVar[str] = "repo"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("repo", "sha")
+
+    repo: Name
+    sha: Sha
+    parents: tuple[Sha, ...] = ()
+    author: Text
+    time: Timestamp
+    title: Text
+    changed_files: tuple[ChangedFile, ...] = Field(default=(), max_length=100_000)
+    changed_functions: tuple[ChangedFunction, ...] = Field(default=(), max_length=100_000)
+    layers: tuple[Layer, ...] = Field(default=(), description="Stack layers the change touches.")
+    hardware_path: bool = Field(
+        default=False, description="True when the change can alter what runs on the accelerator."
+    )
+
+
+class FoldedStack(Record):
+    """One line of py-spy ``--format raw`` output: frames root-first, joined by ';', and a count."""
+
+    stack: Annotated[str, StringConstraints(min_length=1, max_length=65_536)]
+    count: int = Field(ge=1)
+
+
+class EvidenceEvent(Event):
+    """What one test executed during one run. Key: test_id."""
+
+    TOPIC: ClassVar[str] = "evidence"
+    KEY: ClassVar[str] = "test_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("test_id", "run_id")
+
+    test_id: Name
+    run_id: Name
+    commit: Sha
+    method: Literal["sampling", "tracing"] = Field(
+        description="'sampling' for py-spy stacks, 'tracing' for exact function-level tracing."
+    )
+    sampling_rate_hz: FiniteFloat | None = Field(default=None, gt=0)
+    stacks: tuple[FoldedStack, ...] = Field(max_length=200_000)
+    config: Config = Field(default_factory=dict)
+
+
+class Bundle(Record):
+    """The exact stack a result ran on: every layer's version."""
+
+    compiler: Name
+    kernels: Name
+    runtime: Name
+    driver: Name
+    firmware: Name
+
+
+class ResultEvent(Event):
+    """The outcome of one test in one run. Key: test_id."""
+
+    TOPIC: ClassVar[str] = "results"
+    KEY: ClassVar[str] = "test_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("test_id", "run_id")
+
+    test_id: Name
+    run_id: Name
+    commit: Sha
+    bundle: Bundle
+    node_id: Name
+    hardware_revision: Name
+    trigger: Trigger
+    status: Status = Field(description="'flaky' means it failed, then passed on retry.")
+    duration_s: FiniteFloat = Field(ge=0)
+    chips: int = Field(default=0, ge=0, description="Accelerator chips held by the run (0 for CPU).")
+    metrics: dict[Name, tuple[FiniteFloat, ...]] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="Named metrics as lists of samples, e.g. throughput per repeat after warmup.",
+    )
+    loss_curve: tuple[FiniteFloat, ...] = Field(default=(), max_length=1_000_000)
+    eval_score: FiniteFloat | None = None
+    seed: int | None = None
+    config: Config = Field(default_factory=dict)
+    time: Timestamp | None = Field(default=None, description="When the run finished.")
+
+
+class NodeHealthEvent(Event):
+    """One health signal from an accelerator node. Key: node_id.
+
+    ``value`` by kind: xid = the XID code; ecc = uncorrectable error count; temperature = degrees C;
+    nccl_timeout = timeouts seen; heartbeat = seconds since the previous heartbeat;
+    diagnostic = 1.0 pass, 0.0 fail.
+    """
+
+    TOPIC: ClassVar[str] = "node-health"
+    KEY: ClassVar[str] = "node_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("node_id", "kind", "time", "value")
+
+    node_id: Name
+    kind: SignalKind
+    value: FiniteFloat
+    time: Timestamp
+    detail: Text = ""

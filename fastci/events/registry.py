@@ -1,0 +1,16 @@
+"""Every topic fastci knows, the event model it carries and the field it is keyed by."""
+
+from __future__ import annotations
+
+from fastci.events.base import Event
+from fastci.events.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
+from fastci.events.outputs import DeadLetter, TestStatusChanged
+
+INPUT_MODELS: tuple[type[Event], ...] = (CommitEvent, EvidenceEvent, ResultEvent, NodeHealthEvent)
+OUTPUT_MODELS: tuple[type[Event], ...] = (TestStatusChanged,)
+DEAD_LETTERS = DeadLetter.TOPIC
+
+TOPICS: dict[str, type[Event]] = {
+    model.TOPIC: model for model in (*INPUT_MODELS, *OUTPUT_MODELS, DeadLetter)
+}
+INPUT_TOPICS: tuple[str, ...] = tuple(model.TOPIC for model in INPUT_MODELS)

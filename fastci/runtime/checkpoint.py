@@ -1,0 +1,109 @@
+"""Processor state and consumer positions in one SQLite file, committed together.
+
+One transaction per batch holds every state write of that batch and the input
+positions that produced it, so after a crash state and positions always agree.
+Each state row carries a sequence number so views can load only what changed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from fastci.runtime.log import Position
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS state (
+    processor TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (processor, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS state_by_seq ON state (processor, seq);
+CREATE TABLE IF NOT EXISTS positions (
+    consumer TEXT NOT NULL, topic TEXT NOT NULL,
+    "offset" INTEGER NOT NULL, segment INTEGER NOT NULL, byte INTEGER NOT NULL,
+    PRIMARY KEY (consumer, topic)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+"""
+
+
+class Checkpoint:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def store(self, processor: str) -> "ProcessorStore":
+        return ProcessorStore(self.db, processor)
+
+    def position(self, consumer: str, topic: str) -> Position:
+        row = self.db.execute(
+            'SELECT "offset", segment, byte FROM positions WHERE consumer = ? AND topic = ?', (consumer, topic)
+        ).fetchone()
+        return Position(*row) if row else Position()
+
+    def commit(
+        self,
+        processor: str,
+        writes: Mapping[str, bytes],
+        positions: Mapping[tuple[str, str], Position],
+    ) -> None:
+        """Persist one batch: state writes and positions, all or nothing."""
+        with self._transaction():
+            if writes:
+                seq = self._next_seq(len(writes))
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO state (processor, key, value, seq) VALUES (?, ?, ?, ?)",
+                    [(processor, key, value, seq + i) for i, (key, value) in enumerate(writes.items())],
+                )
+            self.db.executemany(
+                'INSERT OR REPLACE INTO positions (consumer, topic, "offset", segment, byte) VALUES (?, ?, ?, ?, ?)',
+                [(c, t, p.offset, p.segment, p.byte) for (c, t), p in positions.items()],
+            )
+
+    def changes(self, processor: str, after_seq: int) -> Iterator[tuple[int, str, bytes]]:
+        """State rows written after ``after_seq``, oldest first: (seq, key, value)."""
+        yield from self.db.execute(
+            "SELECT seq, key, value FROM state WHERE processor = ? AND seq > ? ORDER BY seq",
+            (processor, after_seq),
+        )
+
+    def _next_seq(self, count: int) -> int:
+        row = self.db.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
+        first = (row[0] if row else 0) + 1
+        self.db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('seq', ?)", (first + count - 1,))
+        return first
+
+    def _transaction(self) -> "_Transaction":
+        return _Transaction(self.db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+class ProcessorStore:
+    """One processor's committed entries, read by key (the driver's ``RawStore``)."""
+
+    def __init__(self, db: sqlite3.Connection, processor: str) -> None:
+        self.db = db
+        self.processor = processor
+
+    def get(self, key: str) -> bytes | None:
+        row = self.db.execute(
+            "SELECT value FROM state WHERE processor = ? AND key = ?", (self.processor, key)
+        ).fetchone()
+        return row[0] if row else None

@@ -1,0 +1,122 @@
+"""Thin aiokafka helpers: create topics, publish events, read topics to their current end."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from fastci.config import KafkaSettings
+from fastci.events import Event, encode
+
+_SEND_WINDOW = 5000  # unacknowledged sends in flight before we wait
+
+
+async def ensure_topics(settings: KafkaSettings, names: Iterable[str]) -> list[str]:
+    """Create the (namespaced) topics that do not exist yet; return the ones created."""
+    admin = AIOKafkaAdminClient(**settings.client_options())
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        wanted = [settings.topic(n) for n in names if settings.topic(n) not in existing]
+        if wanted:
+            await admin.create_topics(
+                [NewTopic(n, num_partitions=settings.partitions, replication_factor=settings.replication) for n in wanted]
+            )
+        return wanted
+    finally:
+        await admin.close()
+
+
+async def publish(settings: KafkaSettings, events: Iterable[Event]) -> int:
+    """Send events keyed by their partition key and wait until the broker has acknowledged all."""
+    producer = AIOKafkaProducer(acks="all", enable_idempotence=True, linger_ms=5, **settings.client_options())
+    await producer.start()
+    sent = 0
+    try:
+        pending: list[asyncio.Future] = []
+        for event in events:
+            pending.append(
+                await producer.send(settings.topic(event.TOPIC), value=encode(event), key=event.key.encode())
+            )
+            sent += 1
+            if len(pending) >= _SEND_WINDOW:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+    return sent
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    topic: str  # without the namespace
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+async def read_to_end(
+    settings: KafkaSettings,
+    topic: str,
+    start: Mapping[int, int] | None = None,
+    namespaced: bool = True,
+) -> AsyncIterator[KafkaRecord]:
+    """Every record of ``topic`` from ``start`` (partition -> next offset) to the end seen on entry."""
+    name = settings.topic(topic) if namespaced else topic
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **settings.client_options())
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(name) or set()
+        if not partitions:
+            await consumer.force_metadata_update()
+            partitions = consumer.partitions_for_topic(name) or set()
+        tps = [TopicPartition(name, p) for p in sorted(partitions)]
+        if not tps:
+            return
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        remaining = set()
+        for tp in tps:
+            first = (start or {}).get(tp.partition, 0)
+            if first < ends[tp]:
+                consumer.seek(tp, first)
+                remaining.add(tp)
+        while remaining:
+            batches = await consumer.getmany(*remaining, timeout_ms=1000)
+            for tp, messages in batches.items():
+                for message in messages:
+                    if message.offset < ends[tp]:
+                        yield KafkaRecord(topic, tp.partition, message.offset, message.key, message.value)
+                if messages and messages[-1].offset >= ends[tp] - 1:
+                    remaining.discard(tp)
+            for tp in list(remaining):
+                if await consumer.position(tp) >= ends[tp]:
+                    remaining.discard(tp)
+    finally:
+        await consumer.stop()
+
+
+async def group_lag(settings: KafkaSettings, group: str, topics: Iterable[str]) -> int:
+    """Records in ``topics`` that consumer group ``group`` has not committed yet."""
+    admin = AIOKafkaAdminClient(**settings.client_options())
+    consumer = AIOKafkaConsumer(**settings.client_options())
+    await admin.start()
+    await consumer.start()
+    try:
+        tps = []
+        for topic in topics:
+            name = settings.topic(topic)
+            await consumer.force_metadata_update()
+            tps += [TopicPartition(name, p) for p in sorted(consumer.partitions_for_topic(name) or ())]
+        ends = await consumer.end_offsets(tps) if tps else {}
+        committed = await admin.list_consumer_group_offsets(group)
+        return sum(max(0, end - (committed[tp].offset if tp in committed else 0)) for tp, end in ends.items())
+    finally:
+        await consumer.stop()
+        await admin.close()

@@ -1,0 +1,214 @@
+"""A durable append-only log per topic: the embedded runtime's stand-in for a Kafka partition.
+
+Layout: ``<root>/<topic>/<base offset>.log`` segment files, each a run of records
+``[length u32][crc32 u32][append time ms i64][payload]``; the crc covers time and
+payload. An offset is a record's index in the topic. ``head.json`` remembers where
+the last append ended so opening a large log does not rescan it.
+
+Appends hold an exclusive ``flock`` (publishers and the runtime may append from
+different processes) and are one ``write`` per batch. A record cut short by a
+crash is invisible to readers, which stop at the first incomplete record, and is
+cut off by the next appender. A complete record whose crc does not match is
+corruption and raises ``LogCorrupted``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+HEADER = struct.Struct("<IIq")
+SEGMENT_BYTES = 128 * 1024 * 1024
+_READ_CHUNK = 4 * 1024 * 1024
+_SUFFIX = ".log"
+
+
+class LogCorrupted(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a reader is: the next offset, and the segment and byte it starts at."""
+
+    offset: int = 0
+    segment: int = 0
+    byte: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    offset: int
+    timestamp_ms: int
+    payload: bytes
+    next: Position  # the position just after this record
+
+
+class TopicLog:
+    def __init__(self, root: Path, topic: str) -> None:
+        self.topic = topic
+        self.dir = Path(root) / topic
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._head_file = self.dir / "head.json"
+
+    # ----- writing
+
+    def append(self, payloads: Sequence[bytes], timestamp_ms: int, sync: bool = True) -> Position:
+        """Append records in order; return the end position after them."""
+        if not payloads:
+            return self.end()
+        with self._locked():
+            end = self._repair_tail()
+            segment = end.segment
+            path = self._segment_path(segment)
+            if path.exists() and path.stat().st_size >= SEGMENT_BYTES:
+                segment = end.offset
+                path = self._segment_path(segment)
+                end = Position(end.offset, segment, 0)
+            buffer = bytearray()
+            for payload in payloads:
+                body = struct.pack("<q", timestamp_ms) + payload
+                buffer += struct.pack("<II", len(payload), zlib.crc32(body)) + body
+            with open(path, "ab") as file:
+                file.write(buffer)
+                file.flush()
+                if sync:
+                    os.fsync(file.fileno())
+            after = Position(end.offset + len(payloads), segment, end.byte + len(buffer))
+            self._write_head(after)
+            return after
+
+    # ----- reading
+
+    def read(self, start: Position = Position(), limit: int | None = None) -> Iterator[LogRecord]:
+        """Records from ``start`` on, in order, stopping at the end (or an incomplete record)."""
+        position, remaining = start, limit
+        while True:
+            path = self._segment_path(position.segment)
+            if not path.exists():
+                if position == Position():
+                    return  # an empty topic
+                raise LogCorrupted(f"{self.topic}: segment {path.name} is missing")
+            for record in self._read_segment(path, position, remaining):
+                position = record.next
+                yield record
+            if remaining is not None:
+                remaining = limit - (position.offset - start.offset)  # type: ignore[operator]
+                if remaining <= 0:
+                    return
+            # At the end of this segment: continue into the next one if it starts here.
+            following = self._segment_path(position.offset)
+            if position.offset != position.segment and following.exists() and position.byte == path.stat().st_size:
+                position = Position(position.offset, position.offset, 0)
+                continue
+            return
+
+    def end(self) -> Position:
+        """The position after the last complete record."""
+        position = self._read_head()
+        path = self._segment_path(position.segment)
+        if path.exists() and path.stat().st_size < position.byte:
+            position = Position(position.segment, position.segment, 0)  # stale hint: rescan the segment
+        for record in self.read(position):
+            position = record.next
+        return position
+
+    def _read_segment(self, path: Path, start: Position, limit: int | None) -> Iterator[LogRecord]:
+        offset, byte = start.offset, start.byte
+        with open(path, "rb") as file:
+            file.seek(byte)
+            buffer = b""
+            cursor = 0
+            produced = 0
+            while limit is None or produced < limit:
+                if len(buffer) - cursor < HEADER.size:
+                    chunk = file.read(_READ_CHUNK)
+                    if not chunk:
+                        return
+                    buffer = buffer[cursor:] + chunk
+                    cursor = 0
+                    continue
+                length, crc, timestamp = HEADER.unpack_from(buffer, cursor)
+                end = cursor + HEADER.size + length
+                if end > len(buffer):
+                    chunk = file.read(max(_READ_CHUNK, end - len(buffer)))
+                    if not chunk:
+                        return  # incomplete record: being written, or cut short by a crash
+                    buffer = buffer[cursor:] + chunk
+                    cursor = 0
+                    continue
+                if zlib.crc32(buffer[cursor + 8 : end]) != crc:
+                    raise LogCorrupted(f"{self.topic}: crc mismatch at offset {offset} ({path.name}, byte {byte})")
+                payload = buffer[cursor + HEADER.size : end]
+                byte += HEADER.size + length
+                offset += 1
+                produced += 1
+                cursor = end
+                yield LogRecord(offset - 1, timestamp, payload, Position(offset, start.segment, byte))
+
+    # ----- internals
+
+    def _segment_path(self, base: int) -> Path:
+        return self.dir / f"{base:020d}{_SUFFIX}"
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.dir / ".lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _repair_tail(self) -> Position:
+        """The true end (under the lock), cutting off a record a crash left incomplete."""
+        end = self.end()
+        path = self._segment_path(end.segment)
+        if path.exists() and path.stat().st_size > end.byte:
+            with open(path, "r+b") as file:
+                file.truncate(end.byte)
+        return end
+
+    def _read_head(self) -> Position:
+        try:
+            head = orjson.loads(self._head_file.read_bytes())
+            return Position(head["offset"], head["segment"], head["byte"])
+        except FileNotFoundError:
+            return self._first_position()
+
+    def _first_position(self) -> Position:
+        bases = sorted(int(p.name[: -len(_SUFFIX)]) for p in self.dir.glob(f"*{_SUFFIX}"))
+        return Position(bases[0], bases[0], 0) if bases else Position()
+
+    def _write_head(self, position: Position) -> None:
+        temporary = self._head_file.with_suffix(".tmp")
+        temporary.write_bytes(
+            orjson.dumps({"offset": position.offset, "segment": position.segment, "byte": position.byte})
+        )
+        os.replace(temporary, self._head_file)
+
+
+class Log:
+    """All topic logs under one directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._topics: dict[str, TopicLog] = {}
+
+    def topic(self, name: str) -> TopicLog:
+        if name not in self._topics:
+            self._topics[name] = TopicLog(self.root, name)
+        return self._topics[name]
+
+    def topics(self) -> list[str]:
+        if not self.root.exists():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir())

@@ -1,0 +1,153 @@
+"""Bring the DuckDB views up to date from the embedded log or from Kafka, reading only what is new.
+
+Topics become event tables; each processor's state (the embedded checkpoint, or
+the faust Table changelog on Kafka) becomes a table named after the processor.
+Records that do not decode are skipped here: the processors dead-letter them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from fastci.config import KafkaSettings
+from fastci.events import TOPICS, InvalidEvent, decode, encode
+from fastci.processors import ALL_PROCESSORS
+from fastci.processors.driver import decode_state
+from fastci.runtime.embedded import DataDir
+from fastci.runtime.kafka_io import read_to_end
+from fastci.runtime.log import Position
+from fastci.views.schema import state_table, topic_table
+from fastci.views.store import StoredPosition, Views, state_row, with_position
+
+CHUNK = 50_000  # rows per load transaction
+Progress = Callable[[str, int], None]  # (table, rows read so far)
+
+EMBEDDED = "embedded"
+
+
+def kafka_source(settings: KafkaSettings) -> str:
+    return f"kafka:{settings.bootstrap}/{settings.namespace}"
+
+
+def refresh_embedded(data_dir: Path, views: Views, progress: Progress | None = None) -> dict[str, int]:
+    """Load new log records and state changes of the embedded runtime; return rows read per table."""
+    data = DataDir(data_dir)
+    read: dict[str, int] = {}
+    for topic in TOPICS:
+        spec = topic_table(topic)
+        stored = views.position(EMBEDDED, topic)
+        position = Position(stored.next_offset, stored.segment, stored.byte)
+        log = data.log.topic(topic)
+        count = 0
+        while True:
+            rows = []
+            for record in log.read(position, limit=CHUNK):
+                row = _event_row(topic, record.payload, 0, record.offset)
+                if row is not None:
+                    rows.append(row)
+                position = record.next
+                count += 1
+            if position.offset == stored.next_offset:
+                break
+            stored = StoredPosition(position.offset, position.segment, position.byte)
+            views.load(spec, rows, {(EMBEDDED, topic, 0): stored})
+            if progress:
+                progress(spec.name, count)
+        read[spec.name] = count
+    if data.checkpoint_path.exists():
+        checkpoint = data.checkpoint()
+        try:
+            for processor in ALL_PROCESSORS:
+                stream = f"state:{processor.name}"
+                after = views.position(EMBEDDED, stream).next_offset
+                changes = ((seq, key, value) for seq, key, value in checkpoint.changes(processor.name, after))
+                read[state_table(processor).name] = _load_state(views, processor, changes, EMBEDDED, stream, progress)
+        finally:
+            checkpoint.close()
+    return read
+
+
+async def refresh_kafka(settings: KafkaSettings, views: Views, progress: Progress | None = None) -> dict[str, int]:
+    """Load new records of every topic and every processor's Table changelog from Kafka."""
+    source = kafka_source(settings)
+    read: dict[str, int] = {}
+    for topic in TOPICS:
+        spec = topic_table(topic)
+        next_offsets = views.positions(source, topic)
+        rows: list[bytes] = []
+        count = 0
+
+        def flush() -> None:
+            views.load(spec, rows, {(source, topic, p): StoredPosition(o) for p, o in next_offsets.items()})
+            rows.clear()
+            if progress:
+                progress(spec.name, count)
+
+        async for record in read_to_end(settings, topic, next_offsets):
+            row = _event_row(topic, record.value or b"", record.partition, record.offset)
+            if row is not None:
+                rows.append(row)
+            next_offsets[record.partition] = record.offset + 1
+            count += 1
+            if len(rows) >= CHUNK:
+                flush()
+        if count:
+            flush()
+        read[spec.name] = count
+    for processor in ALL_PROCESSORS:
+        changelog = settings.changelog_topic(processor.name)
+        next_offsets = views.positions(source, changelog)
+        changes = [
+            (record.partition, record.offset, record.key.decode(), record.value)
+            async for record in read_to_end(settings, changelog, next_offsets, namespaced=False)
+            if record.key is not None
+        ]
+        for partition, offset, _, _ in changes:
+            next_offsets[partition] = offset + 1
+        positions = {(source, changelog, p): StoredPosition(o) for p, o in next_offsets.items()}
+        read[state_table(processor).name] = _load_state(
+            views, processor, ((0, key, value) for _, _, key, value in changes), source, changelog, progress, positions
+        )
+    return read
+
+
+def _event_row(topic: str, payload: bytes, partition: int, offset: int) -> bytes | None:
+    try:
+        event = decode(topic, payload)
+    except InvalidEvent:
+        return None
+    return with_position(encode(event), partition, offset)
+
+
+def _load_state(
+    views: Views,
+    processor: type,
+    changes: Iterator[tuple[int, str, bytes | None]],
+    source: str,
+    stream: str,
+    progress: Progress | None,
+    positions: dict | None = None,
+) -> int:
+    """Upsert the latest state per key (a None state, or a tombstone, deletes the row)."""
+    spec = state_table(processor)
+    latest: dict[str, dict | None] = {}
+    last_seq = views.position(source, stream).next_offset
+    count = 0
+    for seq, key, value in changes:
+        latest[key] = None if value is None else decode_state(value)
+        last_seq = max(last_seq, seq)
+        count += 1
+    rows = [state_row(spec.key, key, state) for key, state in latest.items() if state is not None]
+    deleted = [key for key, state in latest.items() if state is None]
+    if count:
+        views.load(
+            spec,
+            rows,
+            positions if positions is not None else {(source, stream, 0): StoredPosition(last_seq)},
+            replace=True,
+            deleted=deleted,
+        )
+        if progress:
+            progress(spec.name, count)
+    return count

@@ -1,0 +1,140 @@
+"""The analysts' DuckDB file: one table per topic, one per processor's state, loaded incrementally.
+
+Every load is idempotent: event tables are keyed by event id (a redelivered or
+duplicated event is ignored) and state tables by their key (last write wins).
+Rows and the positions they were read up to are committed in one transaction.
+Loads go through a temporary newline-delimited JSON file and ``read_json`` with
+bound parameters: no event text is ever spliced into SQL.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import orjson
+
+from fastci.events import TOPICS
+from fastci.processors import ALL_PROCESSORS
+from fastci.views.schema import TableSpec, quote, state_table, topic_table
+
+_POSITIONS = """
+CREATE TABLE IF NOT EXISTS _positions (
+    source VARCHAR, stream VARCHAR, part INTEGER,
+    next_offset BIGINT, segment BIGINT, byte BIGINT,
+    PRIMARY KEY (source, stream, part)
+)"""
+
+
+@dataclass(frozen=True)
+class StoredPosition:
+    next_offset: int = 0
+    segment: int = 0
+    byte: int = 0
+
+
+class Views:
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        self.path = Path(path)
+        if read_only and not self.path.exists():
+            raise FileNotFoundError(f"no views at {self.path}: run 'fastci views refresh' first")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect(str(self.path), read_only=read_only)
+        if not read_only:
+            self._create()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def _create(self) -> None:
+        self.con.execute(_POSITIONS)
+        for spec in self.specs():
+            self.con.execute(spec.ddl())
+
+    @staticmethod
+    def specs() -> list[TableSpec]:
+        return [topic_table(t) for t in TOPICS] + [state_table(p) for p in ALL_PROCESSORS]
+
+    # ----- positions
+
+    def position(self, source: str, stream: str, part: int = 0) -> StoredPosition:
+        row = self.con.execute(
+            "SELECT next_offset, segment, byte FROM _positions WHERE source = ? AND stream = ? AND part = ?",
+            [source, stream, part],
+        ).fetchone()
+        return StoredPosition(*row) if row else StoredPosition()
+
+    def positions(self, source: str, stream: str) -> dict[int, int]:
+        rows = self.con.execute(
+            "SELECT part, next_offset FROM _positions WHERE source = ? AND stream = ?", [source, stream]
+        ).fetchall()
+        return dict(rows)
+
+    # ----- loading
+
+    def load(
+        self,
+        spec: TableSpec,
+        rows: Iterable[bytes],
+        positions: Mapping[tuple[str, str, int], StoredPosition],
+        replace: bool = False,
+        deleted: Iterable[str] = (),
+    ) -> None:
+        """Insert rows (JSON documents with the table's columns) and record positions, atomically.
+
+        Events are inserted once (``replace=False``: a known id is ignored); state rows replace the
+        previous row for their key; ``deleted`` keys are removed.
+        """
+        handle, name = tempfile.mkstemp(suffix=".ndjson", prefix="fastci-load-")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                count = 0
+                for row in rows:
+                    file.write(row)
+                    file.write(b"\n")
+                    count += 1
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                deleted = list(deleted)
+                if deleted:
+                    self.con.execute(
+                        f"DELETE FROM {quote(spec.name)} WHERE {quote(spec.key)} IN (SELECT unnest(?))", [deleted]
+                    )
+                if count:
+                    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+                    self.con.execute(
+                        f"{verb} INTO {quote(spec.name)} BY NAME "
+                        "SELECT * FROM read_json(?, format = 'newline_delimited', columns = ?)",
+                        [name, spec.columns],
+                    )
+                for (source, stream, part), p in positions.items():
+                    self.con.execute(
+                        "INSERT OR REPLACE INTO _positions VALUES (?, ?, ?, ?, ?, ?)",
+                        [source, stream, part, p.next_offset, p.segment, p.byte],
+                    )
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+        finally:
+            os.unlink(name)
+
+    # ----- querying
+
+    def query(self, sql: str, parameters: list | None = None) -> tuple[list[str], list[tuple]]:
+        cursor = self.con.execute(sql, parameters or [])
+        columns = [d[0] for d in cursor.description] if cursor.description else []
+        return columns, cursor.fetchall()
+
+
+def with_position(payload: bytes, partition: int, offset: int) -> bytes:
+    """An encoded event (a JSON object) with ``_partition`` and ``_offset`` added in front."""
+    return b'{"_partition":%d,"_offset":%d,%s' % (partition, offset, payload[1:])
+
+
+def state_row(key_column: str, key: str, state: dict) -> bytes:
+    return orjson.dumps({key_column: key, **state})

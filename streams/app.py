@@ -1,0 +1,94 @@
+"""Wire every processor to Kafka: one agent per processor, its state in a faust Table.
+
+Nothing here decides anything: each agent hands records to the processor's
+``Driver`` (the same one the embedded runtime uses) and moves what comes back.
+Per batch: outputs are sent and acknowledged first, then the Table is written
+(its changelog is flushed before faust commits offsets). With the dedup window in
+each Table value and deterministic output ids, a crash anywhere gives no lost
+state and no duplicate a consumer would keep (see ``fastci.processors.driver``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import faust
+
+from fastci.config import KafkaSettings
+from fastci.events import DEAD_LETTERS, encode
+from fastci.processors import Processor, build_processors
+from fastci.processors.driver import Driver
+
+BATCH = 2000  # records per take; one Table write per key per batch
+WITHIN_S = 0.2  # longest a record waits for its batch to fill
+
+
+class TableStore:
+    """A faust Table seen as the driver's raw key-value store (keys as UTF-8 bytes)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def get(self, key: str) -> bytes | None:
+        return self.table.get(key.encode())
+
+
+def create_app(settings: KafkaSettings, processors: list[Processor] | None = None) -> faust.App:
+    app = faust.App(
+        settings.app_id,
+        broker=[f"kafka://{host}" for host in settings.bootstrap.split(",")],
+        broker_credentials=_credentials(settings),
+        store="memory://",
+        web_enabled=False,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        table_cleanup_interval=3600.0,
+    )
+    drivers = [_wire(app, settings, processor) for processor in (processors or build_processors())]
+
+    @app.on_partitions_assigned.connect
+    async def _forget_caches(sender: Any, assigned: Any, **kwargs: Any) -> None:
+        for driver in drivers:  # partitions moved: the Tables, not our caches, are the truth now
+            driver.forget_cache()
+
+    return app
+
+
+def _wire(app: faust.App, settings: KafkaSettings, processor: Processor) -> Driver:
+    raw = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+    source = app.topic(*(settings.topic(t) for t in processor.inputs), **raw)
+    sinks = {t: app.topic(settings.topic(t), **raw) for t in (*processor.outputs, DEAD_LETTERS)}
+    table = app.Table(processor.name, partitions=settings.partitions, use_partitioner=True, **raw)
+    driver = Driver(processor, TableStore(table))
+    prefix = len(settings.namespace)
+
+    async def run(stream: Any) -> None:
+        async for batch in stream.take_events(BATCH, within=WITHIN_S):
+            outputs = []
+            for item in batch:
+                message = item.message
+                outputs += driver.handle_record(message.topic[prefix:], message.value or b"", message.offset)
+            deliveries = [await sinks[o.TOPIC].send(key=o.key.encode(), value=encode(o)) for o in outputs]
+            await asyncio.gather(*deliveries)
+            for key, value in driver.drain_writes().items():
+                table[key.encode()] = value
+
+    app.agent(source, name=processor.name)(run)
+    return driver
+
+
+def _credentials(settings: KafkaSettings) -> Any:
+    if not settings.sasl_mechanism:
+        return None
+    ssl_context = settings.client_options().get("ssl_context")
+    return faust.SASLCredentials(
+        username=settings.username,
+        password=settings.password,
+        mechanism=settings.sasl_mechanism,
+        ssl_context=ssl_context,
+    )
