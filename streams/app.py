@@ -60,10 +60,13 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
 
 
 def _wire(app: faust.App, settings: KafkaSettings, processor: Processor) -> Driver:
-    raw = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
-    source = app.topic(*(settings.topic(t) for t in processor.inputs), **raw)
-    sinks = {t: app.topic(settings.topic(t), **raw) for t in (*processor.outputs, DEAD_LETTERS)}
-    table = app.Table(processor.name, partitions=settings.partitions, use_partitioner=True, **raw)
+    raw = faust.Schema(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+    source = app.topic(*(settings.topic(t) for t in processor.inputs), schema=raw)
+    sinks = {t: app.topic(settings.topic(t), schema=raw) for t in (*processor.outputs, DEAD_LETTERS)}
+    # Serializers only: a Table whose schema also sets key_type/value_type never received a record
+    # on faust 0.15.3 (its agent sat idle with records fetched); keys and values are bytes anyway.
+    table_schema = faust.Schema(key_serializer="raw", value_serializer="raw")
+    table = app.Table(processor.name, partitions=settings.partitions, use_partitioner=True, schema=table_schema)
     driver = Driver(processor, TableStore(table))
     prefix = len(settings.namespace)
 

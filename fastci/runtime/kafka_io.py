@@ -52,6 +52,22 @@ async def publish(settings: KafkaSettings, events: Iterable[Event]) -> int:
     return sent
 
 
+async def topic_partitions(settings: KafkaSettings, names: list[str]) -> list[TopicPartition]:
+    """The partitions of existing topics among ``names`` (full names; missing topics have none)."""
+    admin = AIOKafkaAdminClient(**settings.client_options())
+    await admin.start()
+    try:
+        described = await admin.describe_topics(names)
+    finally:
+        await admin.close()
+    return sorted(
+        TopicPartition(topic["topic"], partition["partition"])
+        for topic in described
+        if topic["error_code"] == 0
+        for partition in topic["partitions"]
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class KafkaRecord:
     topic: str  # without the namespace
@@ -69,16 +85,12 @@ async def read_to_end(
 ) -> AsyncIterator[KafkaRecord]:
     """Every record of ``topic`` from ``start`` (partition -> next offset) to the end seen on entry."""
     name = settings.topic(topic) if namespaced else topic
+    tps = await topic_partitions(settings, [name])
+    if not tps:
+        return
     consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **settings.client_options())
     await consumer.start()
     try:
-        partitions = consumer.partitions_for_topic(name) or set()
-        if not partitions:
-            await consumer.force_metadata_update()
-            partitions = consumer.partitions_for_topic(name) or set()
-        tps = [TopicPartition(name, p) for p in sorted(partitions)]
-        if not tps:
-            return
         consumer.assign(tps)
         ends = await consumer.end_offsets(tps)
         remaining = set()
@@ -104,16 +116,12 @@ async def read_to_end(
 
 async def group_lag(settings: KafkaSettings, group: str, topics: Iterable[str]) -> int:
     """Records in ``topics`` that consumer group ``group`` has not committed yet."""
+    tps = await topic_partitions(settings, [settings.topic(t) for t in topics])
     admin = AIOKafkaAdminClient(**settings.client_options())
     consumer = AIOKafkaConsumer(**settings.client_options())
     await admin.start()
     await consumer.start()
     try:
-        tps = []
-        for topic in topics:
-            name = settings.topic(topic)
-            await consumer.force_metadata_update()
-            tps += [TopicPartition(name, p) for p in sorted(consumer.partitions_for_topic(name) or ())]
         ends = await consumer.end_offsets(tps) if tps else {}
         committed = await admin.list_consumer_group_offsets(group)
         return sum(max(0, end - (committed[tp].offset if tp in committed else 0)) for tp, end in ends.items())

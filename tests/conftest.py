@@ -1,0 +1,54 @@
+"""Shared fixtures. The Kafka fixture uses the broker given by FASTCI_KAFKA_BOOTSTRAP, or starts one
+with docker/kafka/kafka.sh; tests that need it fail (never skip) when no broker answers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fastci.config import KafkaSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+KAFKA_SH = ROOT / "docker" / "kafka" / "kafka.sh"
+
+
+async def _reachable(bootstrap: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        await admin.list_topics()
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    given = os.environ.get("FASTCI_KAFKA_BOOTSTRAP")
+    started = False
+    if not given:
+        run = subprocess.run([str(KAFKA_SH), "start"], capture_output=True, text=True, timeout=300)
+        if run.returncode != 0:
+            pytest.fail(f"could not start the Kafka broker with {KAFKA_SH}:\n{run.stderr[-3000:]}")
+        given = run.stdout.strip().split("=", 1)[1]
+        started = True
+    try:
+        asyncio.run(_reachable(given))
+    except Exception as error:  # the broker must answer: integration tests fail, never skip
+        pytest.fail(f"Kafka broker at {given} does not answer: {error!r}")
+    yield given
+    if started:
+        subprocess.run([str(KAFKA_SH), "stop"], capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def kafka(kafka_bootstrap: str) -> KafkaSettings:
+    """Settings for a fresh namespace: every test gets its own topics and consumer group."""
+    return KafkaSettings(bootstrap=kafka_bootstrap, namespace=f"t{uuid.uuid4().hex[:10]}-", partitions=4)

@@ -1,0 +1,89 @@
+"""The driver both runtimes share: dedup window, buffered writes, processor failures."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from fastci.events import DeadLetter, Event, ResultEvent
+from fastci.processors.base import Processor, Step
+from fastci.processors.driver import Driver, decode_entry
+from fastci.processors.test_history import TestHistory, TestHistoryProcessor
+
+from factories import result
+
+
+class DictStore(dict):
+    def get(self, key: str) -> bytes | None:  # the RawStore protocol
+        return super().get(key)
+
+
+def persist(driver: Driver, store: DictStore) -> None:
+    store.update(driver.drain_writes())
+
+
+def test_a_redelivered_event_changes_nothing_and_emits_nothing():
+    store = DictStore()
+    driver = Driver(TestHistoryProcessor(), store)
+    driver.handle(result(run_id="r1", status="passed"))
+    flip = driver.handle(result(run_id="r2", status="failed"))
+    persist(driver, store)
+    assert len(flip) == 1
+    assert driver.handle(result(run_id="r2", status="failed")) == []  # same id: already applied
+    fresh = Driver(TestHistoryProcessor(), store)  # as after a restart: the window is in the store
+    assert fresh.handle(result(run_id="r1", status="passed")) == []
+    persist(fresh, store)
+    assert decode_entry(TestHistory, store["tests/test_a.py::test_x"]).state.runs == 2
+
+
+def test_the_window_is_bounded_per_key():
+    store = DictStore()
+    driver = Driver(TestHistoryProcessor(), store)
+    for n in range(40):
+        driver.handle(result(run_id=f"r{n}"))
+    persist(driver, store)
+    entry = decode_entry(TestHistory, store["tests/test_a.py::test_x"])
+    assert len(entry.seen) == TestHistoryProcessor.dedup_window
+    assert entry.seen[-1] == result(run_id="r39").id
+
+
+def test_writes_are_buffered_until_drained():
+    store = DictStore()
+    driver = Driver(TestHistoryProcessor(), store)
+    driver.handle(result(run_id="r1"))
+    assert store == {}
+    writes = driver.drain_writes()
+    assert list(writes) == ["tests/test_a.py::test_x"] and driver.drain_writes() == {}
+
+
+class Exploding(Processor[TestHistory]):
+    name: ClassVar[str] = "exploding"
+    inputs: ClassVar[tuple[str, ...]] = ("results",)
+    outputs: ClassVar[tuple[str, ...]] = ()
+    state_model = TestHistory
+
+    def process(self, state, event: Event) -> Step[TestHistory]:
+        assert isinstance(event, ResultEvent)
+        if event.status == "failed":
+            raise ZeroDivisionError("bug in the processor")
+        before = state.get(event.test_id) or TestHistory()
+        return Step(writes={event.test_id: before.model_copy(update={"runs": before.runs + 1})})
+
+
+def test_a_failing_processor_dead_letters_the_event_and_keeps_state():
+    store = DictStore()
+    driver = Driver(Exploding(), store)
+    driver.handle(result(run_id="r1"))
+    outputs = driver.handle(result(run_id="r2", status="failed"), offset=17)
+    persist(driver, store)
+    assert len(outputs) == 1 and isinstance(outputs[0], DeadLetter)
+    letter = outputs[0]
+    assert letter.source == "processor:exploding" and letter.offset == 17
+    assert "ZeroDivisionError: bug in the processor" in letter.error
+    assert decode_entry(TestHistory, store["tests/test_a.py::test_x"]).state.runs == 1
+
+
+def test_undecodable_records_become_dead_letters_from_decode():
+    driver = Driver(TestHistoryProcessor(), DictStore())
+    [letter] = driver.handle_record("results", b'{"test_id": "t"}', offset=3)
+    assert isinstance(letter, DeadLetter) and letter.source == "decode" and letter.offset == 3
+    assert driver.drain_writes() == {}

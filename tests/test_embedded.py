@@ -1,0 +1,94 @@
+"""The embedded runtime end to end on a local log (crash safety has its own module)."""
+
+from __future__ import annotations
+
+from fastci.events import decode, encode
+from fastci.processors.driver import decode_entry
+from fastci.processors.test_history import TestHistory
+from fastci.publishing import check_lines, publish_embedded
+from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+
+from factories import result
+
+
+def run(data_dir) -> dict:
+    runtime = EmbeddedRuntime(data_dir)
+    try:
+        return runtime.run().by_processor["test-history"].__dict__
+    finally:
+        runtime.close()
+
+
+def outputs(data_dir, topic: str) -> list:
+    return [decode(topic, r.payload) for r in DataDir(data_dir).log.topic(topic).read()]
+
+
+def history(data_dir, test_id: str) -> TestHistory:
+    checkpoint = DataDir(data_dir).checkpoint()
+    try:
+        return decode_entry(TestHistory, checkpoint.store("test-history").get(test_id)).state
+    finally:
+        checkpoint.close()
+
+
+def test_processes_the_log_and_resumes_where_it_stopped(tmp_path):
+    publish_embedded(tmp_path, [result(run_id="r1"), result(run_id="r2", status="failed")])
+    assert run(tmp_path) == {"events": 2, "outputs": 1, "dead_letters": 0}
+    assert run(tmp_path) == {"events": 0, "outputs": 0, "dead_letters": 0}  # nothing new
+    publish_embedded(tmp_path, [result(run_id="r3", status="passed")])
+    assert run(tmp_path)["events"] == 1
+    assert [f.current for f in outputs(tmp_path, "test-status-changed")] == ["failing", "passing"]
+    assert history(tmp_path, "tests/test_a.py::test_x").runs == 3
+
+
+def test_a_duplicate_publish_is_counted_once(tmp_path):
+    event = result(run_id="r1", status="failed")
+    publish_embedded(tmp_path, [result(run_id="r0"), event])
+    publish_embedded(tmp_path, [event, event])
+    run(tmp_path)
+    assert history(tmp_path, event.test_id).runs == 2
+    assert len(outputs(tmp_path, "test-status-changed")) == 1
+
+
+def test_bad_input_is_dead_lettered_and_leaves_state_alone(tmp_path):
+    good = result(run_id="r1")
+    lines = [
+        encode(good),
+        b'{"test_id": "tests/test_a.py::test_x", "run_id": "r2"',  # malformed JSON
+        b'{"test_id": "tests/test_a.py::test_x", "run_id": "r3"}',  # missing fields
+        encode(result(run_id="r4")).replace(b'"duration_s":12.5', b'"duration_s":"slow"'),  # wrong type
+    ]
+    checked = check_lines(lines, topic="results")
+    assert [r.line for r in checked.refused] == [2, 3, 4]
+    publish_embedded(tmp_path, [*checked.accepted, *checked.dead_letters()])
+    # A record that bypassed publishing (written straight into the log) is refused when read.
+    DataDir(tmp_path).log.topic("results").append([b'{"test_id": 42}'], 0)
+    stats = run(tmp_path)
+    assert stats == {"events": 2, "outputs": 1, "dead_letters": 1}
+    letters = outputs(tmp_path, "dead-letters")
+    assert [(d.source, d.topic) for d in letters] == [("publish", "results")] * 3 + [("decode", "results")]
+    assert "field 'duration_s'" in letters[2].error and "malformed JSON" in letters[0].error
+    assert history(tmp_path, good.test_id).runs == 1
+
+
+def test_outputs_appended_before_a_crash_are_not_appended_again(tmp_path):
+    """The narrow window of a crash: outputs are on disk, the checkpoint commit never happened."""
+    events = [result(run_id=f"r{n}", status=("passed", "failed")[n % 2]) for n in range(6)]
+    publish_embedded(tmp_path, events)
+    crashing = EmbeddedRuntime(tmp_path, batch_size=4)
+
+    def power_cut(*args, **kwargs):
+        raise SystemExit("killed between append and commit")
+
+    crashing.checkpoint.commit = power_cut
+    try:
+        crashing.run()
+    except SystemExit:
+        pass
+    finally:
+        crashing.close()
+    assert len(outputs(tmp_path, "test-status-changed")) == 3  # appended, never committed
+    run(tmp_path)
+    flips = outputs(tmp_path, "test-status-changed")
+    assert [f.run_id for f in flips] == ["r1", "r2", "r3", "r4", "r5"]
+    assert history(tmp_path, events[0].test_id).runs == 6
