@@ -17,7 +17,7 @@ from rich.text import Text
 
 from fastci import config
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
@@ -77,6 +77,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 return 130
     finally:
         runtime.close()
+    if stats.events == 0 and not args.follow:
+        console.print(f"nothing new to process in {args.data_dir} (publish events first: fastci publish)")
+        return 0
     table = Table("processor", "events", "outputs", "dead letters", title="embedded run")
     for name, s in stats.by_processor.items():
         table.add_row(name, f"{s.events:,}", f"{s.outputs:,}", f"{s.dead_letters:,}")

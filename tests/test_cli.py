@@ -1,0 +1,88 @@
+"""The fastci command line, as a user drives it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+
+from fastci.cli import main
+from fastci.events import encode
+
+from factories import result, result_doc
+
+
+def fastci(tmp_path, *args: str) -> int:
+    return main(["--data-dir", str(tmp_path), *args])
+
+
+def test_publish_run_refresh_and_query(tmp_path, capsys):
+    source = tmp_path / "results.jsonl"
+    source.write_bytes(b"\n".join(encode(result(run_id=f"r{n}", status=s)) for n, s in enumerate(["passed", "failed"])))
+    assert fastci(tmp_path, "publish", "--topic", "results", str(source)) == 0
+    assert "accepted 2 event(s)" in capsys.readouterr().err
+    assert fastci(tmp_path, "run") == 0
+    assert fastci(tmp_path, "views", "refresh") == 0
+    capsys.readouterr()
+    assert fastci(tmp_path, "sql", "SELECT test_id, runs, health FROM test_history", "--format", "json") == 0
+    assert orjson.loads(capsys.readouterr().out) == {"test_id": "tests/test_a.py::test_x", "runs": 2, "health": "failing"}
+
+
+def test_publish_envelopes_and_reports_each_refusal(tmp_path, capsys):
+    lines = [
+        orjson.dumps({"topic": "results", "event": result_doc(run_id="r1")}),
+        orjson.dumps({"topic": "results", "event": result_doc(run_id="r2", chips=-1)}),
+        orjson.dumps({"topic": "test-status-changed", "event": {}}),
+        b"{oops",
+    ]
+    source = tmp_path / "mixed.jsonl"
+    source.write_bytes(b"\n".join(lines))
+    assert fastci(tmp_path, "publish", str(source)) == 1
+    err = capsys.readouterr().err
+    assert "accepted 1 event(s)" in err and "refused 3 event(s)" in err
+    assert "line 2: results: field 'chips'" in err
+    assert "line 3: test-status-changed: field 'topic': 'test-status-changed' is written by its processor" in err
+    assert "line 4: (none): malformed JSON" in err
+    fastci(tmp_path, "views", "refresh")
+    capsys.readouterr()
+    fastci(tmp_path, "sql", "SELECT count(*) AS n FROM dead_letters", "--format", "csv")
+    assert capsys.readouterr().out.splitlines() == ["n", "3"]
+
+
+def test_sql_errors_are_reported_without_a_traceback(tmp_path, capsys):
+    assert fastci(tmp_path, "sql", "SELECT 1") == 2
+    assert "run 'fastci views refresh' first" in capsys.readouterr().err
+    fastci(tmp_path, "views", "refresh")
+    assert fastci(tmp_path, "sql", "SELECT nope FROM results") == 2
+    assert "query failed" in capsys.readouterr().err
+
+
+def test_schemas_check(tmp_path, capsys):
+    out = tmp_path / "schemas"
+    assert fastci(tmp_path, "schemas", "--out", str(out), "--check") == 1
+    assert fastci(tmp_path, "schemas", "--out", str(out)) == 0
+    assert fastci(tmp_path, "schemas", "--out", str(out), "--check") == 0
+
+
+def test_demo_runs_the_whole_path_and_says_what_it_found(tmp_path):
+    data = tmp_path / "demo"
+    done = subprocess.run(
+        [sys.executable, "-m", "fastci.cli", "--data-dir", str(data), "demo"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "generated a synthetic CI history" in out and "processor test-history" in out
+    assert "Tests failing now" in out and "node-08" in out  # the sick node stands out
+    assert "unknown topic" in out  # the refused events are shown with their reasons
+    again = subprocess.run(
+        [sys.executable, "-m", "fastci.cli", "--data-dir", str(data), "demo"], capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0, again.stderr  # a second demo replaces the first
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "precious.txt").write_text("keep me")
+    refused = subprocess.run(
+        [sys.executable, "-m", "fastci.cli", "--data-dir", str(tmp_path / "mine"), "demo"], capture_output=True, text=True
+    )
+    assert refused.returncode != 0 and (tmp_path / "mine" / "precious.txt").exists()
