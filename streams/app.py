@@ -14,10 +14,12 @@ import asyncio
 from typing import Any
 
 import faust
+import orjson
+from aiokafka.partitioner import murmur2
 
 from fastci.config import KafkaSettings
 from fastci.events import DEAD_LETTERS, encode
-from fastci.processors import Processor, build_processors
+from fastci.processors import Processor, build_processors, owner_of
 from fastci.processors.driver import Driver
 
 BATCH = 2000  # records per take; one Table write per key per batch
@@ -59,23 +61,38 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     return app
 
 
+RAW = faust.Schema(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+
+
+def repartition_topics(processor: Processor) -> dict[str, str]:
+    """Input topic -> the internal topic that carries it keyed by the processor's partition field."""
+    return {
+        topic: f"fastci-{processor.name}-{topic}-by-{field}" for topic, field in sorted(processor.partition_by.items())
+    }
+
+
 def _wire(app: faust.App, settings: KafkaSettings, processor: Processor) -> Driver:
-    raw = faust.Schema(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
-    source = app.topic(*(settings.topic(t) for t in processor.inputs), schema=raw)
+    raw = RAW
+    rekeyed = repartition_topics(processor)
+    for topic, internal in rekeyed.items():
+        _repartition(app, settings, processor, topic, internal)
+    logical = {settings.topic(rekeyed.get(t, t)): t for t in processor.inputs}  # wire name -> topic
+    source = app.topic(*logical, schema=raw)
     sinks = {t: app.topic(settings.topic(t), schema=raw) for t in (*processor.outputs, DEAD_LETTERS)}
     # Serializers only: a Table whose schema also sets key_type/value_type never received a record
     # on faust 0.15.3 (its agent sat idle with records fetched); keys and values are bytes anyway.
     table_schema = faust.Schema(key_serializer="raw", value_serializer="raw")
     table = app.Table(processor.name, partitions=settings.partitions, use_partitioner=True, schema=table_schema)
+    # A compound key lives in the partition of its owner, the partition key it starts with.
+    table.partition_for_key = lambda key: partition_of(owner_of(key.decode()).encode(), settings.partitions)
     driver = Driver(processor, TableStore(table))
-    prefix = len(settings.namespace)
 
     async def run(stream: Any) -> None:
         async for batch in stream.take_events(BATCH, within=WITHIN_S):
             outputs = []
             for item in batch:
                 message = item.message
-                outputs += driver.handle_record(message.topic[prefix:], message.value or b"", message.offset)
+                outputs += driver.handle_record(logical[message.topic], message.value or b"", message.offset)
             deliveries = [await sinks[o.TOPIC].send(key=o.key.encode(), value=encode(o)) for o in outputs]
             await asyncio.gather(*deliveries)
             for key, value in driver.drain_writes().items():
@@ -83,6 +100,38 @@ def _wire(app: faust.App, settings: KafkaSettings, processor: Processor) -> Driv
 
     app.agent(source, name=processor.name)(run)
     return driver
+
+
+def _repartition(app: faust.App, settings: KafkaSettings, processor: Processor, topic: str, internal: str) -> None:
+    """Forward ``topic`` to ``internal``, keyed by the processor's partition field (faust's group_by,
+    spelled out so the bytes pass through untouched). Undecodable records keep their key; the
+    processor dead-letters them."""
+    field = processor.partition_by[topic]
+    sink = app.topic(settings.topic(internal), schema=RAW)
+
+    async def forward(stream: Any) -> None:
+        async for batch in stream.take_events(BATCH, within=WITHIN_S):
+            deliveries = []
+            for item in batch:
+                value = item.message.value or b""
+                key = _field_of(value, field)
+                deliveries.append(await sink.send(key=item.message.key if key is None else key.encode(), value=value))
+            await asyncio.gather(*deliveries)
+
+    app.agent(app.topic(settings.topic(topic), schema=RAW), name=f"{processor.name}-{topic}-repartition")(forward)
+
+
+def _field_of(value: bytes, field: str) -> str | None:
+    try:
+        found = orjson.loads(value).get(field)
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner (murmur2, as in Java and aiokafka) gives a key."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def _credentials(settings: KafkaSettings) -> Any:

@@ -12,14 +12,18 @@ import faust
 
 from fastci.config import KafkaSettings
 from fastci.events import TOPICS
-from fastci.processors import build_processors
+from fastci.processors import Processor, build_processors
 from fastci.runtime.kafka_io import ensure_topics
-from streams.app import create_app
+from streams.app import create_app, repartition_topics
 
 
 def run_worker(settings: KafkaSettings, processor_names: list[str] | None = None, loglevel: str = "warn") -> None:
-    processors = build_processors(processor_names)
-    asyncio.run(ensure_topics(settings, TOPICS))
+    run_processors(settings, build_processors(processor_names), loglevel)
+
+
+def run_processors(settings: KafkaSettings, processors: list[Processor], loglevel: str = "warn") -> None:
+    internal = [name for p in processors for name in repartition_topics(p).values()]
+    asyncio.run(ensure_topics(settings, [*TOPICS, *internal]))
     app = create_app(settings, processors)
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()

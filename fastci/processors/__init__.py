@@ -1,6 +1,6 @@
 """Processors: the logic of fastci, one pure module per decision."""
 
-from fastci.processors.base import Processor, StateReader, Step
+from fastci.processors.base import Processor, StateReader, Step, compound_key, owner_of
 from fastci.processors.test_history import TestHistoryProcessor
 
 # Every processor both runtimes run, in an order where producers come before their consumers.
@@ -16,4 +16,4 @@ def build_processors(names: list[str] | None = None) -> list[Processor]:
     return [cls() for cls in ALL_PROCESSORS if not names or cls.name in names]
 
 
-__all__ = ["ALL_PROCESSORS", "Processor", "StateReader", "Step", "build_processors"]
+__all__ = ["ALL_PROCESSORS", "Processor", "StateReader", "Step", "build_processors", "compound_key", "owner_of"]

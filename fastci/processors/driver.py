@@ -84,7 +84,8 @@ class Driver:
 
     def handle(self, event: Event, offset: int | None = None) -> list[Event]:
         """Apply one event; return the events it emits (a dead letter if the processor failed)."""
-        own = self._entry(event.key)
+        key = self.processor.partition_key(event)
+        own = self._entry(key)
         if own is not None and event.id in own.seen:
             return []
         try:
@@ -98,9 +99,9 @@ class Driver:
             for key, state in step.writes.items():
                 previous = self._entry(key)
                 self._put(key, Entry(state, () if previous is None else previous.seen))
-        own = self._entry(event.key)
+        own = self._entry(key)
         seen = (() if own is None else own.seen)[-(self.processor.dedup_window - 1) :] + (event.id,)
-        self._put(event.key, Entry(None if own is None else own.state, seen))
+        self._put(key, Entry(None if own is None else own.state, seen))
         return outputs
 
     def drain_writes(self) -> dict[str, bytes]:

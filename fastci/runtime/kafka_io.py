@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -15,13 +16,28 @@ from fastci.events import Event, encode
 _SEND_WINDOW = 5000  # unacknowledged sends in flight before we wait
 
 
+class TopicMismatch(RuntimeError):
+    pass
+
+
 async def ensure_topics(settings: KafkaSettings, names: Iterable[str]) -> list[str]:
-    """Create the (namespaced) topics that do not exist yet; return the ones created."""
+    """Create the (namespaced) topics that do not exist yet; return the ones created.
+
+    Existing topics must have ``settings.partitions`` partitions: state is placed by key
+    hash modulo that count, so a topic with another count would split a key's state."""
+    names = [settings.topic(n) for n in names]
     admin = AIOKafkaAdminClient(**settings.client_options())
     await admin.start()
     try:
         existing = set(await admin.list_topics())
-        wanted = [settings.topic(n) for n in names if settings.topic(n) not in existing]
+        counts = Counter(tp.topic for tp in await topic_partitions(settings, names))
+        for name, count in counts.items():
+            if count != settings.partitions:
+                raise TopicMismatch(
+                    f"topic {name} has {count} partitions but FASTCI_KAFKA_PARTITIONS is {settings.partitions}; "
+                    "use the same count everywhere (or a fresh namespace)"
+                )
+        wanted = [n for n in names if n not in existing]
         if wanted:
             await admin.create_topics(
                 [NewTopic(n, num_partitions=settings.partitions, replication_factor=settings.replication) for n in wanted]
@@ -57,7 +73,9 @@ async def topic_partitions(settings: KafkaSettings, names: list[str]) -> list[To
     admin = AIOKafkaAdminClient(**settings.client_options())
     await admin.start()
     try:
-        described = await admin.describe_topics(names)
+        existing = set(await admin.list_topics())  # describing a missing topic would auto-create it
+        present = [n for n in names if n in existing]
+        described = await admin.describe_topics(present) if present else []
     finally:
         await admin.close()
     return sorted(
