@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import asyncio
 import csv
 import sys
@@ -21,6 +22,12 @@ console = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
+# Feature modules that add subcommands: each has ``register(commands)``, which adds parsers to the
+# subparsers object and sets ``func`` on them; handlers get the parsed args (``data_dir`` resolved)
+# and return an exit code. Keep heavy imports inside handlers so ``fastci --help`` stays fast.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
 class UsageError(Exception):
     """A mistake the user can fix; printed without a traceback."""
 
@@ -34,8 +41,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     checked = check_lines(read_lines(args.file), args.topic)
     dead = checked.dead_letters()
     if args.kafka:
-        publish_kafka(_kafka(args), [*checked.accepted, *dead])
-        where = f"Kafka at {_kafka(args).bootstrap}"
+        publish_kafka(kafka_settings(args), [*checked.accepted, *dead])
+        where = f"Kafka at {kafka_settings(args).bootstrap}"
     else:
         publish_embedded(args.data_dir, [*checked.accepted, *dead])
         where = f"the embedded log in {args.data_dir}"
@@ -61,7 +68,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     runtime = EmbeddedRuntime(args.data_dir, build_processors(args.processor), batch_size=args.batch, sync=not args.no_sync)
     try:
-        with _progress() as progress:
+        with progress_bar() as progress:
             tasks: dict[str, Any] = {}
 
             def report(name: str, done: int, pending: int) -> None:
@@ -90,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from streams.worker import run_worker
 
-    settings = _kafka(args)
+    settings = kafka_settings(args)
     console.print(f"faust worker {settings.app_id} on {settings.bootstrap} (session timeout {settings.session_timeout_s:g} s)")
     run_worker(settings, args.processor, loglevel=args.log_level)
     return 0
@@ -103,9 +110,9 @@ def cmd_views_refresh(args: argparse.Namespace) -> int:
     from fastci.views.refresh import refresh_embedded, refresh_kafka
     from fastci.views.store import Views
 
-    views = Views(_views_path(args))
+    views = Views(views_path(args))
     try:
-        with _progress() as progress:
+        with progress_bar() as progress:
             tasks: dict[str, Any] = {}
 
             def report(table: str, rows: int) -> None:
@@ -114,13 +121,13 @@ def cmd_views_refresh(args: argparse.Namespace) -> int:
                 progress.update(tasks[table], completed=rows)
 
             if args.kafka:
-                read = asyncio.run(refresh_kafka(_kafka(args), views, report))
+                read = asyncio.run(refresh_kafka(kafka_settings(args), views, report))
             else:
                 read = refresh_embedded(args.data_dir, views, report)
     finally:
         views.close()
     loaded = ", ".join(f"{t} +{n:,}" for t, n in read.items() if n) or "nothing new"
-    console.print(f"views in {_views_path(args)}: {loaded}")
+    console.print(f"views in {views_path(args)}: {loaded}")
     return 0
 
 
@@ -130,7 +137,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from fastci.views.store import Views
 
     try:
-        views = Views(_views_path(args), read_only=True)
+        views = Views(views_path(args), read_only=True)
     except FileNotFoundError as error:
         raise UsageError(str(error)) from None
     try:
@@ -187,7 +194,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ----- plumbing
 
 
-def _progress() -> Any:
+def progress_bar() -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -196,11 +203,11 @@ def _progress() -> Any:
     )
 
 
-def _kafka(args: argparse.Namespace) -> config.KafkaSettings:
+def kafka_settings(args: argparse.Namespace) -> config.KafkaSettings:
     return config.KafkaSettings.from_env(bootstrap=args.bootstrap, namespace=args.namespace)
 
 
-def _views_path(args: argparse.Namespace) -> Path:
+def views_path(args: argparse.Namespace) -> Path:
     return Path(args.views) if args.views else Path(args.data_dir) / "views.duckdb"
 
 
@@ -256,6 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="generate a small CI history, process it and show what fastci found")
     demo.add_argument("--commits", type=int, default=300)
     demo.set_defaults(func=cmd_demo)
+
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(commands)
     return parser
 
 

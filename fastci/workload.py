@@ -79,6 +79,7 @@ class Workload:
                     ResultEvent(
                         test_id=test,
                         run_id=f"{'nightly' if nightly else 'presubmit'}-{index:04d}",
+                        repo=REPO,
                         commit=sha,
                         bundle=Bundle(**bundle),
                         node_id=node,

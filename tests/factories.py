@@ -13,6 +13,7 @@ def result_doc(test_id: str = "tests/test_a.py::test_x", run_id: str = "run-1", 
     doc: dict[str, Any] = {
         "test_id": test_id,
         "run_id": run_id,
+        "repo": "acme/llm-framework",
         "commit": "abcdef1",
         "bundle": dict(BUNDLE),
         "node_id": "node-01",

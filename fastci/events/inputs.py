@@ -68,6 +68,7 @@ class EvidenceEvent(Event):
 
     test_id: Name
     run_id: Name
+    repo: Name = Field(description="Repository whose code the test exercised (joins with commits).")
     commit: Sha
     method: Literal["sampling", "tracing"] = Field(
         description="'sampling' for py-spy stacks, 'tracing' for exact function-level tracing."
@@ -96,6 +97,7 @@ class ResultEvent(Event):
 
     test_id: Name
     run_id: Name
+    repo: Name = Field(description="Repository the tested commit belongs to (joins with commits).")
     commit: Sha
     bundle: Bundle
     node_id: Name
