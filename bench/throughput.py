@@ -45,7 +45,7 @@ INPUTS = ["commits", "results", "evidence", "node-health"]
 
 def workload(total: int) -> list[Event]:
     """About ``total`` events: the synthetic CI history plus evidence for a share of its results."""
-    commits = max(50, total // 9)
+    commits = max(50, total // 8)
     history = Workload(commits=commits, seed=42).events()
     rng = random.Random(42)
     functions = [f"fastlm/{area}/{mod}.py:{cls}.{name}" for area in ("model", "kernels", "runtime")
@@ -59,8 +59,14 @@ def workload(total: int) -> list[Event]:
                 stacks.append(FoldedStack(stack=";".join([f"{event.test_id.split('::')[1]} (tests/t.py:3)", *frames]), count=rng.randrange(1, 50)))
             evidence.append(EvidenceEvent(test_id=event.test_id, run_id=event.run_id, repo=REPO, commit=event.commit,
                                           method="sampling", sampling_rate_hz=100.0, stacks=tuple(stacks)))
-    events = history + evidence
-    return events[:total] if len(events) > total else events
+    # Interleave evidence after the result it belongs to, as a collector would publish it.
+    by_run = {(e.test_id, e.run_id): e for e in evidence}
+    events = []
+    for event in history:
+        events.append(event)
+        if event.TOPIC == "results" and (event.test_id, event.run_id) in by_run:
+            events.append(by_run[(event.test_id, event.run_id)])
+    return events[:total]
 
 
 async def raw_consume(settings: KafkaSettings, expected: int) -> float:
@@ -72,6 +78,8 @@ async def raw_consume(settings: KafkaSettings, expected: int) -> float:
         await consumer.seek_to_beginning(*tps)
         started, seen = time.perf_counter(), 0
         while seen < expected:
+            if time.perf_counter() - started > 300:
+                raise SystemExit(f"raw consume saw {seen} of {expected} records in 300 s")
             for messages in (await consumer.getmany(timeout_ms=1000, max_records=10_000)).values():
                 for message in messages:
                     orjson.loads(message.value)
@@ -97,25 +105,30 @@ async def count(stream):
         counts[event.key] += 1
         await sink.send(key=event.key, value=event.value[:64])
 
-faust.Worker(app, loglevel="warn", quiet=True).execute_from_commandline()
+faust.Worker(app, loglevel="info", quiet=True).execute_from_commandline()
 """
 
 
-def faust_rate(settings: KafkaSettings, group: str, command: list[str], env: dict, expected: int, log: Path) -> float:
-    """Events/s of faust worker processes, from their first commit to their last (startup excluded)."""
-    processes = [subprocess.Popen(c, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT) for c in command]
+def faust_rate(settings: KafkaSettings, group: str, topics: list[str], command: list[str], env: dict, expected: int,
+               work: Path, name: str) -> float:
+    """Events/s of faust worker processes over pre-produced data: from the moment every process
+    reports ready (its partitions assigned and its tables recovered) until the group's lag is 0."""
+    logs = [work / f"{name}-{n}.log" for n in range(len(command))]
+    processes = [
+        subprocess.Popen(c, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT) for c, log in zip(command, logs)
+    ]
     try:
-        first_seen = first_lag = None
         deadline = time.perf_counter() + 900
-        while time.perf_counter() < deadline:
-            lag = asyncio.run(group_lag(settings, group, INPUTS))
-            now = time.perf_counter()
-            if first_seen is None and lag < expected:
-                first_seen, first_lag = now, lag
-            if lag == 0:
-                return first_lag / (now - first_seen) if first_seen and now > first_seen else float("nan")
-            time.sleep(0.25)
-        raise SystemExit(f"faust did not finish in time; see {log}")
+        while not all(b"Worker]: Ready" in log.read_bytes() for log in logs):
+            if time.perf_counter() > deadline or any(p.poll() is not None for p in processes):
+                raise SystemExit(f"faust did not start; see {logs}")
+            time.sleep(0.05)
+        ready = time.perf_counter()
+        while asyncio.run(group_lag(settings, group, topics)) > 0:
+            if time.perf_counter() > deadline:
+                raise SystemExit(f"faust did not finish in time; see {logs}")
+            time.sleep(0.1)
+        return expected / (time.perf_counter() - ready)
     finally:
         for process in processes:
             process.terminate()
@@ -132,7 +145,9 @@ def main() -> None:
 
     events = workload(args.events)
     mix = {t: sum(1 for e in events if e.TOPIC == t) for t in INPUTS}
-    print(f"workload: {len(events):,} events {mix}; processors on: {', '.join(p.name for p in ALL_PROCESSORS)}")
+    consumed = sorted({t for p in ALL_PROCESSORS for t in p.inputs} & set(INPUTS))
+    print(f"workload: {len(events):,} events {mix}; processors on: {', '.join(p.name for p in ALL_PROCESSORS)} "
+          f"(reading {', '.join(consumed)}: the fastci rates count those events)")
     base = KafkaSettings(bootstrap=args.bootstrap, partitions=args.partitions, namespace=f"bench{uuid.uuid4().hex[:6]}-")
     asyncio.run(ensure_topics(base, TOPICS))
     started = time.perf_counter()
@@ -146,14 +161,16 @@ def main() -> None:
     env = {**os.environ, "FASTCI_KAFKA_BOOTSTRAP": base.bootstrap, "FASTCI_KAFKA_NAMESPACE": base.namespace,
            "FASTCI_KAFKA_PARTITIONS": str(base.partitions)}
     naive = [sys.executable, "-c", NAIVE_AGENT, base.bootstrap, base.namespace, str(base.partitions)]
-    rates["naive faust agent (1 event at a time)"] = faust_rate(base, base.namespace + "naive", [naive], env, len(events), work / "naive.log")
+    rates["naive faust agent (1 event at a time)"] = faust_rate(
+        base, base.namespace + "naive", INPUTS, [naive], env, len(events), work, "naive"
+    )
 
-    worker = [sys.executable, "-m", "fastci.cli", "worker"]
+    worker = [sys.executable, "-m", "fastci.cli", "worker", "--log-level", "info"]
     for count in (1, 2):  # each configuration is its own app (consumer group, Tables) on the same topics
         app = f"fastci-x{count}"
         rates[f"fastci faust worker x{count}"] = faust_rate(
-            base, base.namespace + app, [worker] * count, {**env, "FASTCI_KAFKA_APP": app}, len(events),
-            work / f"worker-x{count}.log",
+            base, base.namespace + app, consumed, [worker] * count, {**env, "FASTCI_KAFKA_APP": app},
+            sum(mix[t] for t in consumed), work, f"worker-x{count}",
         )
 
     data = work / "embedded"
@@ -163,7 +180,7 @@ def main() -> None:
     stats = runtime.run()
     elapsed = time.perf_counter() - started
     runtime.close()
-    rates["fastci embedded runtime"] = len(events) / elapsed
+    rates["fastci embedded runtime"] = sum(mix[t] for t in consumed) / elapsed
     print(f"embedded: {stats.events:,} processor-events in {elapsed:.1f} s")
 
     raw = rates["raw aiokafka consume + decode"]
