@@ -50,9 +50,9 @@ class InferenceCheck:
         return "flaky" if self.mismatch_fraction > 0 else "passed"
 
     def summary(self) -> str:
-        text = f"rel. error {self.relative_error:.2e} (tolerance {self.tolerance:g})"
+        text = f"error {self.relative_error:.1e} (tol {self.tolerance:g})"
         if self.mismatch_fraction > 0:
-            text += f"; repeats differ on {self.mismatch_fraction:.1%} of outputs"
+            text += f"; repeats differ on {self.mismatch_fraction:.1%}"
         return text
 
 
@@ -85,14 +85,14 @@ class TrainingCheck:
         return "failed" if self.performance is not None and self.performance.regressed else "passed"
 
     def summary(self) -> str:
-        curve = "loss in band" if self.divergence_step is None else f"loss leaves band at step {self.divergence_step}"
-        return f"{curve}; eval {self.eval_score:.4f} = {self.eval_ratio:.1%} of reference"
+        curve = "loss in band" if self.divergence_step is None else f"loss off band at step {self.divergence_step}"
+        return f"{curve}; eval {self.eval_ratio:.1%} of ref"
 
     def performance_summary(self) -> str:
-        text = f"{len(self.throughput)} samples, CV {self.throughput_cv:.1%}"
+        text = f"{len(self.throughput)} samples, CV {self.throughput_cv:.0%}"
         if self.performance is not None:
             v = self.performance
-            text += f"; vs baseline {v.ratio - 1:+.1%} (p={v.p_value:.1g}, {v.windows} paired windows, spread {v.spread:.1%})"
+            text += f"; vs baseline {v.ratio - 1:+.1%} (p={v.p_value:.0e})"
         return text
 
 
