@@ -15,6 +15,7 @@ import numpy as np
 from fastci.qualify.backend import Backend
 
 Grads = tuple[np.ndarray | None, ...]
+FLOAT = np.float32  # the type of every value and gradient; a gradient check switches it to fp64
 
 
 class Tensor:
@@ -26,7 +27,7 @@ class Tensor:
         parents: tuple["Tensor", ...] = (),
         backward_fn: Callable[[np.ndarray], Grads] | None = None,
     ) -> None:
-        self.value = np.asarray(value, dtype=np.float32)
+        self.value = np.asarray(value, dtype=FLOAT)
         self.grad: np.ndarray | None = None
         self.parents = parents
         self.backward_fn = backward_fn
@@ -58,7 +59,7 @@ def backward(loss: Tensor) -> None:
         for parent, grad in zip(node.parents, node.backward_fn(node.grad)):
             if grad is None:
                 continue
-            grad = grad.astype(np.float32, copy=False)
+            grad = grad.astype(FLOAT, copy=False)
             parent.grad = grad if parent.grad is None else parent.grad + grad
 
 
@@ -128,12 +129,12 @@ class Ops:
     def gelu(self, a: Tensor) -> Tensor:
         x = a.value
         c = np.float32(np.sqrt(2.0 / np.pi))
-        inner = c * (x + np.float32(0.044715) * x**3)
+        inner = c * (x + np.float32(0.044715) * x * x * x)
         t = np.tanh(inner)
         out = np.float32(0.5) * x * (1 + t)
 
         def grads(g: np.ndarray) -> Grads:
-            d_inner = c * (1 + np.float32(3 * 0.044715) * x**2)
+            d_inner = c * (1 + np.float32(3 * 0.044715) * x * x)
             return (g * (np.float32(0.5) * (1 + t) + np.float32(0.5) * x * (1 - t * t) * d_inner),)
 
         return Tensor(out, (a,), grads)
@@ -176,7 +177,7 @@ class Ops:
         batch = x.shape[0]
         flat = x.value.reshape(batch, -1)
         size = flat.shape[1] + 1
-        padded = np.concatenate([flat, np.zeros((batch, 1), np.float32)], axis=1)
+        padded = np.concatenate([flat, np.zeros((batch, 1), FLOAT)], axis=1)
 
         def grads(g: np.ndarray) -> Grads:
             positions = (np.arange(batch).reshape(-1, *([1] * index.ndim)) * size + np.where(index < 0, size - 1, index))
@@ -218,7 +219,7 @@ class Ops:
         shifted = flat - flat.max(axis=-1, keepdims=True)
         log_z = np.log(be.sum(np.exp(shifted), -1))
         rows = np.arange(flat.shape[0])
-        picked = (shifted[rows, targets.reshape(-1)] - log_z[:, 0]).astype(np.float32)
+        picked = (shifted[rows, targets.reshape(-1)] - log_z[:, 0]).astype(FLOAT)
         count = np.float32(flat.shape[0])
         loss = -be.sum(picked.reshape(1, -1), 1).reshape(()) / count
 
@@ -232,7 +233,7 @@ class Ops:
     def binary_cross_entropy(self, logits: Tensor, labels: np.ndarray) -> Tensor:
         be = self.backend
         z = logits.value.reshape(-1)
-        y = labels.reshape(-1).astype(np.float32)
+        y = labels.reshape(-1).astype(FLOAT)
         per_item = np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))
         count = np.float32(z.size)
         loss = be.sum(per_item.reshape(1, -1), 1).reshape(()) / count
@@ -245,8 +246,8 @@ class Ops:
 
 def _scatter_add(positions: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     """Sum ``values`` into ``size`` slots by position, in order (fp64 sums, one rounding to fp32)."""
-    return np.bincount(positions, weights=values, minlength=size).astype(np.float32)
+    return np.bincount(positions, weights=values, minlength=size).astype(FLOAT)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return (0.5 * (np.tanh(0.5 * x) + 1)).astype(np.float32)
+    return (0.5 * (np.tanh(0.5 * x) + 1)).astype(FLOAT)
