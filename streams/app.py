@@ -79,10 +79,12 @@ def _wire(app: faust.App, settings: KafkaSettings, processor: Processor) -> Driv
     logical = {settings.topic(rekeyed.get(t, t)): t for t in processor.inputs}  # wire name -> topic
     source = app.topic(*logical, schema=raw)
     sinks = {t: app.topic(settings.topic(t), schema=raw) for t in (*processor.outputs, DEAD_LETTERS)}
-    # Serializers only: a Table whose schema also sets key_type/value_type never received a record
-    # on faust 0.15.3 (its agent sat idle with records fetched); keys and values are bytes anyway.
-    table_schema = faust.Schema(key_serializer="raw", value_serializer="raw")
-    table = app.Table(processor.name, partitions=settings.partitions, use_partitioner=True, schema=table_schema)
+    # key_type/value_type bytes make faust pick the raw codec for the Table and its changelog (with
+    # no types it falls back to json, and recovery cannot parse what was written). Passing a Schema
+    # that also sets the types left the agent idle on faust 0.15.3 (records fetched, none delivered).
+    table = app.Table(
+        processor.name, partitions=settings.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
+    )
     # A compound key lives in the partition of its owner, the partition key it starts with.
     table.partition_for_key = lambda key: partition_of(owner_of(key.decode()).encode(), settings.partitions)
     driver = Driver(processor, TableStore(table))
