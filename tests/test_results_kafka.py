@@ -12,16 +12,13 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from conftest import PrivateBroker
 from fastci.config import KafkaSettings
 from kafka_helpers import read_events
-from test_results_plugin import ENV, published, run_suite  # noqa: F401  (published: same suite helpers)
-
-ROOT = Path(__file__).resolve().parents[1]
-KAFKA_SH = ROOT / "docker" / "kafka" / "kafka.sh"
+from test_results_plugin import ENV, run_suite
 
 SUITE = "\n".join(
     [f"def test_ok_{n}(): pass" for n in range(10)] + ["def test_broken(): assert False", "import pytest",
@@ -43,33 +40,22 @@ def free_port_pair() -> int:
     raise AssertionError("no free port pair found")
 
 
-class OwnBroker:
-    def __init__(self, port: int, data: Path) -> None:
-        self.port = port
-        self.env = {**os.environ, "FASTCI_KAFKA_PORT": str(port), "FASTCI_KAFKA_DATA": str(data), "FASTCI_KAFKA_HEAP": "256m"}
-        self.bootstrap = f"127.0.0.1:{port}"
-
-    def run(self, command: str) -> None:
-        done = subprocess.run([str(KAFKA_SH), command], env=self.env, capture_output=True, text=True, timeout=180)
-        if done.returncode != 0:
-            pytest.fail(f"kafka.sh {command} (port {self.port}) failed:\n{done.stderr[-3000:]}")
-
-
 @pytest.fixture
-def own_broker() -> Iterator[OwnBroker]:
-    broker = OwnBroker(free_port_pair(), Path("/tmp") / f"fastci-test-broker-{uuid.uuid4().hex[:8]}")
-    broker.run("start")
+def own_broker(tmp_path) -> Iterator[PrivateBroker]:
+    """A broker of this test's own, on a free port (concurrent test sessions must not collide)."""
+    broker = PrivateBroker(free_port_pair(), tmp_path / "broker")
+    broker.start()
     try:
         yield broker
     finally:
-        subprocess.run([str(KAFKA_SH), "wipe"], env=broker.env, capture_output=True, timeout=180)
+        broker.stop()  # quiet when it is already stopped
 
 
 @pytest.mark.kafka
 def test_results_spooled_while_the_broker_is_down_are_all_published_once_it_is_back(tmp_path, own_broker):
     namespace = f"t{uuid.uuid4().hex[:10]}-"
     settings = KafkaSettings(bootstrap=own_broker.bootstrap, namespace=namespace, partitions=4)
-    own_broker.run("stop")
+    own_broker.stop()
 
     spool = tmp_path / "spool"
     env = {**ENV, "FASTCI_KAFKA_BOOTSTRAP": own_broker.bootstrap, "FASTCI_KAFKA_NAMESPACE": namespace}
@@ -79,7 +65,7 @@ def test_results_spooled_while_the_broker_is_down_are_all_published_once_it_is_b
     assert "fastci: 12 result(s) of run nightly-42 spooled" in run.stdout, run.stdout
     assert f"Kafka at {own_broker.bootstrap}" in run.stdout
 
-    own_broker.run("start")
+    own_broker.start()
     drain = [sys.executable, "-m", "fastci.cli", "--data-dir", str(tmp_path / "data"), "--bootstrap", own_broker.bootstrap,
              "--namespace", namespace, "spool", "drain", "--kafka", "--spool", str(spool)]
     first = subprocess.run(drain, capture_output=True, text=True, timeout=120, env={**os.environ, "FASTCI_KAFKA_PARTITIONS": "4"})

@@ -54,6 +54,9 @@ def to_results(qualification: Qualification, context: RunContext, run_id: str, t
         if training.performance is not None:
             throughput_metrics["baseline_ratio"] = (training.performance.ratio,)
             throughput_metrics["baseline_p_value"] = (training.performance.p_value,)
+            if training.performance.confirmation is not None:
+                throughput_metrics["baseline_ratio"] += (training.performance.confirmation.ratio,)
+                throughput_metrics["baseline_p_value"] += (training.performance.confirmation.p_value,)
         events.append(ResultEvent(
             test_id=test_id(name, precision, "throughput"), status=training.performance_status,
             duration_s=training.seconds, metrics=throughput_metrics, config=config, **common,

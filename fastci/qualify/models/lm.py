@@ -3,7 +3,7 @@
 Data: sequences over a small vocabulary in which each token is a fixed (random) function of the
 token two places back, so the model has to learn to attend to an earlier position: the previous
 token alone says nothing. Eval score: next-token accuracy on held-out sequences (only the first
-prediction is a guess, so the best possible is 15/16 + 1/384 = 0.940; chance is 1/24).
+prediction is a guess, so the best to expect is 15/16 + 1/384 = 0.940; chance is 1/24).
 """
 
 from __future__ import annotations
