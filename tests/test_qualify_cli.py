@@ -64,6 +64,10 @@ def test_bad_input_is_refused_naming_what_is_wrong(tmp_path, monkeypatch, capsys
     assert "bundle field 'kernels': 'two' is not a version like 1.2.0" in capsys.readouterr().err
     assert qualify(tmp_path, monkeypatch, "--inject", "cosmic-rays") == 2
     assert "unknown defect 'cosmic-rays'" in capsys.readouterr().err
+    baseline = tmp_path / "baseline.toml"
+    baseline.write_text('[bundle]\ncompiler = "1.2.1"\nkernels = "2.3.1"\n')
+    assert qualify(tmp_path, monkeypatch, "--baseline", str(baseline)) == 2
+    assert "field 'bundle.runtime': not given; field 'bundle.driver': not given" in capsys.readouterr().err
     assert not DataDir(tmp_path).log.topic("results").end().offset
 
 

@@ -109,6 +109,19 @@ def load_context(
         raise ContextError(f"run context: {reasons}") from None
 
 
+def load_bundle(path: str | Path) -> Bundle:
+    """Only the ``[bundle]`` versions of a bundle file (e.g. a baseline to compare against)."""
+    versions = _read_bundle_file(Path(path)).get("bundle", {})
+    missing = [layer for layer in BUNDLE_LAYERS if layer not in versions]
+    if missing:
+        raise ContextError(f"bundle file {path}: " + "; ".join(f"field 'bundle.{m}': not given" for m in missing))
+    try:
+        return Bundle.model_validate(versions)
+    except ValidationError as error:
+        reasons = "; ".join(f"field 'bundle.{e['loc'][0]}': {e['msg']}" for e in error.errors())
+        raise ContextError(f"bundle file {path}: {reasons}") from None
+
+
 def bundle_toml(context: RunContext) -> str:
     """A bundle file describing ``context`` (the inverse of reading one)."""
     lines = [f'node_id = "{context.node_id}"', f'hardware_revision = "{context.hardware_revision}"', "", "[bundle]"]

@@ -39,7 +39,7 @@ def register(commands: Any) -> None:
 def cmd_qualify(args: argparse.Namespace) -> int:
     from fastci.cli import UsageError, console, out
     from fastci.events import Bundle
-    from fastci.producer.context import ContextError, load_context
+    from fastci.producer.context import ContextError, load_bundle, load_context
     from fastci.qualify import runner, stack
     from fastci.qualify.models import FAMILIES
 
@@ -67,7 +67,7 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         if args.baseline == "healthy":
             baseline_bundle = stack.HEALTHY
         elif args.baseline:
-            baseline_bundle = load_context(Path(args.baseline), defaults={"hardware_revision": "-"}).bundle
+            baseline_bundle = load_bundle(args.baseline)
         precisions = args.precision or list(PRECISIONS)
         if args.backend == "reference":
             precisions = ["fp32"]

@@ -1,6 +1,6 @@
 """Run the qualification set on a backend and judge every model against its pinned golden.
 
-Per model, two checks (each becomes one ``results`` event, see ``fastci.qualify.results``):
+Per model, two checks plus the throughput samples (three ``results`` events, see ``fastci.qualify.results``):
 
 - inference: the golden weights on the golden probe inputs, compared with the golden logits within
   the precision's tolerance, then repeated: a stack that promises reproducible results must give

@@ -56,7 +56,7 @@ def backward(loss: Tensor) -> None:
     for node in reversed(order):
         if node.backward_fn is None or node.grad is None:
             continue
-        for parent, grad in zip(node.parents, node.backward_fn(node.grad)):
+        for parent, grad in zip(node.parents, node.backward_fn(node.grad), strict=True):
             if grad is None:
                 continue
             grad = grad.astype(FLOAT, copy=False)
@@ -100,7 +100,7 @@ class Ops:
         if g.shape == shape:
             return g
         lead = g.ndim - len(shape)
-        if lead and all(s == d for s, d in zip(shape, g.shape[lead:])):
+        if lead and all(s == d for s, d in zip(shape, g.shape[lead:], strict=True)):
             return self.backend.sum(g.reshape(-1, *shape), 0).reshape(shape)
         for axis, size in enumerate((1,) * lead + shape):
             if size == 1 and g.shape[axis] != 1:
