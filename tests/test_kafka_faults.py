@@ -163,3 +163,47 @@ def test_broker_restarted_mid_stream(private_broker, tmp_path, report_figure):
         f"broker restarted at {before}/{len(events)} committed: down {back_at - stopped_at:.1f} s, "
         f"the worker resumed {resumed - back_at:.1f} s after the broker was back"
     )
+
+
+def test_producer_whose_broker_disappears_and_comes_back(private_broker, tmp_path, report_figure):
+    """A CI producer keeps publishing while its broker is down: everything is spooled, sent once the
+    broker is back, and the worker's views equal an uninterrupted run's."""
+    from fastci.config import KafkaSettings
+    from fastci.producer import KafkaTarget, Producer, RetryPolicy, Spool
+
+    settings = KafkaSettings(bootstrap=private_broker.bootstrap, namespace="outage-", partitions=4)
+    events = recorded()[:12_000]
+    expected = reference_views(tmp_path, events)
+    producer = Producer(
+        KafkaTarget(settings, timeout_s=5.0),
+        Spool(tmp_path / "spool"),
+        batch_size=1000,
+        retry=RetryPolicy(attempts=2, first_backoff_s=0.2, cooldown_s=0.5),
+    )
+    for event in events[:4000]:
+        producer.publish(event)
+    assert producer.flush().pending == 0
+    private_broker.stop()
+    for event in events[4000:8000]:  # while the broker is down: spooled, sends fail and back off
+        producer.publish(event)
+    down = producer.flush()
+    assert down.error and down.pending >= 4000
+    private_broker.start()
+    back_at = time.perf_counter()
+    for event in events[8000:]:
+        producer.publish(event)
+    report = producer.flush()
+    drained_s = time.perf_counter() - back_at
+    assert report.error is None and report.pending == 0
+
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, log)
+    try:
+        wait_until_consumed(settings, ["results"], worker, log)
+    finally:
+        stop_worker(worker)
+    assert_same_views(kafka_views(tmp_path, settings), expected)
+    report_figure(
+        f"producer outage: {down.pending} events spooled while the broker was down; all 12,000 acknowledged "
+        f"{drained_s:.1f} s after it was back"
+    )
