@@ -62,6 +62,8 @@ class GateResult(Event):
     golden_bundle: Bundle
     passed: bool
     checks: tuple[CheckOutcome, ...] = Field(max_length=300)
+    seed: int | None = None
+    config: Config = Field(default_factory=dict)
     time: Timestamp | None = None
 
 
