@@ -34,11 +34,13 @@ def kafka_bootstrap() -> Iterator[str]:
     given = os.environ.get("FASTCI_KAFKA_BOOTSTRAP")
     started = False
     if not given:
+        # Stop it at the end only if this session started it: a running broker may be someone else's.
+        running = subprocess.run([str(KAFKA_SH), "status"], capture_output=True, timeout=60).returncode == 0
         run = subprocess.run([str(KAFKA_SH), "start"], capture_output=True, text=True, timeout=300)
         if run.returncode != 0:
             pytest.fail(f"could not start the Kafka broker with {KAFKA_SH}:\n{run.stderr[-3000:]}")
         given = run.stdout.strip().split("=", 1)[1]
-        started = True
+        started = not running
     try:
         asyncio.run(_reachable(given))
     except Exception as error:  # the broker must answer: integration tests fail, never skip

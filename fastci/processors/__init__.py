@@ -2,6 +2,8 @@
 
 from fastci.processors.base import Processor, StateReader, Step, compound_key, owner_of
 from fastci.processors.baseline_guard import BaselineGuardProcessor
+from fastci.processors.bisect import BisectProcessor
+from fastci.processors.bisect_planner import BisectPlannerProcessor
 from fastci.processors.correctness_gates import CorrectnessGatesProcessor
 from fastci.processors.regression_detector import RegressionDetectorProcessor
 from fastci.processors.test_history import TestHistoryProcessor
@@ -12,6 +14,8 @@ ALL_PROCESSORS: tuple[type[Processor], ...] = (
     CorrectnessGatesProcessor,
     BaselineGuardProcessor,
     RegressionDetectorProcessor,
+    BisectPlannerProcessor,
+    BisectProcessor,
 )
 
 

@@ -1,0 +1,90 @@
+"""Plan and bisect, through the processors in memory: code culprits, bundle bumps, correctness."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fastci.events.golden import OwnerMap
+from fastci.events.regression import BisectPlan, BisectStep, RegressionAlert
+from fastci.events.runs import RunRequested
+from fastci.regression.harness import Pipeline
+from fastci.regression.owners import parse_owner_file
+from fastci.regression.synthetic import REPO, Scenario, sha
+
+OWNERS = """
+*                  @framework-team
+/fastlm/compiler/  @compiler-team
+/fastlm/kernels/   @kernels-team
+layer:driver       @driver-team
+layer:firmware     @firmware-team
+"""
+
+
+def bisect(scenario: Scenario) -> Pipeline:
+    pipeline = Pipeline(runner=scenario.run)
+    pipeline.publish([parse_owner_file(OWNERS, repo=REPO), *scenario.commits()])
+    pipeline.publish(scenario.nightly_results())
+    return pipeline
+
+
+def final_alert(pipeline: Pipeline) -> RegressionAlert:
+    (alert,) = [a for a in pipeline.of_topic(RegressionAlert.TOPIC) if a.stage in ("culprit", "unresolved")]
+    return alert
+
+
+@pytest.mark.parametrize("culprit", [0, 1, 137, 398, 399])
+def test_finds_a_code_culprit_among_400_changes(culprit):
+    pipeline = bisect(Scenario(culprit=culprit, seed=culprit))
+    alert = final_alert(pipeline)
+    assert alert.stage == "culprit" and alert.culprit.kind == "commit"
+    assert alert.culprit.commit == sha(10 + culprit)
+    assert len(alert.trail) <= math.ceil(math.log2(400)) + 1
+    steps = pipeline.of_topic(BisectStep.TOPIC)
+    assert [s.step for s in steps] == list(range(1, len(steps) + 1))
+    assert steps[-1].candidates_left == 1
+    layer = ("framework", "compiler", "kernels", "model")[(10 + culprit) % 4]
+    expected = {"compiler": "compiler-team", "kernels": "kernels-team"}.get(layer, "framework-team")
+    assert alert.owners == (expected,) and f"@{expected}" not in alert.summary and expected in alert.summary
+
+
+def test_every_bisect_run_is_a_bisect_class_request_with_the_nightly_config():
+    pipeline = bisect(Scenario(culprit=50, seed=3))
+    requests = [r for r in pipeline.of_topic(RunRequested.TOPIC) if r.purpose.startswith("bisect:")]
+    assert requests and all(r.work_class == "bisect" and r.hardware_revision == "rev-a" for r in requests)
+    assert all(r.repeats >= 3 for r in requests) and len({r.id for r in requests}) == len(requests)
+    assert final_alert(pipeline).runs_used == len(requests)
+
+
+def test_a_driver_bump_is_found_as_the_culprit_with_its_owner():
+    scenario = Scenario(culprit=None, bumped={"driver": "dr-545", "firmware": "fw-8"}, culprit_component="driver", seed=4)
+    alert = final_alert(bisect(scenario))
+    assert alert.culprit.kind == "component" and alert.culprit.component == "driver"
+    assert (alert.culprit.from_version, alert.culprit.to_version) == ("dr-535", "dr-545")
+    assert alert.owners == ("driver-team",)
+    assert alert.trail[0].phase == "attribute" and alert.trail[0].verdict == "good"
+    assert len(alert.trail) <= 3
+
+
+def test_a_code_culprit_is_found_even_when_the_bundle_changed_too():
+    scenario = Scenario(culprit=300, bumped={"firmware": "fw-8"}, seed=5)
+    alert = final_alert(bisect(scenario))
+    assert alert.culprit.commit == sha(310)
+    assert alert.trail[0].phase == "attribute" and alert.trail[0].verdict == "bad"
+    assert len(alert.trail) <= math.ceil(math.log2(400)) + 1
+
+
+def test_a_missing_commit_range_is_unresolved_with_the_reason():
+    scenario = Scenario(culprit=20, changes=40, seed=6)
+    pipeline = Pipeline(runner=scenario.run)
+    pipeline.publish(scenario.commits()[:-5])  # the newest commits never reached 'commits'
+    pipeline.publish(scenario.nightly_results())
+    alert = final_alert(pipeline)
+    assert alert.stage == "unresolved" and "never seen on 'commits'" in alert.problem
+
+
+def test_a_redelivered_plan_changes_nothing():
+    pipeline = bisect(Scenario(culprit=7, changes=16, seed=7))
+    (plan,) = pipeline.of_topic(BisectPlan.TOPIC)
+    assert pipeline.publish([plan]) == []
