@@ -34,6 +34,7 @@ class Pipeline:
         self.stores = {p.name: _DictStore() for p in self.processors}
         self.runner = runner
         self.outputs: list[Event] = []
+        self.run_results: list[Event] = []  # what the runner published for run requests
 
     def publish(self, events: Iterable[Event]) -> list[Event]:
         """Process ``events`` and everything they cause; return the outputs, in order."""
@@ -55,7 +56,9 @@ class Pipeline:
                     produced.append(output)
                     queue.append(output)
                     if self.runner is not None and isinstance(output, RunRequested):
-                        queue.extend(self.runner(output))
+                        answered = list(self.runner(output))
+                        self.run_results += answered
+                        queue.extend(answered)
         self.outputs += produced
         return produced
 
