@@ -61,6 +61,8 @@ def main() -> None:
     args = parser.parse_args()
     limit = math.ceil(math.log2(400)) + 1
     print(f"bisect among 400 changes, {args.noise:.0%} noise, 2% drop; step limit ceil(log2(400)) + 1 = {limit}")
+    print("detected: the nightly gate and its confirmation caught the drop (nightly repeats from the power table);")
+    print("right culprit and <= limit are among detected regressions (the bisect's own success); 'both' is of all trials")
     print(f"{'culprit':<16} {'trials':>6} {'detected':>9} {'right culprit':>14} {'<= limit':>9} "
           f"{'both':>7} {'steps mean':>10} {'max':>4} {'runs mean':>9} {'s/trial':>8}")
     for kind in ("code", "code+firmware", "driver"):
@@ -74,7 +76,7 @@ def main() -> None:
         both = sum(r["correct"] and r["steps"] <= limit for r in rows)
         steps = [r["steps"] for r in rows if r["detected"]]
         runs = [r["runs"] for r in rows if r["detected"]]
-        print(f"{kind:<16} {trials:>6} {detected / trials:>9.1%} {correct / trials:>14.1%} {within / max(detected, 1):>9.1%} "
+        print(f"{kind:<16} {trials:>6} {detected / trials:>9.1%} {correct / max(detected, 1):>14.1%} {within / max(detected, 1):>9.1%} "
               f"{both / trials:>7.1%} {statistics.mean(steps) if steps else 0:>10.2f} {max(steps, default=0):>4} "
               f"{statistics.mean(runs) if runs else 0:>9.2f} {elapsed:>8.2f}")
 

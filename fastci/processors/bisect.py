@@ -14,7 +14,7 @@ Phases:
   driver, firmware); the culprit is one component's version change, owned by that layer's team.
 
 A performance step asks for enough repeats to tell the good level from the bad one at this test's
-noise (per-step error about 0.5%), judges the step's median against the midpoint between the two,
+noise (per-step error about 0.13%), judges the step's median against the midpoint between the two,
 and asks for another batch (up to ``MAX_ATTEMPTS``) when the median is too close to call. A
 correctness step is one run judged by its gate result (or its failure). Like ``git bisect`` it
 assumes one culprit and no interaction between changes.
@@ -49,7 +49,7 @@ NAME = "bisect"
 CHUNK = 200  # planned changes per stored value
 MAX_ATTEMPTS = 3  # batches per step before deciding on the point estimate
 MAX_FAILURES = 3  # failed runs at one step before giving up
-STEP_ERROR_Z = 2.576  # ~0.5% chance per step of judging good as bad or back
+STEP_ERROR_Z = 3.0  # ~0.13% chance per step of judging good as bad or back (~1.3% over 10 steps)
 MIN_REPEATS, MAX_REPEATS = 3, 5000
 MAX_ACTIVE = 32
 
@@ -115,7 +115,7 @@ def active_key(test_id: str) -> str:
 
 def step_repeats(noise: float, good: float, bad: float) -> int:
     """Repeats so that the step's median lands on the right side of the good/bad midpoint with
-    ~99.5% probability (the median's sd is 1.2533 sd / sqrt(n) for normal noise)."""
+    ~99.87% probability (the median's sd is 1.2533 sd / sqrt(n) for normal noise)."""
     half_gap = abs(bad / good - 1) / 2
     if not math.isfinite(noise) or noise <= 0 or half_gap <= 0:
         return MIN_REPEATS

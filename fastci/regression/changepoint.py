@@ -1,7 +1,7 @@
 """Change points in a nightly series: e-divisive means with a t-test, as Hunter/Apache Otava do.
 
 Binary segmentation: in a segment, the split that maximises the energy statistic (Matteson & James'
-E-divisive with alpha = 1) is a candidate; it is kept when Welch's t-test between the two sides is
+E-divisive with alpha = 1) is a candidate; it is kept when Student's t-test between the two sides is
 significant and the shift is at least ``min_effect`` of the earlier level; then both sides are
 searched again. Otava replaced E-divisive's permutation test with this t-test to make the result
 deterministic and fast; we do the same (no randomness, so processors can call it).
@@ -68,19 +68,14 @@ def _best_split(segment: np.ndarray, min_size: int) -> int:
     prefix = np.zeros((n + 1, n + 1))
     prefix[1:, 1:] = distances.cumsum(0).cumsum(1)
 
-    def block(r0: int, r1: int, c0: int, c1: int) -> float:
-        return prefix[r1, c1] - prefix[r0, c1] - prefix[r1, c0] + prefix[r0, c0]
-
-    best_tau, best_q = min_size, -np.inf
-    for tau in range(min_size, n - min_size + 1):
-        m = n - tau
-        between = block(0, tau, tau, n) * 2 / (tau * m)
-        within_left = block(0, tau, 0, tau) / (tau * (tau - 1)) if tau > 1 else 0.0
-        within_right = block(tau, n, tau, n) / (m * (m - 1)) if m > 1 else 0.0
-        q = tau * m / n * (between - within_left - within_right)
-        if q > best_q:
-            best_tau, best_q = tau, q
-    return best_tau
+    tau = np.arange(min_size, n - min_size + 1)
+    m = n - tau
+    between = (prefix[tau, n] - prefix[tau, tau]) * 2 / (tau * m)
+    within_left = np.where(tau > 1, prefix[tau, tau] / np.maximum(tau * (tau - 1), 1), 0.0)
+    right_sum = prefix[n, n] - prefix[tau, n] - prefix[n, tau] + prefix[tau, tau]
+    within_right = np.where(m > 1, right_sum / np.maximum(m * (m - 1), 1), 0.0)
+    q = tau * m / n * (between - within_left - within_right)
+    return int(tau[int(np.argmax(q))])
 
 
 def _p_value(left: np.ndarray, right: np.ndarray) -> float:
@@ -88,4 +83,7 @@ def _p_value(left: np.ndarray, right: np.ndarray) -> float:
         return 0.0 if left.size and right.size and left.mean() != right.mean() else 1.0
     if np.ptp(left) == 0 and np.ptp(right) == 0:
         return 0.0 if left[0] != right[0] else 1.0
-    return float(stats.ttest_ind(left, right, equal_var=False).pvalue)
+    # Student's (pooled) t-test, as Otava: the noise level is shared across a mean shift, and the long
+    # side's variance makes a short new segment testable (Welch's test, measured, found a sustained
+    # 2% drop 5 nights after it at 0.5% noise in 80% of series; pooled: see bench/changepoint_compare.py).
+    return float(stats.ttest_ind(left, right, equal_var=True).pvalue)
