@@ -88,3 +88,19 @@ def test_a_redelivered_plan_changes_nothing():
     pipeline = bisect(Scenario(culprit=7, changes=16, seed=7))
     (plan,) = pipeline.of_topic(BisectPlan.TOPIC)
     assert pipeline.publish([plan]) == []
+
+
+@pytest.mark.parametrize("kind", ["output", "loss_curve", "eval"])
+def test_correctness_regressions_are_bisected_by_their_gate(kind):
+    scenario = Scenario(kind=kind, culprit=23, changes=60, seed=8)
+    pipeline = Pipeline(runner=scenario.run)
+    pipeline.publish([parse_owner_file(OWNERS, repo=REPO), scenario.golden(), *scenario.commits()])
+    pipeline.publish(scenario.nightly_results())
+    detected, final = pipeline.of_topic(RegressionAlert.TOPIC)
+    assert detected.stage == "detected" and detected.kind == kind
+    assert final.stage == "culprit" and final.culprit.commit == sha(10 + 23)
+    assert len(final.trail) <= math.ceil(math.log2(60)) + 1
+    requests = [r for r in pipeline.of_topic(RunRequested.TOPIC) if r.purpose.startswith("bisect:")]
+    assert all(r.repeats == 1 for r in requests)  # one run decides a correctness step
+    if kind == "loss_curve":
+        assert 60 <= detected.checks[0].diverged_at_step <= 90

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 
 from fastci.events import Bundle, CommitEvent, Event, ResultEvent
+from fastci.events.golden import GoldenReference
 from fastci.events.runs import RunRequested
 
 REPO = "acme/llm-framework"
@@ -44,6 +45,10 @@ class Scenario:
     base: float = 1000.0
     seed: int = 0
     layers: tuple[str, ...] = ("framework", "compiler", "kernels", "model")
+    # 'performance': the culprit slows the test; 'output' / 'loss_curve' / 'eval': it breaks that
+    # correctness check instead (a wrong element, a loss drifting up from step 60, eval 1.5% down)
+    kind: str = "performance"
+    test_id: str = TEST
 
     @property
     def bad_bundle(self) -> Bundle:
@@ -98,10 +103,49 @@ class Scenario:
 
     def _result(self, run_id: str, commit: str, bundle: Bundle, trigger: str, repeats: int, node: str,
                 seed: int | None, config: dict | None = None) -> ResultEvent:
+        if self.kind != "performance":
+            return self._checked_result(run_id, commit, bundle, trigger, node, seed, config)
         return ResultEvent(
-            test_id=TEST, run_id=run_id, repo=REPO, commit=commit, bundle=bundle, node_id=node,
+            test_id=self.test_id, run_id=run_id, repo=REPO, commit=commit, bundle=bundle, node_id=node,
             hardware_revision="rev-a", trigger=trigger, status="passed", duration_s=60.0, chips=8,  # type: ignore[arg-type]
             metrics={METRIC: self.samples(commit, bundle, repeats, run_id)}, seed=seed, config=config or {},
+        )
+
+    # ----- correctness kinds: bf16-like outputs, a loss curve, an eval score
+
+    def _rng(self, key: str) -> np.random.Generator:
+        return np.random.default_rng(int.from_bytes(hashlib.sha256(f"{self.seed}/{key}".encode()).digest()[:8], "little"))
+
+    def _reference_outputs(self) -> np.ndarray:
+        return self._rng("outputs").standard_normal(64)
+
+    def _loss_curve(self, key: str, bad: bool) -> tuple[float, ...]:
+        t = np.arange(200)
+        curve = 2.0 * np.exp(-t / 50) + 0.5 + 0.01 * self._rng(f"loss/{key}").standard_normal(200)
+        if bad and self.kind == "loss_curve":
+            curve[60:] += 0.004 * (t[60:] - 60)
+        return tuple(curve.tolist())
+
+    def golden(self) -> GoldenReference:
+        return GoldenReference(
+            test_id=self.test_id, version=1, repo=REPO, commit=sha(0), bundle=GOOD_BUNDLE,
+            hardware_revision="cpu-fp32-reference", outputs={"logits": tuple(self._reference_outputs().tolist())},
+            loss_curves=tuple(self._loss_curve(f"ref{i}", False) for i in range(4)), seeds=(0, 1, 2, 3), eval_score=0.8,
+        )
+
+    def _checked_result(self, run_id: str, commit: str, bundle: Bundle, trigger: str, node: str, seed: int | None,
+                        config: dict | None) -> ResultEvent:
+        bad = self.is_bad(commit, bundle)
+        reference = self._reference_outputs()
+        outputs = reference * (1 + 2e-3 * self._rng(f"out/{run_id}").standard_normal(64))  # bf16-like rounding
+        if bad and self.kind == "output":
+            outputs[17] *= 1.3  # a kernel rounding bug in one tile
+        score = 0.8 * (0.985 if bad and self.kind == "eval" else 1.0 - 0.002 * self._rng(f"eval/{run_id}").random())
+        return ResultEvent(
+            test_id=self.test_id, run_id=run_id, repo=REPO, commit=commit, bundle=bundle, node_id=node,
+            hardware_revision="rev-a", trigger=trigger, status="passed", duration_s=60.0, chips=8,  # type: ignore[arg-type]
+            metrics={"logits": tuple(outputs.tolist())}, loss_curve=self._loss_curve(run_id, bad), eval_score=score,
+            seed=seed, config={**(config or {}), "dtype": "bf16"},
         )
 
     def run(self, request: RunRequested) -> list[Event]:
