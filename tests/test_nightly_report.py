@@ -77,3 +77,17 @@ def test_page_loads_nothing_from_outside(data_dir):
     page = (data_dir / "r.html").read_text()
     assert not re.search(r"""(src|href)\s*=\s*["']?https?:""", page)
     assert "Content-Security-Policy" in page
+
+
+def test_regressions_demo_finds_all_three_culprits(tmp_path, capsys):
+    demo = tmp_path / "demo"
+    assert main(["--data-dir", str(demo), "regressions", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert "opened 3 tickets" in out and "3 open regression(s)" in out
+    assert "change 87" in out and "change 40" in out and "dr-535 -> dr-545" in out
+    assert len(list((demo / "tickets").glob("*.json"))) == 3
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("mine")
+    with pytest.raises(SystemExit, match="not made by"):
+        main(["--data-dir", str(tmp_path / "other"), "regressions", "demo"])
+    assert (tmp_path / "other" / "keep.txt").exists()

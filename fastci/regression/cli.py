@@ -25,6 +25,11 @@ def register(commands: Any) -> None:
     tickets.add_argument("--kafka", action="store_true", help="read alerts from Kafka instead of the embedded log")
     tickets.set_defaults(func=cmd_tickets)
 
+    regressions = commands.add_parser("regressions", help="regression detection end to end")
+    regressions_commands = regressions.add_subparsers(dest="regressions_command", required=True, metavar="ACTION")
+    demo = regressions_commands.add_parser("demo", help="a nightly with three regressions: detect, bisect, ticket, report")
+    demo.set_defaults(func=cmd_regressions_demo)
+
     report = commands.add_parser("report", help="reports over the views")
     report_commands = report.add_subparsers(dest="report_command", required=True, metavar="REPORT")
     nightly = report_commands.add_parser("nightly", help="the nightly regression report: HTML page and terminal summary")
@@ -67,6 +72,14 @@ def cmd_tickets(args: argparse.Namespace) -> int:
     for failure in run.failed:
         console.print(f"  [red]not posted[/red] {failure}", markup=False)
     return 1 if run.failed else 0
+
+
+def cmd_regressions_demo(args: argparse.Namespace) -> int:
+    from fastci.cli import out
+    from fastci.regression.demo import run_demo
+
+    run_demo(args.data_dir if args.data_dir_given else Path(".fastci/regressions-demo"), out)
+    return 0
 
 
 def cmd_report_nightly(args: argparse.Namespace) -> int:

@@ -39,6 +39,7 @@ class Regression:
     detected: RegressionAlert
     latest: RegressionAlert
     steps: list[BisectStep] = field(default_factory=list)
+    candidates: int = 0  # changes and bundle bumps the bisect started from
 
     @property
     def stage(self) -> str:
@@ -104,11 +105,15 @@ def build_report(views_path: Path) -> NightlyReport:
         answered = "SELECT count(*) FROM run_requested q WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.trigger = " \
                    "q.work_class AND r.commit = q.commit AND r.test_id = q.test_id AND r.bundle = q.bundle)"
         (pending,), = views.query(answered)[1]
+        _, sizes = views.query("SELECT alert_id, json_array_length(changes) + json_array_length(bumps) FROM bisect_plan")
         latest_gates = _latest_per_test(gates)
         loss_plots = _loss_plots(views, latest_gates, goldens)
     finally:
         views.close()
     regressions = _regressions(alerts, steps)
+    planned = dict(sizes)
+    for reg in regressions:
+        reg.candidates = int(planned.get(reg.detected.id, 0))
     return NightlyReport(
         generated=datetime.now(timezone.utc), views=Path(views_path), regressions=regressions,
         gates_passed=sum(g.passed for g in latest_gates), gates_failed=[g for g in latest_gates if not g.passed],
@@ -278,13 +283,28 @@ def _trend_chart(reg: Regression) -> str:
 
 
 def _trail_chart(reg: Regression) -> str:
+    """Performance: each step's median against the good and bad levels. Correctness: candidates left."""
     steps = reg.steps
+    perf = reg.detected.perf
+    verdict_color = {"bad": BAD, "good": GOOD}
+    measured = [s for s in steps if s.median is not None]
+    if perf is not None and measured:
+        chart = Chart(title="bisect trail: median of each step's runs (performance scale)", x_label="step",
+                      y_label=f"{perf.metric} (as performance)")
+        for step in measured:
+            chart.points.append(Point(step.step, step.median, verdict_color[step.verdict],  # type: ignore[arg-type]
+                                      f"step {step.step}: {step.tested} -> {step.verdict}", radius=5))
+        boundary = next((s.boundary for s in measured if s.boundary is not None), None)
+        if boundary is not None:
+            chart.hlines.append((boundary, f"midpoint between good and bad: {boundary:.5g}", NEUTRAL))
+        chart.lines.append(Line([s.step for s in measured], [s.median for s in measured], NEUTRAL, "step median"))  # type: ignore[misc]
+        return chart.render()
+    start = reg.candidates or (steps[0].candidates_left * 2 if steps else 0)
     chart = Chart(title="bisect trail: candidates left after each step", x_label="step", y_label="candidates left",
-                  lines=[Line([0, *(s.step for s in steps)],
-                              [steps[0].candidates_left * 2 if steps else 0, *(s.candidates_left for s in steps)],
-                              NEUTRAL, "candidates left")])
+                  lines=[Line([0, *(s.step for s in steps)], [start, *(s.candidates_left for s in steps)], NEUTRAL,
+                              "candidates left")], y_floor=0)
     for step in steps:
-        chart.points.append(Point(step.step, step.candidates_left, BAD if step.verdict == "bad" else GOOD,
+        chart.points.append(Point(step.step, step.candidates_left, verdict_color[step.verdict],
                                   f"step {step.step}: {step.tested} -> {step.verdict}", radius=5))
     return chart.render()
 

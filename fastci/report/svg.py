@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 WIDTH, HEIGHT = 760, 260
-MARGIN = dict(left=70, right=20, top=30, bottom=40)
+MARGIN = dict(left=70, right=20, top=44, bottom=40)
 
 
 @dataclass
@@ -48,6 +48,7 @@ class Chart:
     points: list[Point] = field(default_factory=list)
     vlines: list[tuple[float, str, str]] = field(default_factory=list)  # x, label, color
     hlines: list[tuple[float, str, str]] = field(default_factory=list)  # y, label, color
+    y_floor: float | None = None  # e.g. 0 for counts: padding never goes below it
 
     def render(self) -> str:
         xs = [x for l in self.lines for x in l.xs] + [x for b in self.bands for x in b.xs] + [p.x for p in self.points]
@@ -63,6 +64,9 @@ class Chart:
             x0, x1 = x0 - 1, x1 + 1
         pad = (y1 - y0) * 0.08 or abs(y0) * 0.01 or 1.0
         y0, y1 = y0 - pad, y1 + pad
+        if self.y_floor is not None:
+            y0 = max(y0, self.y_floor)
+        integer_x = all(float(x).is_integer() for x in xs)
         left, top = MARGIN["left"], MARGIN["top"]
         inner_w, inner_h = WIDTH - left - MARGIN["right"], HEIGHT - top - MARGIN["bottom"]
 
@@ -79,8 +83,10 @@ class Chart:
         for tick in range(5):
             value = y0 + (y1 - y0) * tick / 4
             parts.append(f'<text x="{left - 6}" y="{py(value) + 4:.1f}" text-anchor="end" class="tick">{value:.4g}</text>')
-        for tick in range(5):
-            value = x0 + (x1 - x0) * tick / 4
+        x_ticks = [x0 + (x1 - x0) * tick / 4 for tick in range(5)]
+        if integer_x:
+            x_ticks = sorted({round(x) for x in x_ticks})
+        for value in x_ticks:
             parts.append(f'<text x="{px(value):.1f}" y="{top + inner_h + 16}" text-anchor="middle" class="tick">{value:.4g}</text>')
         parts.append(f'<text x="{left + inner_w / 2}" y="{HEIGHT - 6}" text-anchor="middle" class="axis">{escape(self.x_label)}</text>')
         parts.append(f'<text x="14" y="{top + inner_h / 2}" transform="rotate(-90 14 {top + inner_h / 2})" '
@@ -106,8 +112,8 @@ class Chart:
                          f"<title>{escape(point.title)}</title></circle>")
         legend = [*((l.label, l.color) for l in self.lines), *((b.label, b.color) for b in self.bands)]
         for i, (label, color) in enumerate(legend[:4]):
-            x = left + 10 + i * 170
-            parts.append(f'<rect x="{x}" y="{top + 6}" width="10" height="10" fill="{color}"/>'
-                         f'<text x="{x + 14}" y="{top + 15}" class="legend">{escape(label[:26])}</text>')
+            x = left + i * 170
+            parts.append(f'<rect x="{x}" y="{top - 16}" width="10" height="10" fill="{color}"/>'
+                         f'<text x="{x + 14}" y="{top - 7}" class="legend">{escape(label[:26])}</text>')
         parts.append("</svg>")
         return "".join(parts)
