@@ -84,8 +84,12 @@ def test_regressions_demo_finds_all_three_culprits(tmp_path, capsys):
     assert main(["--data-dir", str(demo), "regressions", "demo"]) == 0
     out = capsys.readouterr().out
     assert "opened 3 tickets" in out and "3 open regression(s)" in out
-    assert "change 87" in out and "change 40" in out and "dr-535 -> dr-545" in out
-    assert len(list((demo / "tickets").glob("*.json"))) == 3
+    import json
+
+    tickets = [json.loads(p.read_text()) for p in (demo / "tickets").glob("*.json")]
+    culprits = {t["team"]: t["alert"]["culprit"] for t in tickets}
+    assert culprits["models-team"]["title"] == "change 87" and culprits["framework-team"]["title"] == "change 40"
+    assert (culprits["driver-team"]["from_version"], culprits["driver-team"]["to_version"]) == ("dr-535", "dr-545")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "keep.txt").write_text("mine")
     with pytest.raises(SystemExit, match="not made by"):
