@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from fastci.events.golden import OwnerMap
+from fastci.events import ResultEvent
 from fastci.events.regression import BisectPlan, BisectStep, RegressionAlert
 from fastci.events.runs import RunRequested
 from fastci.regression.harness import Pipeline
@@ -104,3 +104,24 @@ def test_correctness_regressions_are_bisected_by_their_gate(kind):
     assert all(r.repeats == 1 for r in requests)  # one run decides a correctness step
     if kind == "loss_curve":
         assert 60 <= detected.checks[0].diverged_at_step <= 90
+
+
+def test_a_failed_bisect_run_is_asked_for_again_and_the_bisect_still_converges():
+    scenario = Scenario(culprit=11, changes=32, seed=9)
+    failed_once: set[int] = set()
+
+    def flaky_runner(request):
+        (outcome,) = scenario.run(request)
+        step = request.purpose.split(":")[2] if request.purpose.startswith("bisect:") else None
+        if step == "2" and 2 not in failed_once:  # the node dies mid-run once
+            failed_once.add(2)
+            return [ResultEvent.model_validate({**outcome.model_dump(exclude={"id"}), "status": "error", "metrics": {}})]
+        return [outcome]
+
+    pipeline = Pipeline(runner=flaky_runner)
+    pipeline.publish([parse_owner_file(OWNERS, repo=REPO), *scenario.commits()])
+    pipeline.publish(scenario.nightly_results())
+    alert = final_alert(pipeline)
+    assert failed_once == {2} and alert.culprit.commit == sha(10 + 11)
+    step_two = [r for r in pipeline.of_topic(RunRequested.TOPIC) if r.purpose.startswith(f"bisect:{alert.regression_id}:2:")]
+    assert len(step_two) == 2  # asked again after the failure

@@ -165,3 +165,12 @@ def test_outputs_are_deterministic():
     first = run_nights([1000] * 8 + [970] * 3, seed=9)[2]
     again = run_nights([1000] * 8 + [970] * 3, seed=9)[2]
     assert [e.model_dump_json() for e in first] == [e.model_dump_json() for e in again]
+
+
+def test_a_correctness_regression_recovers_under_its_own_subject():
+    processor, store = RegressionDetectorProcessor(), Store()
+    out = feed(processor, store, [gate(0, True), gate(1, False), gate(2, False), gate(3, True)])
+    detected, recovered = of_topic(out, RegressionAlert.TOPIC)
+    assert (detected.stage, recovered.stage) == ("detected", "recovered")
+    assert recovered.subject == detected.subject and recovered.kind == detected.kind
+    assert recovered.regression_id == detected.regression_id

@@ -47,7 +47,7 @@ from fastci.regression.perfstats import as_performance, relative_noise
 
 NAME = "bisect"
 CHUNK = 200  # planned changes per stored value
-MAX_ATTEMPTS = 3  # batches per step before deciding on the point estimate
+MAX_ATTEMPTS = 3  # batches of repeats per step before deciding on the point estimate
 MAX_FAILURES = 3  # failed runs at one step before giving up
 STEP_ERROR_Z = 3.0  # ~0.13% chance per step of judging good as bad or back (~1.3% over 10 steps)
 MIN_REPEATS, MAX_REPEATS = 3, 5000
@@ -60,7 +60,8 @@ class Pending(Record):
     commit: str
     bundle: Bundle
     index: int
-    attempts: int = 1
+    attempts: int = 1  # requests made for this step (each needs its own purpose)
+    wanted: int = 0  # samples asked for so far (a failed run is asked for again, not added to)
     samples: tuple[float, ...] = ()
     runs: int = 0
     failures: int = 0
@@ -229,6 +230,7 @@ class _Work:
             names = ", ".join(f"{b.component} {b.to_version}" for b in progress.bumps[:mid])
             pending = Pending(phase="bundle", tested=f"good bundle + {names}", commit=alert.bad.commit, bundle=bundle,
                               index=mid)
+        pending = pending.model_copy(update={"wanted": progress.repeats if progress.metric else 1})
         progress = progress.model_copy(update={"step": progress.step + 1, "pending": pending})
         self._save(test_id, self._request(test_id, progress, alert))
 
@@ -287,15 +289,16 @@ class _Work:
             "samples": (*pending.samples, *as_performance(samples, progress.direction).tolist()),
             "runs": pending.runs + 1})
         progress = progress.model_copy(update={"pending": pending})
-        if len(pending.samples) < progress.repeats * pending.attempts:
+        if len(pending.samples) < pending.wanted:
             self._save(test_id, progress)
             return
         assert progress.good_median is not None and progress.bad_median is not None
         median = float(np.median(pending.samples))
         boundary = (progress.good_median + progress.bad_median) / 2
         se = 1.2533 * (progress.noise or 0) * boundary / math.sqrt(len(pending.samples))
-        if abs(median - boundary) < 0.5 * se and pending.attempts < MAX_ATTEMPTS:
-            progress = progress.model_copy(update={"pending": pending.model_copy(update={"attempts": pending.attempts + 1})})
+        if abs(median - boundary) < 0.5 * se and pending.wanted < MAX_ATTEMPTS * progress.repeats:
+            progress = progress.model_copy(update={"pending": pending.model_copy(
+                update={"attempts": pending.attempts + 1, "wanted": pending.wanted + progress.repeats})})
             self._save(test_id, self._request(test_id, progress, self._alert(test_id, progress.regression_id)))
             return
         bad_is_lower = progress.bad_median < progress.good_median

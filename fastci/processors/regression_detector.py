@@ -111,6 +111,8 @@ class GateTrack(Record):
     suspect_checks: tuple[CheckOutcome, ...] = ()
     context: RunContext | None = None
     regression_id: str | None = None
+    regression_subject: str | None = None
+    regression_kind: str | None = None
 
 
 class TestFacts(Record):
@@ -368,8 +370,10 @@ class _Work:
         if event.passed:
             if track.status == "regressed":
                 self.outputs.append(RegressionAlert(
-                    cause_id=event.id, stage="recovered", subject=f"correctness@{track.hardware_revision}",
-                    regression_id=track.regression_id or "", kind="output", test_id=self.test_id, repo=event.repo,
+                    cause_id=event.id, stage="recovered",
+                    subject=track.regression_subject or f"correctness@{track.hardware_revision}",
+                    regression_id=track.regression_id or "", kind=track.regression_kind or "output",  # type: ignore[arg-type]
+                    test_id=self.test_id, repo=event.repo,
                     hardware_revision=track.hardware_revision, good=here, bad=here,
                     summary=f"gates pass again on {track.hardware_revision} at {event.commit[:10]}"))
             return track.model_copy(update={"status": "ok", "last_pass": here, "suspect": None, "regression_id": None})
@@ -402,7 +406,8 @@ class _Work:
             config=track.context.config if track.context else {}, summary=f"correctness gate fails on {track.hardware_revision} (confirmed): {what}"[:4096],
             checks=tuple(failing),
         ))
-        return track.model_copy(update={"status": "regressed", "regression_id": regression_id})
+        return track.model_copy(update={"status": "regressed", "regression_id": regression_id,
+                                        "regression_subject": subject, "regression_kind": kind})
 
     # ----- exclusions
 
