@@ -125,3 +125,16 @@ def test_a_failed_bisect_run_is_asked_for_again_and_the_bisect_still_converges()
     assert failed_once == {2} and alert.culprit.commit == sha(10 + 11)
     step_two = [r for r in pipeline.of_topic(RunRequested.TOPIC) if r.purpose.startswith(f"bisect:{alert.regression_id}:2:")]
     assert len(step_two) == 2  # asked again after the failure
+
+
+def test_the_largest_plan_stays_under_the_event_size_limit():
+    from fastci.events import MAX_EVENT_BYTES, encode
+    from fastci.events.regression import PlannedChange
+    from fastci.processors.bisect_planner import AUTHOR_CHARS, MAX_CHANGES, TITLE_CHARS
+
+    pipeline = bisect(Scenario(culprit=3, changes=8, seed=10, repeats=4000))  # the most samples an alert carries
+    (plan,) = pipeline.of_topic(BisectPlan.TOPIC)
+    widest = PlannedChange(sha="f" * 40, title="t" * TITLE_CHARS, author="a" * AUTHOR_CHARS,
+                           layers=("framework", "compiler", "kernels"), owners=("some-team-name",) * 3)
+    biggest = BisectPlan.model_validate({**plan.model_dump(exclude={"id"}), "changes": [widest.model_dump()] * MAX_CHANGES})
+    assert len(encode(biggest)) < MAX_EVENT_BYTES

@@ -174,3 +174,12 @@ def test_a_correctness_regression_recovers_under_its_own_subject():
     assert (detected.stage, recovered.stage) == ("detected", "recovered")
     assert recovered.subject == detected.subject and recovered.kind == detected.kind
     assert recovered.regression_id == detected.regression_id
+
+
+def test_many_repeats_per_night_still_build_a_baseline_of_several_nights():
+    # 4,000 repeats a night: each night keeps a sketch, so the baseline spans nights and the drop is seen
+    processor, store, outputs, _ = run_nights([1000] * 6 + [970], n=4000, seed=10)
+    track = store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")].perf
+    assert track.status == "suspect" and of_topic(outputs, RunRequested.TOPIC)[0].repeats == 4000
+    assert sum(len(n.samples) for n in track.nights) <= 2048 + 256
+    assert max(len(n.samples) for n in track.nights) == 256

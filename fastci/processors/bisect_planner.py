@@ -22,8 +22,9 @@ from fastci.events.regression import BisectPlan, ComponentBump, PlannedChange, R
 from fastci.processors.base import Processor, StateReader, Step, compound_key
 from fastci.regression.owners import owners_of_change, owners_of_layer
 
-MAX_CHANGES = 5000
+MAX_CHANGES = 1500  # ~4 days of a 400-changes/day stack; the plan must stay under the 1 MiB event limit
 MAX_PATHS = 64
+TITLE_CHARS, AUTHOR_CHARS = 120, 80
 COMPONENTS: tuple[str, ...] = tuple(Bundle.model_fields)  # compiler, kernels, runtime, driver, firmware
 
 
@@ -60,7 +61,7 @@ class BisectPlannerProcessor(Processor[PlannerState]):
     def process(self, state: StateReader[PlannerState], event: Event) -> Step[PlannerState]:
         if isinstance(event, CommitEvent):
             node = CommitNode(
-                parents=event.parents, title=event.title[:200], author=event.author[:200], time=event.time,
+                parents=event.parents, title=event.title[:TITLE_CHARS], author=event.author[:AUTHOR_CHARS], time=event.time,
                 layers=event.layers, paths=tuple(f.path for f in event.changed_files[:MAX_PATHS]),
             )
             return Step(writes={commit_key(event.repo, event.sha): PlannerState(commit=node)})

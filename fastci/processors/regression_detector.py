@@ -2,7 +2,9 @@
 
 Performance, per (test, metric, hardware revision), from nightly results that passed:
 - the baseline is the samples of recent accepted nights since the last change point (at most
-  ``POOL_SAMPLES``), kept in state with a window of nightly medians (``SERIES``);
+  ``POOL_SAMPLES``; each night keeps a sketch of at most ``NIGHT_SAMPLES`` order statistics, so a
+  baseline spans several nights however many repeats a run has), kept in state with a window of
+  nightly medians (``SERIES``);
 - a night whose samples fail ``perfstats.compare`` against the baseline becomes *suspect* and a
   confirmation run is requested on another node (work class bisect, same commit and bundle); the
   regression is *detected* only when the confirmation (or the next night) fails the gate too, so a
@@ -45,10 +47,11 @@ from fastci.events.regression import (
 from fastci.events.runs import RunRequested
 from fastci.processors.base import Processor, StateReader, Step, compound_key
 from fastci.regression.changepoint import change_points
-from fastci.regression.perfstats import PerfGate, compare, metric_direction, relative_noise, seed_from
+from fastci.regression.perfstats import PerfGate, compare, metric_direction, relative_noise, seed_from, sketch
 
 GATE = PerfGate()
-POOL_SAMPLES = 1024
+POOL_SAMPLES = 1024  # the baseline: this many samples of the newest accepted nights
+NIGHT_SAMPLES = 256  # kept per night: evenly spaced order statistics of its samples (a quantile sketch)
 SERIES = 60
 MIN_BASELINE_NIGHTS = 2
 ACCEPT_AFTER = 14
@@ -435,7 +438,9 @@ def _same_run(context: RunContext | None, event: ResultEvent) -> bool:
 
 
 def _append(track: PerfTrack, night: Night) -> PerfTrack:
-    """Add a night; keep samples only for the nights the baseline pool can still use."""
+    """Add a night; keep sample sketches only for the nights the baseline pool can still use."""
+    if len(night.samples) > NIGHT_SAMPLES:
+        night = night.model_copy(update={"samples": sketch(night.samples, NIGHT_SAMPLES)})
     nights = [*track.nights, night][-SERIES:]
     kept, budget = [], POOL_SAMPLES * 2
     for n in reversed(nights):
@@ -469,9 +474,7 @@ def _pool(track: PerfTrack, before: str | None = None) -> list[float]:
         room = POOL_SAMPLES - len(pool)
         if room <= 0:
             break
-        samples = sorted(night.samples)
-        if len(samples) > room:  # evenly spaced order statistics keep the night's distribution
-            samples = [samples[int((i + 0.5) * len(samples) / room)] for i in range(room)]
+        samples = night.samples if len(night.samples) <= room else sketch(night.samples, room)
         pool.extend(samples)
     return pool
 

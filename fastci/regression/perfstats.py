@@ -145,6 +145,16 @@ def _resampled_medians(samples: np.ndarray, count: int, rng: np.random.Generator
     return (order_statistic(n // 2) + order_statistic(n // 2 + 1)) / 2
 
 
+def sketch(samples: Sequence[float], count: int) -> tuple[float, ...]:
+    """``count`` evenly spaced order statistics of ``samples`` (all of them when there are fewer):
+    a distribution in bounded space. As a baseline it is conservative: a test takes it for ``count``
+    samples, not for the many it summarises."""
+    ordered = sorted(samples)
+    if len(ordered) <= count:
+        return tuple(ordered)
+    return tuple(ordered[int((i + 0.5) * len(ordered) / count)] for i in range(count))
+
+
 def relative_noise(samples: Sequence[float]) -> float:
     """Robust coefficient of variation: 1.4826 * MAD / median (the sd for normal noise)."""
     x = np.asarray(samples, dtype=np.float64)
