@@ -15,7 +15,9 @@ from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 
 from factories import result
-from regression_factories import golden
+from regression_factories import golden, nightly
+
+MOE = "tests/models/test_moe_tiny.py::test_throughput"
 
 EVIL = "<script>alert('pwned')</script> & \"quotes\""
 TRAIN = "tests/models/test_llama_tiny.py::test_train"
@@ -44,6 +46,8 @@ def data_dir(tmp_path_factory):
         *scenario.nightly_results(),
         result(TRAIN, run_id="nightly-train", trigger="nightly", loss_curve=curve(rng, drift_from=120), eval_score=0.79,
                commit=sha(39)),
+        # a sustained 2.5% drop too small for 5 repeats a night: found as a change point, commits unknown
+        *[nightly(n, 1000 * (0.975 if n >= 20 else 1) * (1 + 0.02 * rng.standard_normal(5)), test_id=MOE) for n in range(28)],
     ]
     pipeline = Pipeline(runner=scenario.run)
     outputs = pipeline.publish(inputs)
@@ -57,12 +61,15 @@ def test_report_escapes_every_event_string_and_has_its_plots(data_dir, capsys):
     page = (data_dir / "nightly.html").read_text()
     assert "<script" not in page.lower()
     assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt; &amp; &quot;quotes&quot;" in page
-    assert page.count("<svg") >= 3  # trend, bisect trail, loss curve
+    assert page.count("<svg") >= 4  # regression trend, bisect trail, nightly trends, loss curve
+    assert "Nightly performance trends" in page and "change point before" in page
     assert "change point" in page or "nightly medians" in page
     assert "diverges at step" in page and "reference band" in page
     assert "framework-team" in page and "culprit" in page
     out = capsys.readouterr()
-    assert "1 open regression(s)" in out.out and "0 run request(s) unanswered" in out.out
+    assert "2 open regression(s)" in out.out and "0 run request(s) unanswered" in out.out
+    assert f"change point: {MOE} throughput_tokens_per_s on rev-a" in out.out
+    assert "never seen on &#x27;commits&#x27;" in page  # the unresolved bisect says why
     assert "<script>" in out.out  # the terminal shows event text as text, not as markup
     assert "gate failing: " + TRAIN in out.out
 

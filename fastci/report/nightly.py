@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+
+import numpy as np
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from html import escape
@@ -24,13 +26,18 @@ from fastci.events.base import Event
 from fastci.events.golden import GoldenReference
 from fastci.events.inputs import ResultEvent
 from fastci.events.regression import BisectStep, GateResult, RegressionAlert
+from fastci.processors.regression_detector import CPD_MAX_P, GATE
+from fastci.regression.changepoint import change_points
 from fastci.regression.correctness import build_loss_band, check_loss_curve
+from fastci.regression.perfstats import metric_direction
 from fastci.report.svg import Band, Chart, Line, Point
 from fastci.views.schema import model_columns, quote, table_name
 from fastci.views.store import Views
 
 E = TypeVar("E", bound=Event)
 MAX_LOSS_PLOTS = 8
+MAX_TRENDS = 12
+TREND_NIGHTS = 60
 GOOD, BAD, NEUTRAL, REF = "#2a9d4b", "#d1495b", "#555555", "#3a6ea5"
 
 
@@ -61,6 +68,16 @@ class LossPlot:
 
 
 @dataclass
+class Trend:
+    test_id: str
+    metric: str
+    hardware_revision: str
+    commits: list[str]
+    medians: list[float]
+    change_points: list[int]
+
+
+@dataclass
 class NightlyReport:
     generated: datetime
     views: Path
@@ -68,6 +85,7 @@ class NightlyReport:
     gates_passed: int
     gates_failed: list[GateResult]
     loss_plots: list[LossPlot]
+    trends: list[Trend]
     nightly_results: int
     pending_requests: int
 
@@ -108,6 +126,7 @@ def build_report(views_path: Path) -> NightlyReport:
         _, sizes = views.query("SELECT alert_id, json_array_length(changes) + json_array_length(bumps) FROM bisect_plan")
         latest_gates = _latest_per_test(gates)
         loss_plots = _loss_plots(views, latest_gates, goldens)
+        trends = _trends(views)
     finally:
         views.close()
     regressions = _regressions(alerts, steps)
@@ -117,7 +136,7 @@ def build_report(views_path: Path) -> NightlyReport:
     return NightlyReport(
         generated=datetime.now(timezone.utc), views=Path(views_path), regressions=regressions,
         gates_passed=sum(g.passed for g in latest_gates), gates_failed=[g for g in latest_gates if not g.passed],
-        loss_plots=loss_plots, nightly_results=int(nightly), pending_requests=int(pending),
+        loss_plots=loss_plots, trends=trends, nightly_results=int(nightly), pending_requests=int(pending),
     )
 
 
@@ -159,6 +178,29 @@ def _loss_plots(views: Views, gates: Sequence[GateResult], goldens: dict[str, Go
             upper=band.upper.tolist(), diverged_at=check.diverged_at_step, detail=check.detail,
         ))
     return plots
+
+
+def _trends(views: Views) -> list[Trend]:
+    """Nightly medians of every performance metric per (test, metric, hardware revision), the last
+    ``TREND_NIGHTS`` of each, with change points (as the detector finds them); shifted series first."""
+    _, rows = views.query(
+        "SELECT test_id, hardware_revision, \"commit\", metrics FROM results "
+        "WHERE trigger = 'nightly' AND status = 'passed' ORDER BY _offset")
+    series: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
+    for test_id, hardware, commit, metrics in rows:
+        for metric, samples in (json.loads(metrics) if isinstance(metrics, str) else metrics or {}).items():
+            direction = metric_direction(metric)
+            if direction and samples and all(x > 0 for x in samples):
+                series.setdefault((test_id, metric, hardware), []).append((commit, float(np.median(samples))))
+    trends = []
+    for (test_id, metric, hardware), points in series.items():
+        points = points[-TREND_NIGHTS:]
+        medians = [m for _, m in points]
+        as_performance = medians if metric_direction(metric) == "higher" else [1 / m for m in medians]
+        found = [p.index for p in change_points(as_performance, min_size=2, max_p=CPD_MAX_P, min_effect=GATE.effect)]
+        trends.append(Trend(test_id, metric, hardware, [c for c, _ in points], medians, found))
+    trends.sort(key=lambda t: (not t.change_points, t.test_id, t.metric))
+    return trends[:MAX_TRENDS]
 
 
 def _hex(value: str) -> str:
@@ -218,6 +260,11 @@ def render_html(report: NightlyReport) -> str:
         body.append("</table>")
     else:
         body.append("<p>Every gated test passes.</p>")
+    if report.trends:
+        body.append("<h2>Nightly performance trends</h2><p>Median of each nightly run; vertical lines are change "
+                    "points (e-divisive with a t-test, as the detector finds them).</p>")
+        for trend in report.trends:
+            body.append(_trend_series_chart(trend))
     if report.loss_plots:
         body.append("<h2>Loss curves against their reference band</h2>")
         for plot in report.loss_plots:
@@ -309,6 +356,17 @@ def _trail_chart(reg: Regression) -> str:
     return chart.render()
 
 
+def _trend_series_chart(trend: Trend) -> str:
+    xs = list(range(len(trend.medians)))
+    chart = Chart(title=f"{trend.test_id} {trend.metric} on {trend.hardware_revision}", x_label="night",
+                  y_label=trend.metric, lines=[Line(xs, trend.medians, NEUTRAL, "nightly median")])
+    for x, (commit, median) in enumerate(zip(trend.commits, trend.medians)):
+        chart.points.append(Point(x, median, NEUTRAL, f"{commit[:10]}: {median:.5g}", radius=2.5))
+    for index in trend.change_points:
+        chart.vlines.append((index, f"change point before {trend.commits[index][:10]}", "#b8860b"))
+    return chart.render()
+
+
 def _loss_chart(plot: LossPlot) -> str:
     steps = list(range(len(plot.center)))
     chart = Chart(
@@ -347,5 +405,11 @@ def print_summary(report: NightlyReport, out: Console) -> None:
     for gate in report.gates_failed:
         failing = "; ".join(c.detail for c in gate.checks if not c.passed)
         out.print(Text(f"gate failing: {gate.test_id} on {gate.hardware_revision}: {failing}"))
+    for trend in report.trends:
+        for index in trend.change_points:
+            before = float(np.mean(trend.medians[:index])) if index else trend.medians[0]
+            after = float(np.mean(trend.medians[index:]))
+            out.print(Text(f"change point: {trend.test_id} {trend.metric} on {trend.hardware_revision} at "
+                           f"{trend.commits[index][:10]}: {after / before - 1:+.2%}"))
 
 
