@@ -82,6 +82,17 @@ def test_a_missing_commit_range_is_unresolved_with_the_reason():
     pipeline.publish(scenario.nightly_results())
     alert = final_alert(pipeline)
     assert alert.stage == "unresolved" and "never seen on 'commits'" in alert.problem
+    assert alert.owners == ()  # no owner map published: the ticket goes to triage
+
+
+def test_an_unresolved_regression_goes_to_the_owners_of_the_test():
+    scenario = Scenario(culprit=20, changes=40, seed=6)
+    pipeline = Pipeline(runner=scenario.run)
+    owners = OWNERS + "/tests/models/ @models-team\n"
+    pipeline.publish([parse_owner_file(owners, repo=REPO), *scenario.commits()[:-5]])
+    pipeline.publish(scenario.nightly_results())
+    alert = final_alert(pipeline)
+    assert alert.stage == "unresolved" and alert.owners == ("models-team",) and "models-team" in alert.summary
 
 
 def test_a_redelivered_plan_changes_nothing():

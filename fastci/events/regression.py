@@ -203,6 +203,8 @@ class BisectPlan(Event):
     alert: RegressionAlert
     changes: tuple[PlannedChange, ...] = Field(max_length=5000, description="Commits after good up to bad.")
     bumps: tuple[ComponentBump, ...] = Field(default=(), max_length=8)
+    test_owners: tuple[Name, ...] = Field(default=(), max_length=16, description="Owners of the test's file: "
+                                          "who gets the ticket when no culprit is found.")
     problem: Text = Field(default="", description="Why the commit range is incomplete, if it is.")
 
 

@@ -77,6 +77,7 @@ class BisectProgress(Record):
     hardware_revision: str
     n_changes: int
     bumps: tuple[ComponentBump, ...] = ()
+    test_owners: tuple[str, ...] = ()
     phase: str
     code_bundle: Bundle
     lo: int
@@ -182,6 +183,7 @@ class _Work:
         progress = BisectProgress(
             regression_id=rid, kind=alert.kind, subject=alert.subject, hardware_revision=alert.hardware_revision,
             n_changes=n, bumps=bumps, phase="code", code_bundle=alert.bad.bundle, lo=-1, hi=n - 1,
+            test_owners=plan.test_owners,
         )
         if alert.perf is not None:
             good = as_performance(alert.perf.baseline_samples, alert.perf.direction)
@@ -347,10 +349,12 @@ class _Work:
             owners = ", ".join(culprit.owners) or "no owner in the owner map"
             summary = f"{alert.summary}. Culprit: {what} (owners: {owners}), after {len(progress.trail)} bisect steps"
         else:
-            summary = f"{alert.summary}. No culprit: {problem}"
+            owners = ", ".join(progress.test_owners) or "no owner in the owner map"
+            summary = f"{alert.summary}. No culprit: {problem} (the test's owners: {owners})"
         self.outputs.append(RegressionAlert.model_validate({
             **alert.model_dump(exclude={"id"}), "cause_id": self.event.id, "stage": "culprit" if culprit else "unresolved",
-            "culprit": culprit.model_dump() if culprit else None, "owners": culprit.owners if culprit else (),
+            "culprit": culprit.model_dump() if culprit else None,
+            "owners": culprit.owners if culprit else progress.test_owners,
             "trail": [s.model_dump() for s in progress.trail], "runs_used": progress.runs_used,
             "problem": problem[:4096], "summary": summary[:4096],
         }))

@@ -20,7 +20,7 @@ from fastci.events.golden import OwnerMap
 from fastci.events.inputs import Bundle
 from fastci.events.regression import BisectPlan, ComponentBump, PlannedChange, RegressionAlert
 from fastci.processors.base import Processor, StateReader, Step, compound_key
-from fastci.regression.owners import owners_of_change, owners_of_layer
+from fastci.regression.owners import owners_of_change, owners_of_layer, owners_of_path
 
 MAX_CHANGES = 1500  # ~4 days of a 400-changes/day stack; the plan must stay under the 1 MiB event limit
 MAX_PATHS = 64
@@ -83,8 +83,9 @@ class BisectPlannerProcessor(Processor[PlannerState]):
                 related = tuple(c.sha for c in changes if component in c.layers)[:50]
                 bumps.append(ComponentBump(component=component, from_version=before, to_version=after,
                                            owners=owners_of_layer(component, owner_map), related_commits=related))
+        test_owners = owners_of_path(alert.test_id.split("::", 1)[0], owner_map) if owner_map else ()
         return BisectPlan(alert_id=alert.id, test_id=alert.test_id, alert=alert, changes=tuple(changes),
-                          bumps=tuple(bumps), problem=problem)
+                          bumps=tuple(bumps), test_owners=test_owners, problem=problem)
 
     def _range(self, state: StateReader[PlannerState], alert: RegressionAlert, owner_map: OwnerMap | None):
         """Commits after good up to bad (oldest first), and what went wrong if the walk could not finish."""
