@@ -117,7 +117,7 @@ def main() -> None:
         cells = [rate(args.trials, 20_000, noise=noise, repeats=r, night_drop=0.0, rerun_drop=0.0) for r in REPEATS]
         print(f"{noise:>4.0%}   " + "".join(f"{c:>12.1%}" for c in cells))
 
-    print(f"\nPower table: repeats per run for >= 95% detection of a 2% drop (night + rerun). 'model' is the normal")
+    print("\nPower table: repeats per run for >= 95% detection of a 2% drop (night + rerun). 'model' is the normal")
     print(f"approximation (perfstats.repeats_needed); 'measured' raises it by 10% steps until {args.check_trials}")
     print("simulated model-nights detect >= 95%; false alarms and noisy-night alerts are measured at that count")
     print(f"{'noise':>5} {'model':>6} {'measured':>9} {'detected':>9} {'false alarms':>13} {'noisy night alerts':>19}")

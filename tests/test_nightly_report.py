@@ -41,7 +41,7 @@ def data_dir(tmp_path_factory):
     ]
     rng = np.random.default_rng(0)
     inputs = [
-        parse_owner_file(f"* @framework-team\n", repo=REPO), *commits,
+        parse_owner_file("* @framework-team\n", repo=REPO), *commits,
         golden(TRAIN, loss_curves=tuple(curve(rng) for _ in range(4)), eval_score=0.8),
         *scenario.nightly_results(),
         result(TRAIN, run_id="nightly-train", trigger="nightly", loss_curve=curve(rng, drift_from=120), eval_score=0.79,

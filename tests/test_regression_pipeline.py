@@ -61,7 +61,7 @@ def test_a_quarantined_nodes_results_are_excluded_through_the_runtime(tmp_path):
     scenario = Scenario(culprit=None, changes=4, seed=12, repeats=20)
     nights = scenario.nightly_results()
     publish_embedded(tmp_path, nights[:5])
-    node, when = nights[3].node_id, nights[3].time
+    node = nights[3].node_id
     state = NodeStateChanged(node_id=node, state="quarantined", reason="ECC errors", time=scenario_time(nights[3]))
     DataDir(tmp_path).log.topic(NodeStateChanged.TOPIC).append([state.model_dump_json().encode()], 0)
     runtime = EmbeddedRuntime(tmp_path, sync=False)
