@@ -12,7 +12,7 @@ from fastci.publishing import publish_embedded
 from fastci.regression.harness import Pipeline
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
-from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats
 from fastci.events.base import Event
 
 OWNERS = "* @framework-team\n/fastlm/kernels/ @kernels-team\nlayer:driver @driver-team\n"
@@ -77,3 +77,27 @@ def scenario_time(result):
     from datetime import datetime, timezone
 
     return result.time or datetime(2026, 11, 2, tzinfo=timezone.utc)
+
+
+def test_a_processor_with_several_inputs_reads_each_record_under_its_own_topic(tmp_path):
+    """The embedded runtime once labelled every input's records with its last input topic."""
+    from fastci.processors.baseline_guard import BaselineGuardProcessor
+
+    scenario = Scenario(culprit=None, changes=2, seed=13, repeats=3)
+    nights = scenario.nightly_results()
+    publish_embedded(tmp_path, nights[:3])
+    state = NodeStateChanged(node_id=nights[1].node_id, state="suspect", time=scenario_time(nights[1]))
+    DataDir(tmp_path).log.topic(NodeStateChanged.TOPIC).append([state.model_dump_json().encode()], 10**13)
+    runtime = EmbeddedRuntime(tmp_path, [BaselineGuardProcessor()], sync=False)
+    try:  # bounded steps, not run(): with the bug, mislabelled positions made run() loop for ever
+        for _ in range(3):
+            runtime.runners[0].step(2000, False, ProcessorStats())
+    finally:
+        runtime.close()
+    checkpoint = DataDir(tmp_path).checkpoint()
+    try:
+        positions = {t: checkpoint.position("processor:baseline-guard", t).offset for t in ("results", "node-state-changed")}
+    finally:
+        checkpoint.close()
+    assert positions == {"results": 3, "node-state-changed": 1}
+    assert [e.result_id for e in read(tmp_path, BaselineExclusion.TOPIC)] == [nights[1].id]
