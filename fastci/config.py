@@ -21,6 +21,7 @@ class KafkaSettings:
 
     bootstrap: str = DEFAULT_BOOTSTRAP
     namespace: str = ""  # prefixed to every topic and the app id; lets tenants or tests share a cluster
+    app: str = "fastci"  # the worker's consumer group and Table prefix; a second app reads the same topics
     partitions: int = 4
     replication: int = 1  # a single local broker; use 3 on a real cluster
     security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL
@@ -36,6 +37,7 @@ class KafkaSettings:
         settings = cls(
             bootstrap=env.get("FASTCI_KAFKA_BOOTSTRAP", DEFAULT_BOOTSTRAP),
             namespace=env.get("FASTCI_KAFKA_NAMESPACE", ""),
+            app=env.get("FASTCI_KAFKA_APP", "fastci"),
             partitions=int(env.get("FASTCI_KAFKA_PARTITIONS", "4")),
             replication=int(env.get("FASTCI_KAFKA_REPLICATION", "1")),
             security_protocol=env.get("FASTCI_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT"),
@@ -49,7 +51,7 @@ class KafkaSettings:
 
     @property
     def app_id(self) -> str:
-        return f"{self.namespace}fastci"
+        return f"{self.namespace}{self.app}"
 
     def topic(self, name: str) -> str:
         return f"{self.namespace}{name}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FEATURES: tuple[str, ...] = ()
+FEATURES: tuple[str, ...] = ("fastci.producer.plugin",)
 
 
 def pytest_addoption(parser: Any) -> None:

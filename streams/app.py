@@ -20,10 +20,16 @@ from aiokafka.partitioner import murmur2
 from fastci.config import KafkaSettings
 from fastci.events import DEAD_LETTERS, encode
 from fastci.processors import Processor, build_processors, owner_of
-from fastci.processors.driver import Driver
+from fastci.processors.driver import Driver, Origin
 
 BATCH = 2000  # records per take; one Table write per key per batch
-WITHIN_S = 0.2  # longest a record waits for its batch to fill
+WITHIN_S = 0.05  # longest a record waits for its batch to fill (bounds latency when traffic is light)
+# faust hands records to a take() buffer one at a time and stops while the batch is processed; deeper
+# buffers and bigger polls keep it fed. Measured on 45,824 results (2 busy cores): 1,400 events/s with
+# faust's defaults and a 0.2 s window, 4,500/s with these.
+STREAM_BUFFER = 16_384
+ORIGIN_HEADER = "fastci-origin"  # on repartitioned records: "<topic>/<partition>/<offset>" they came from
+MAX_POLL_RECORDS = 10_000
 
 
 class TableStore:
@@ -50,6 +56,8 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         table_cleanup_interval=3600.0,
+        stream_buffer_maxsize=STREAM_BUFFER,
+        broker_max_poll_records=MAX_POLL_RECORDS,
     )
     drivers = [_wire(app, settings, processor) for processor in (processors or build_processors())]
 
@@ -79,10 +87,12 @@ def _wire(app: faust.App, settings: KafkaSettings, processor: Processor) -> Driv
     logical = {settings.topic(rekeyed.get(t, t)): t for t in processor.inputs}  # wire name -> topic
     source = app.topic(*logical, schema=raw)
     sinks = {t: app.topic(settings.topic(t), schema=raw) for t in (*processor.outputs, DEAD_LETTERS)}
-    # Serializers only: a Table whose schema also sets key_type/value_type never received a record
-    # on faust 0.15.3 (its agent sat idle with records fetched); keys and values are bytes anyway.
-    table_schema = faust.Schema(key_serializer="raw", value_serializer="raw")
-    table = app.Table(processor.name, partitions=settings.partitions, use_partitioner=True, schema=table_schema)
+    # key_type/value_type bytes make faust pick the raw codec for the Table and its changelog (with
+    # no types it falls back to json, and recovery cannot parse what was written). Passing a Schema
+    # that also sets the types left the agent idle on faust 0.15.3 (records fetched, none delivered).
+    table = app.Table(
+        processor.name, partitions=settings.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
+    )
     # A compound key lives in the partition of its owner, the partition key it starts with.
     table.partition_for_key = lambda key: partition_of(owner_of(key.decode()).encode(), settings.partitions)
     driver = Driver(processor, TableStore(table))
@@ -92,7 +102,9 @@ def _wire(app: faust.App, settings: KafkaSettings, processor: Processor) -> Driv
             outputs = []
             for item in batch:
                 message = item.message
-                outputs += driver.handle_record(logical[message.topic], message.value or b"", message.offset)
+                topic = logical[message.topic]
+                origin = _origin(message) if topic in rekeyed else Origin(f"{topic}/{message.partition}", message.offset)
+                outputs += driver.handle_record(topic, message.value or b"", origin)
             deliveries = [await sinks[o.TOPIC].send(key=o.key.encode(), value=encode(o)) for o in outputs]
             await asyncio.gather(*deliveries)
             for key, value in driver.drain_writes().items():
@@ -113,12 +125,30 @@ def _repartition(app: faust.App, settings: KafkaSettings, processor: Processor, 
         async for batch in stream.take_events(BATCH, within=WITHIN_S):
             deliveries = []
             for item in batch:
-                value = item.message.value or b""
+                message = item.message
+                value = message.value or b""
                 key = _field_of(value, field)
-                deliveries.append(await sink.send(key=item.message.key if key is None else key.encode(), value=value))
+                origin = f"{topic}/{message.partition}/{message.offset}".encode()
+                deliveries.append(
+                    await sink.send(
+                        key=message.key if key is None else key.encode(), value=value, headers={ORIGIN_HEADER: origin}
+                    )
+                )
             await asyncio.gather(*deliveries)
 
     app.agent(app.topic(settings.topic(topic), schema=RAW), name=f"{processor.name}-{topic}-repartition")(forward)
+
+
+def _origin(message: Any) -> Origin:
+    """Where a forwarded record was first appended, from the header the forwarder set: a crash of
+    the forwarder re-sends records at new offsets, but with the same origin."""
+    headers = message.headers or {}
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    raw = next((value for name, value in pairs if name == ORIGIN_HEADER), None)
+    if raw is None:
+        return Origin(f"{message.topic}/{message.partition}", message.offset)
+    stream, _, offset = raw.decode().rpartition("/")
+    return Origin(stream, int(offset))
 
 
 def _field_of(value: bytes, field: str) -> str | None:

@@ -54,3 +54,62 @@ def kafka_bootstrap() -> Iterator[str]:
 def kafka(kafka_bootstrap: str) -> KafkaSettings:
     """Settings for a fresh namespace: every test gets its own topics and consumer group."""
     return KafkaSettings(bootstrap=kafka_bootstrap, namespace=f"t{uuid.uuid4().hex[:10]}-", partitions=4)
+
+
+# Figures measured by integration tests (recovery times...), printed at the end of the run.
+FIGURES: list[str] = []
+
+
+@pytest.fixture
+def report_figure():
+    return FIGURES.append
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if FIGURES:
+        terminalreporter.section("figures measured by the tests")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
+
+
+class PrivateBroker:
+    """A second broker on its own port and data dir, for tests that stop and start it."""
+
+    def __init__(self, port: int, data: Path, scram_users: str = "") -> None:
+        self.env = {**os.environ, "FASTCI_KAFKA_PORT": str(port), "FASTCI_KAFKA_DATA": str(data)}
+        self.env.pop("FASTCI_KAFKA_SCRAM_USERS", None)
+        if scram_users:
+            self.env["FASTCI_KAFKA_SCRAM_USERS"] = scram_users
+        self.bootstrap = f"127.0.0.1:{port}"
+
+    def _kafka_sh(self, command: str) -> None:
+        done = subprocess.run([str(KAFKA_SH), command], env=self.env, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            pytest.fail(f"kafka.sh {command} failed:\n{done.stderr[-3000:]}")
+
+    def start(self) -> None:
+        self._kafka_sh("start")
+
+    def stop(self) -> None:
+        self._kafka_sh("stop")
+
+
+@pytest.fixture
+def private_broker(tmp_path_factory) -> Iterator[PrivateBroker]:
+    broker = PrivateBroker(19392, tmp_path_factory.mktemp("private-broker"))
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+SCRAM_USERS = {"admin": "admin-secret", "alice": "alice-pw"}
+
+
+@pytest.fixture
+def scram_broker(tmp_path_factory) -> Iterator[PrivateBroker]:
+    """A broker whose client listener takes SASL_PLAINTEXT with SCRAM-SHA-256 users only."""
+    users = ",".join(f"{name}:{password}" for name, password in SCRAM_USERS.items())
+    broker = PrivateBroker(19492, tmp_path_factory.mktemp("scram-broker"), scram_users=users)
+    broker.start()
+    yield broker
+    broker.stop()

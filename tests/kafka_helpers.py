@@ -12,7 +12,9 @@ from pathlib import Path
 
 from fastci.config import KafkaSettings
 from fastci.events import decode
-from fastci.runtime.kafka_io import group_lag, read_to_end
+from fastci.runtime.kafka_io import group_lag, read_to_end, topic_partitions
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 
 
 def start_worker(settings: KafkaSettings, log_path: Path) -> subprocess.Popen:
@@ -34,8 +36,11 @@ def wait_until_consumed(settings: KafkaSettings, topics: list[str], worker: subp
     while time.perf_counter() - started < timeout_s:
         if worker.poll() is not None:
             raise AssertionError(f"worker exited with {worker.returncode}:\n{log_path.read_text()[-4000:]}")
-        if asyncio.run(group_lag(settings, settings.app_id, topics)) == 0:
-            return time.perf_counter() - started
+        try:
+            if asyncio.run(group_lag(settings, settings.app_id, topics)) == 0:
+                return time.perf_counter() - started
+        except KafkaError:  # e.g. the group coordinator of a fresh broker is not up yet
+            pass
         time.sleep(0.5)
     raise AssertionError(f"worker did not catch up in {timeout_s} s:\n{log_path.read_text()[-4000:]}")
 
@@ -55,3 +60,33 @@ def read_events(settings: KafkaSettings, topic: str) -> list:
         return [decode(topic, r.value) async for r in read_to_end(settings, topic)]
 
     return asyncio.run(collect())
+
+
+def committed(settings: KafkaSettings, topics: list[str]) -> int:
+    """Records of ``topics`` the worker's consumer group has committed so far."""
+
+    async def total() -> int:
+        names = [settings.topic(t) for t in topics]
+        wanted = set(await topic_partitions(settings, names))
+        admin = AIOKafkaAdminClient(**settings.client_options())
+        await admin.start()
+        try:
+            offsets = await admin.list_consumer_group_offsets(settings.app_id)
+        finally:
+            await admin.close()
+        return sum(meta.offset for tp, meta in offsets.items() if tp in wanted and meta.offset > 0)
+
+    return asyncio.run(total())
+
+
+def wait_for_committed(settings: KafkaSettings, topics: list[str], at_least: int, timeout_s: float = 120) -> float:
+    """Block until the group has committed at least ``at_least`` records; return when that was seen."""
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        try:
+            if committed(settings, topics) >= at_least:
+                return time.perf_counter()
+        except KafkaError:  # the broker may be restarting
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"the group did not commit {at_least} records within {timeout_s} s")

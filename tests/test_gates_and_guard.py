@@ -9,8 +9,8 @@ import pytest
 from fastci.events.fleet import NodeStateChanged
 from fastci.events.regression import BaselineExclusion, GateResult
 from fastci.processors.baseline_guard import BaselineGuardProcessor
-from fastci.processors.correctness_gates import CorrectnessGatesProcessor
-from fastci.processors.driver import Driver
+from fastci.processors.correctness_gates import CorrectnessGatesProcessor, GoldenHeld, golden_key
+from fastci.processors.driver import Driver, Entry, encode_entry
 
 from factories import result
 from processor_helpers import Store, feed, of_topic
@@ -40,10 +40,14 @@ def test_a_pinned_version_cannot_change():
     feed(processor, store, [golden(version=1, outputs={"logits": (1.0,)})])
     assert feed(processor, store, [golden(version=1, outputs={"logits": (1.0,)})]) == []  # same: fine
     changed = golden(version=1, outputs={"logits": (2.0,)})
-    driver = Driver(processor, store=type("S", (), {"get": lambda self, k: None})())
-    driver.handle(golden(version=1, outputs={"logits": (1.0,)}))
+    with pytest.raises(ValueError, match="field 'version'.*publish version 2"):
+        processor.process(store, changed)
+    # through the driver (arriving after the dedup window forgot the id): a dead letter, state kept
+    pinned = {golden_key(TEST): encode_entry(Entry(GoldenHeld(golden=golden(version=1, outputs={"logits": (1.0,)}))))}
+    driver = Driver(processor, store=type("Raw", (), {"get": lambda self, key: pinned.get(key)})())
     (letter,) = driver.handle(changed)
     assert letter.TOPIC == "dead-letters" and "field 'version'" in letter.error and "publish version 2" in letter.error
+    assert driver.get(golden_key(TEST)).golden.outputs == {"logits": (1.0,)}
 
 
 def test_tests_without_a_golden_reference_are_not_gated():

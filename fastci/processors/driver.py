@@ -1,22 +1,28 @@
 """Runs one processor against a key-value store; the part both runtimes share.
 
-Each stored value is an *entry*: the processor's state for the key plus the ids
-of the last few events applied to that key (the dedup window). Because the
-window is inside the same value as the state, one store write records both
+Each stored value is an *entry*: the processor's state for the key, plus what
+the key remembers about the events already applied to it:
+- ``marks``: per input stream (a topic partition, named where the record was
+  first appended), the highest offset applied. Records of one key arrive in
+  offset order within a stream, so after a crash every redelivered record has
+  an offset at or below its key's mark, however many there are.
+- ``seen``: the ids of the last few events applied, which catches the same event
+  appended twice (a producer that retried), where offsets differ.
+Both live inside the same value as the state, so one store write records them
 atomically: a Kafka changelog record or a row in the embedded checkpoint.
 
 Runtimes make outputs durable *before* they persist the writes from
 ``drain_writes``. After a crash, an event whose state write was persisted is
-recognised by the window and skipped (its outputs were already durable); an
-event whose write was lost is processed again and re-emits outputs with the
-same ids, which consumers drop as duplicates.
+recognised and skipped (its outputs were already durable); an event whose write
+was lost is processed again and re-emits outputs with the same ids, which
+consumers drop as duplicates.
 """
 
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
@@ -29,6 +35,13 @@ _CACHE_LIMIT = 200_000  # decoded entries kept between batches
 DECODE_SOURCE = "decode"
 
 
+class Origin(NamedTuple):
+    """Where a record was first appended: its stream (topic/partition) and offset there."""
+
+    stream: str
+    offset: int
+
+
 class RawStore(Protocol):
     def get(self, key: str) -> bytes | None: ...
 
@@ -36,18 +49,23 @@ class RawStore(Protocol):
 @dataclass(frozen=True, slots=True)
 class Entry:
     state: Record | None
-    seen: tuple[str, ...]
+    seen: tuple[str, ...] = ()
+    marks: dict[str, int] = field(default_factory=dict)
 
 
 def encode_entry(entry: Entry) -> bytes:
     state = None if entry.state is None else entry.state.model_dump()
-    return orjson.dumps({"state": state, "seen": entry.seen})
+    return orjson.dumps({"state": state, "seen": entry.seen, "marks": entry.marks})
 
 
 def decode_entry(model: type[Record], raw: bytes) -> Entry:
     document = orjson.loads(raw)
     state = document["state"]
-    return Entry(None if state is None else model.model_validate(state), tuple(document["seen"]))
+    return Entry(
+        None if state is None else model.model_validate(state),
+        tuple(document["seen"]),
+        document.get("marks", {}),
+    )
 
 
 def decode_state(raw: bytes) -> dict[str, Any] | None:
@@ -73,20 +91,22 @@ class Driver:
         entry = self._entry(key)
         return None if entry is None else entry.state
 
-    def handle_record(self, topic: str, payload: bytes, offset: int | None = None) -> list[Event]:
+    def handle_record(self, topic: str, payload: bytes, origin: Origin | None = None) -> list[Event]:
         """Decode and apply one record as read from a topic; a record that does not decode is
         dead-lettered (as source 'decode', so every processor that reads it reports it once)."""
         try:
             event = decode(topic, payload)
         except InvalidEvent as error:
-            return [error.dead_letter(DECODE_SOURCE, offset)]
-        return self.handle(event, offset)
+            return [error.dead_letter(DECODE_SOURCE, None if origin is None else origin.offset)]
+        return self.handle(event, origin)
 
-    def handle(self, event: Event, offset: int | None = None) -> list[Event]:
+    def handle(self, event: Event, origin: Origin | None = None) -> list[Event]:
         """Apply one event; return the events it emits (a dead letter if the processor failed)."""
         key = self.processor.partition_key(event)
         own = self._entry(key)
-        if own is not None and event.id in own.seen:
+        if own is not None and (
+            event.id in own.seen or (origin is not None and origin.offset <= own.marks.get(origin.stream, -1))
+        ):
             return []
         try:
             step = self.processor.process(self, event)
@@ -94,14 +114,15 @@ class Driver:
         except Exception as error:  # a processor bug must not stop the stream or touch state
             reason = "".join(traceback.format_exception_only(error)).strip()
             refused = InvalidEvent(event.TOPIC, [FieldError(field="", reason=reason)], encode(event))
-            step, outputs = None, [refused.dead_letter(self.source, offset)]
+            step, outputs = None, [refused.dead_letter(self.source, None if origin is None else origin.offset)]
         if step is not None:
-            for key, state in step.writes.items():
-                previous = self._entry(key)
-                self._put(key, Entry(state, () if previous is None else previous.seen))
-        own = self._entry(key)
-        seen = (() if own is None else own.seen)[-(self.processor.dedup_window - 1) :] + (event.id,)
-        self._put(key, Entry(None if own is None else own.state, seen))
+            for written, state in step.writes.items():
+                previous = self._entry(written)
+                self._put(written, Entry(state) if previous is None else Entry(state, previous.seen, previous.marks))
+        own = self._entry(key) or Entry(None)
+        seen = own.seen[-(self.processor.dedup_window - 1) :] + (event.id,)
+        marks = own.marks if origin is None else {**own.marks, origin.stream: origin.offset}
+        self._put(key, Entry(own.state, seen, marks))
         return outputs
 
     def drain_writes(self) -> dict[str, bytes]:
@@ -128,4 +149,3 @@ class Driver:
     def _put(self, key: str, entry: Entry) -> None:
         self._entries[key] = entry
         self._dirty.add(key)
-

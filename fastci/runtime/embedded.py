@@ -25,7 +25,7 @@ import orjson
 
 from fastci.events import DEAD_LETTERS, Event, encode
 from fastci.processors import Processor, build_processors
-from fastci.processors.driver import Driver
+from fastci.processors.driver import Driver, Origin
 from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.log import Log, LogRecord, Position
 
@@ -91,7 +91,7 @@ class _ProcessorRunner:
         positions: dict[str, Position] = {}
         count = 0
         for topic, record in itertools.islice(self._merged(), batch_size):
-            for output in self.driver.handle_record(topic, record.payload, record.offset):
+            for output in self.driver.handle_record(topic, record.payload, Origin(f"{topic}/0", record.offset)):
                 outputs[output.TOPIC].append(output)
             positions[topic] = record.next
             count += 1

@@ -1,0 +1,193 @@
+"""Throughput of the stream processor against raw Kafka, all measured in one run.
+
+    python bench/throughput.py [--events 200000] [--partitions 4] [--bootstrap 127.0.0.1:19092]
+
+Produces a realistic mix of results, evidence and node-health events (plus the commits they refer
+to) into fresh topics on the broker, then measures on that same data:
+  raw      aiokafka consume + orjson decode of the input topics (the ceiling)
+  naive    a faust agent handling one event at a time: one Table write and one send per event (the floor)
+  worker   fastci's faust worker with every processor on, one worker, then two
+  embedded fastci's embedded runtime on the same events in a local log
+and prints events/s and the ratio of each to raw. With a processor that answers commits with a
+`selection` event on, it also prints p50/p99 latency from a commit being produced to its selection
+being readable. Needs the broker: export $(docker/kafka/kafka.sh start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fastci.config import KafkaSettings  # noqa: E402
+from fastci.events import TOPICS, Event, EvidenceEvent, FoldedStack  # noqa: E402
+from fastci.processors import ALL_PROCESSORS  # noqa: E402
+from fastci.publishing import publish_embedded  # noqa: E402
+from fastci.runtime.embedded import EmbeddedRuntime  # noqa: E402
+from fastci.runtime.kafka_io import ensure_topics, group_lag, publish, topic_partitions  # noqa: E402
+from fastci.workload import REPO, Workload  # noqa: E402
+
+INPUTS = ["commits", "results", "evidence", "node-health"]
+
+
+def workload(total: int) -> list[Event]:
+    """About ``total`` events: the synthetic CI history plus evidence for a share of its results."""
+    commits = max(50, total // 8)
+    history = Workload(commits=commits, seed=42).events()
+    rng = random.Random(42)
+    functions = [f"fastlm/{area}/{mod}.py:{cls}.{name}" for area in ("model", "kernels", "runtime")
+                 for mod in ("core", "ops", "io") for cls in ("Engine", "Plan", "Op") for name in ("run", "step", "load")]
+    evidence: list[Event] = []
+    for event in history:
+        if event.TOPIC == "results" and rng.random() < 0.25:
+            stacks = []
+            for _ in range(rng.randrange(5, 30)):
+                frames = [f"{f.split(':')[1]} ({f.split(':')[0]}:{rng.randrange(1, 400)})" for f in rng.sample(functions, 6)]
+                stacks.append(FoldedStack(stack=";".join([f"{event.test_id.split('::')[1]} (tests/t.py:3)", *frames]), count=rng.randrange(1, 50)))
+            evidence.append(EvidenceEvent(test_id=event.test_id, run_id=event.run_id, repo=REPO, commit=event.commit,
+                                          method="sampling", sampling_rate_hz=100.0, stacks=tuple(stacks)))
+    # Interleave evidence after the result it belongs to, as a collector would publish it.
+    by_run = {(e.test_id, e.run_id): e for e in evidence}
+    events = []
+    for event in history:
+        events.append(event)
+        if event.TOPIC == "results" and (event.test_id, event.run_id) in by_run:
+            events.append(by_run[(event.test_id, event.run_id)])
+    return events[:total]
+
+
+async def raw_consume(settings: KafkaSettings, expected: int) -> float:
+    tps = await topic_partitions(settings, [settings.topic(t) for t in INPUTS])
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **settings.client_options())
+    await consumer.start()
+    try:
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        started, seen = time.perf_counter(), 0
+        while seen < expected:
+            if time.perf_counter() - started > 300:
+                raise SystemExit(f"raw consume saw {seen} of {expected} records in 300 s")
+            for messages in (await consumer.getmany(timeout_ms=1000, max_records=10_000)).values():
+                for message in messages:
+                    orjson.loads(message.value)
+                    seen += 1
+        return seen / (time.perf_counter() - started)
+    finally:
+        await consumer.stop()
+
+
+NAIVE_AGENT = """
+import faust, sys
+bootstrap, namespace, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
+app = faust.App(namespace + "naive", broker="kafka://" + bootstrap, store="memory://", web_enabled=False,
+                topic_partitions=partitions, consumer_auto_offset_reset="earliest")
+raw = dict(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+source = app.topic(*[namespace + t for t in ("commits", "results", "evidence", "node-health")], **raw)
+sink = app.topic(namespace + "naive-out", **raw)
+counts = app.Table("naive-counts", default=int, partitions=partitions)
+
+@app.agent(source)
+async def count(stream):
+    async for event in stream.events():
+        counts[event.key] += 1
+        await sink.send(key=event.key, value=event.value[:64])
+
+faust.Worker(app, loglevel="info", quiet=True).execute_from_commandline()
+"""
+
+
+def faust_rate(settings: KafkaSettings, group: str, topics: list[str], command: list[str], env: dict, expected: int,
+               work: Path, name: str) -> float:
+    """Events/s of faust worker processes over pre-produced data: from the moment every process
+    reports ready (its partitions assigned and its tables recovered) until the group's lag is 0."""
+    logs = [work / f"{name}-{n}.log" for n in range(len(command))]
+    processes = [
+        subprocess.Popen(c, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT) for c, log in zip(command, logs)
+    ]
+    try:
+        deadline = time.perf_counter() + 900
+        while not all(b"Worker]: Ready" in log.read_bytes() for log in logs):
+            if time.perf_counter() > deadline or any(p.poll() is not None for p in processes):
+                raise SystemExit(f"faust did not start; see {logs}")
+            time.sleep(0.05)
+        ready = time.perf_counter()
+        while asyncio.run(group_lag(settings, group, topics)) > 0:
+            if time.perf_counter() > deadline:
+                raise SystemExit(f"faust did not finish in time; see {logs}")
+            time.sleep(0.1)
+        return expected / (time.perf_counter() - ready)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--bootstrap", default=os.environ.get("FASTCI_KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
+    args = parser.parse_args()
+
+    events = workload(args.events)
+    mix = {t: sum(1 for e in events if e.TOPIC == t) for t in INPUTS}
+    consumed = sorted({t for p in ALL_PROCESSORS for t in p.inputs} & set(INPUTS))
+    print(f"workload: {len(events):,} events {mix}; processors on: {', '.join(p.name for p in ALL_PROCESSORS)} "
+          f"(reading {', '.join(consumed)}: the fastci rates count those events)")
+    base = KafkaSettings(bootstrap=args.bootstrap, partitions=args.partitions, namespace=f"bench{uuid.uuid4().hex[:6]}-")
+    asyncio.run(ensure_topics(base, TOPICS))
+    started = time.perf_counter()
+    asyncio.run(publish(base, events))
+    print(f"produced to Kafka in {time.perf_counter() - started:.1f} s ({args.partitions} partitions per topic)")
+    work = Path(tempfile.mkdtemp(prefix="fastci-bench-"))
+    rates: dict[str, float] = {}
+
+    rates["raw aiokafka consume + decode"] = asyncio.run(raw_consume(base, len(events)))
+
+    env = {**os.environ, "FASTCI_KAFKA_BOOTSTRAP": base.bootstrap, "FASTCI_KAFKA_NAMESPACE": base.namespace,
+           "FASTCI_KAFKA_PARTITIONS": str(base.partitions)}
+    naive = [sys.executable, "-c", NAIVE_AGENT, base.bootstrap, base.namespace, str(base.partitions)]
+    rates["naive faust agent (1 event at a time)"] = faust_rate(
+        base, base.namespace + "naive", INPUTS, [naive], env, len(events), work, "naive"
+    )
+
+    worker = [sys.executable, "-m", "fastci.cli", "worker", "--log-level", "info"]
+    for count in (1, 2):  # each configuration is its own app (consumer group, Tables) on the same topics
+        app = f"fastci-x{count}"
+        rates[f"fastci faust worker x{count}"] = faust_rate(
+            base, base.namespace + app, consumed, [worker] * count, {**env, "FASTCI_KAFKA_APP": app},
+            sum(mix[t] for t in consumed), work, f"worker-x{count}",
+        )
+
+    data = work / "embedded"
+    publish_embedded(data, events)
+    runtime = EmbeddedRuntime(data, sync=True)
+    started = time.perf_counter()
+    stats = runtime.run()
+    elapsed = time.perf_counter() - started
+    runtime.close()
+    rates["fastci embedded runtime"] = sum(mix[t] for t in consumed) / elapsed
+    print(f"embedded: {stats.events:,} processor-events in {elapsed:.1f} s")
+
+    raw = rates["raw aiokafka consume + decode"]
+    print(f"\n{'':40} {'events/s':>12} {'vs raw':>8}")
+    for name, rate in rates.items():
+        print(f"{name:40} {rate:>12,.0f} {rate / raw:>8.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Where a producer publishes: the embedded log or Kafka. ``send`` returns only once the target has
+acknowledged every event (fsynced to the log; ``acks=all`` from the broker) and raises
+``TargetUnavailable`` otherwise, within a bounded time, so a suite never hangs on a dead target."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+from fastci.config import KafkaSettings
+from fastci.events import Event, encode
+
+
+class TargetUnavailable(RuntimeError):
+    """The target did not acknowledge a batch; it stays spooled."""
+
+
+class Target(Protocol):
+    description: str
+
+    def send(self, events: list[Event]) -> None:
+        """Publish ``events`` and return once every one is acknowledged."""
+
+
+class EmbeddedTarget:
+    def __init__(self, data_dir: str | Path) -> None:
+        self.data_dir = Path(data_dir)
+        self.description = f"the embedded log in {self.data_dir}"
+
+    def send(self, events: list[Event]) -> None:
+        from fastci.publishing import publish_embedded
+
+        try:
+            publish_embedded(self.data_dir, events)  # appends are fsynced before it returns
+        except OSError as error:
+            raise TargetUnavailable(f"{self.description}: {error}") from error
+
+
+class KafkaTarget:
+    """Kafka with ``acks=all`` and an idempotent producer; topics are created (with the configured
+    partition count) on first use, like ``fastci publish --kafka``."""
+
+    def __init__(self, settings: KafkaSettings, timeout_s: float = 15.0) -> None:
+        self.settings = settings
+        self.timeout_s = timeout_s
+        self.description = f"Kafka at {settings.bootstrap}" + (f" (namespace {settings.namespace})" if settings.namespace else "")
+        self._topics_ready: set[str] = set()
+
+    def send(self, events: list[Event]) -> None:
+        try:
+            _run(asyncio.wait_for(self._send(events), self.timeout_s))
+        except TimeoutError as error:
+            raise TargetUnavailable(f"{self.description}: no acknowledgement within {self.timeout_s:g} s") from error
+        except Exception as error:  # aiokafka raises many kinds; all mean "not acknowledged"
+            raise TargetUnavailable(f"{self.description}: {type(error).__name__}: {error}") from error
+
+    async def _send(self, events: list[Event]) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        from fastci.runtime.kafka_io import ensure_topics
+
+        topics = {e.TOPIC for e in events} - self._topics_ready
+        if topics:
+            await ensure_topics(self.settings, topics)
+            self._topics_ready |= topics
+        producer = AIOKafkaProducer(
+            acks="all", enable_idempotence=True, linger_ms=5,
+            request_timeout_ms=int(self.timeout_s * 1000), **self.settings.client_options(),
+        )
+        await producer.start()
+        try:
+            pending = [
+                await producer.send(self.settings.topic(e.TOPIC), value=encode(e), key=e.key.encode()) for e in events
+            ]
+            await asyncio.gather(*pending)
+        finally:
+            await producer.stop()
+
+
+def _run(coroutine: Any) -> Any:
+    """Run a coroutine to completion, also from code that is itself inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    outcome: dict[str, Any] = {}
+
+    def runner() -> None:
+        try:
+            outcome["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # re-raised in the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=runner, name="fastci-kafka-send")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")

@@ -1,0 +1,165 @@
+"""Faults against a real broker: each run must end with the DuckDB views of an uninterrupted run.
+
+faust's own exactly-once does not survive a crash (outputs get duplicated); these tests show that
+deterministic ids, the per-key dedup window and idempotent views make the end state exact anyway.
+The workers run with a 10 s session timeout (FASTCI_KAFKA_SESSION_TIMEOUT_S), so a dead worker's
+partitions move after at most ~10 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from dataclasses import replace
+
+import pytest
+
+from fastci.events import TOPICS
+from fastci.publishing import publish_embedded
+from fastci.runtime.embedded import EmbeddedRuntime
+from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
+from fastci.views.refresh import refresh_embedded, refresh_kafka
+from fastci.views.store import Views
+from fastci.workload import Workload
+
+from kafka_helpers import committed, start_worker, stop_worker, wait_for_committed, wait_until_consumed
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+COMPARED = {
+    "test_history": "SELECT * FROM test_history ORDER BY test_id",
+    "test_status_changed": "SELECT * EXCLUDE (_partition, _offset) FROM test_status_changed ORDER BY id",
+    "results": "SELECT id, test_id, status FROM results ORDER BY id",
+}
+
+
+def recorded():
+    return [e for e in Workload(commits=4500, seed=9).events() if e.TOPIC == "results"]
+
+
+def reference_views(tmp_path, events) -> dict[str, list]:
+    data = tmp_path / "reference"
+    publish_embedded(data, events)
+    runtime = EmbeddedRuntime(data)
+    runtime.run()
+    runtime.close()
+    views = Views(data / "views.duckdb")
+    try:
+        refresh_embedded(data, views)
+        return {name: views.query(sql)[1] for name, sql in COMPARED.items()}
+    finally:
+        views.close()
+
+
+def kafka_views(tmp_path, settings) -> dict[str, list]:
+    views = Views(tmp_path / "kafka.duckdb")
+    try:
+        asyncio.run(refresh_kafka(settings, views))
+        return {name: views.query(sql)[1] for name, sql in COMPARED.items()}
+    finally:
+        views.close()
+
+
+def assert_same_views(got: dict[str, list], expected: dict[str, list]) -> None:
+    for table, rows in expected.items():
+        missing = sorted(set(rows) - set(got[table]))[:5]
+        extra = sorted(set(got[table]) - set(rows))[:5]
+        assert got[table] == rows, f"{table}: {len(got[table])} rows vs {len(rows)}; missing {missing}; extra {extra}"
+
+
+def raw_outputs(settings) -> tuple[int, int]:
+    """(records, distinct ids) on the test-status-changed topic: duplicates the views must absorb."""
+    import orjson
+
+    async def collect() -> list[bytes]:
+        return [r.value async for r in read_to_end(settings, "test-status-changed")]
+
+    values = asyncio.run(collect())
+    return len(values), len({orjson.loads(v)["id"] for v in values})
+
+
+def load(settings, events) -> None:
+    async def go() -> None:
+        await ensure_topics(settings, TOPICS)
+        await publish(settings, events)
+
+    asyncio.run(go())
+
+
+def test_worker_killed_mid_stream_and_restarted(kafka, tmp_path, report_figure):
+    events = recorded()
+    expected = reference_views(tmp_path, events)
+    load(kafka, events)
+    log = tmp_path / "worker.log"
+    worker = start_worker(kafka, log)
+    wait_for_committed(kafka, ["results"], 1)  # the first commit: mid-stream, state in the changelog
+    os.kill(worker.pid, signal.SIGKILL)
+    killed_at, before = time.perf_counter(), committed(kafka, ["results"])
+    worker.wait(30)
+    assert before < len(events), "the worker finished before it could be killed"
+    worker = start_worker(kafka, log)
+    try:
+        resumed = wait_for_committed(kafka, ["results"], before + 1)
+        wait_until_consumed(kafka, ["results"], worker, log)
+    finally:
+        stop_worker(worker)
+    assert_same_views(kafka_views(tmp_path, kafka), expected)
+    records, distinct = raw_outputs(kafka)
+    report_figure(
+        f"worker SIGKILL at {before}/{len(events)} committed: processing resumed {resumed - killed_at:.1f} s after "
+        f"the kill (session timeout {kafka.session_timeout_s:g} s); output records {records}, distinct {distinct}"
+    )
+
+
+def test_two_workers_share_partitions_then_one_dies(kafka, tmp_path, report_figure):
+    events = recorded()
+    expected = reference_views(tmp_path, events)
+    load(kafka, events)
+    log_a, log_b = tmp_path / "worker-a.log", tmp_path / "worker-b.log"
+    first, second = start_worker(kafka, log_a), start_worker(kafka, log_b)
+    try:
+        wait_for_committed(kafka, ["results"], 1)
+        os.kill(second.pid, signal.SIGKILL)
+        killed_at, before = time.perf_counter(), committed(kafka, ["results"])
+        second.wait(30)
+        resumed = wait_for_committed(kafka, ["results"], before + 1)
+        wait_until_consumed(kafka, ["results"], first, log_a)
+    finally:
+        stop_worker(first)
+        stop_worker(second)
+    assert_same_views(kafka_views(tmp_path, kafka), expected)
+    report_figure(
+        f"one of two workers SIGKILLed at {before}/{len(events)} committed: the survivor resumed "
+        f"{resumed - killed_at:.1f} s after (session timeout {kafka.session_timeout_s:g} s)"
+    )
+
+
+def test_broker_restarted_mid_stream(private_broker, tmp_path, report_figure):
+    settings = replace(
+        __import__("fastci.config", fromlist=["KafkaSettings"]).KafkaSettings(),
+        bootstrap=private_broker.bootstrap,
+        namespace="restart-",
+    )
+    events = recorded()
+    expected = reference_views(tmp_path, events)
+    load(settings, events)
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, log)
+    try:
+        wait_for_committed(settings, ["results"], 1)
+        private_broker.stop()
+        stopped_at = time.perf_counter()
+        private_broker.start()
+        back_at = time.perf_counter()
+        before = committed(settings, ["results"])
+        resumed = wait_for_committed(settings, ["results"], before + 1, timeout_s=180)
+        wait_until_consumed(settings, ["results"], worker, log, timeout_s=240)
+    finally:
+        stop_worker(worker)
+    assert_same_views(kafka_views(tmp_path, settings), expected)
+    report_figure(
+        f"broker restarted at {before}/{len(events)} committed: down {back_at - stopped_at:.1f} s, "
+        f"the worker resumed {resumed - back_at:.1f} s after the broker was back"
+    )
