@@ -162,3 +162,16 @@ def test_fp8_outputs_pass_their_default_and_fail_bf16s(dtype, bits):
     observed = mlp(x, weights, lambda a: to_fp8(a, bits)).ravel()
     assert check_output("y", observed, reference, default_tolerance(dtype)).passed
     assert not check_output("y", observed, reference, default_tolerance("bf16")).passed
+
+
+def test_a_normwise_bound_can_replace_or_tighten_the_elementwise_rule():
+    rng = np.random.default_rng(8)
+    reference = rng.standard_normal(256)
+    observed = reference * (1 + 0.01 * rng.standard_normal(256))  # ~1% normwise error
+    normwise_only = ToleranceSpec(rtol=0, atol=0, max_mismatch_fraction=1, max_norm_error=2e-2)
+    verdict = check_output("y", observed, reference, normwise_only)
+    assert verdict.passed and 0.005 < verdict.norm_error < 0.02
+    assert not check_output("y", observed, reference, normwise_only.model_copy(update={"max_norm_error": 5e-3})).passed
+    tightened = ToleranceSpec(rtol=0.1, atol=0.01, max_norm_error=1e-3)
+    assert check_output("y", observed, reference, tightened.model_copy(update={"max_norm_error": None})).passed
+    assert not check_output("y", observed, reference, tightened).passed

@@ -13,11 +13,14 @@ DType = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
 
 
 class ToleranceSpec(Record):
-    """|observed - reference| <= atol + rtol * |reference|, elementwise; a share of elements may miss."""
+    """|observed - reference| <= atol + rtol * |reference|, elementwise; a share of elements may miss;
+    and, when given, the normwise relative error ||observed - reference|| / ||reference|| is bounded
+    (a normwise-only check: max_mismatch_fraction=1 and max_norm_error set)."""
 
     rtol: FiniteFloat = Field(ge=0)
     atol: FiniteFloat = Field(ge=0)
     max_mismatch_fraction: FiniteFloat = Field(default=0.0, ge=0, le=1)
+    max_norm_error: FiniteFloat | None = Field(default=None, ge=0)
 
 
 class LossBandSpec(Record):

@@ -27,6 +27,7 @@ class CheckOutcome(Record):
     mismatches: int | None = None
     max_abs_error: FiniteFloat | None = None
     max_rel_error: FiniteFloat | None = None
+    norm_error: FiniteFloat | None = Field(default=None, description="||observed - reference|| / ||reference||.")
     worst_index: int | None = None
     rtol: FiniteFloat | None = None
     atol: FiniteFloat | None = None

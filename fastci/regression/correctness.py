@@ -83,16 +83,20 @@ def check_output(
     mismatches = int(outside.sum())
     rel = error / np.maximum(np.abs(ref), np.finfo(np.float64).tiny)
     worst = int(np.argmax(error - allowed))
+    norm = float(np.linalg.norm(obs - ref) / max(float(np.linalg.norm(ref)), np.finfo(np.float64).tiny))
+    norm = min(norm, 1e300)
     passed = mismatches <= tolerance.max_mismatch_fraction * ref.size
-    bitwise = bool(np.array_equal(obs, ref))
     detail = (
         f"{name}: {mismatches} of {ref.size} outside rtol={tolerance.rtol:g} atol={tolerance.atol:g}; "
-        f"worst [{worst}] {obs[worst]:.6g} vs {ref[worst]:.6g}"
+        f"worst [{worst}] {obs[worst]:.6g} vs {ref[worst]:.6g}; normwise error {norm:.3g}"
     )
+    if tolerance.max_norm_error is not None:
+        passed = passed and norm <= tolerance.max_norm_error
+        detail += f" (max {tolerance.max_norm_error:g})"
     return CheckOutcome(
         **common, passed=passed, elements=int(ref.size), mismatches=mismatches,
-        max_abs_error=float(error.max()), max_rel_error=float(min(rel.max(), 1e300)), worst_index=worst,
-        bitwise_equal=bitwise, detail=detail,
+        max_abs_error=float(error.max()), max_rel_error=float(min(rel.max(), 1e300)), norm_error=norm,
+        worst_index=worst, bitwise_equal=bool(np.array_equal(obs, ref)), detail=detail,
     )
 
 
