@@ -28,8 +28,10 @@ def test_results_are_gated_against_the_highest_golden_version():
         result(TEST, run_id="r1", metrics={"logits": (1.004, 1.99)}, config={"dtype": "bfloat16"}),
         result(TEST, run_id="r2", metrics={"logits": (1.004, 1.99)}, config={"dtype": "fp32"}),
         result(TEST, run_id="r3", status="failed"),
+        result(TEST, run_id="r4", metrics={"logits": (1.004, 1.99)}, config={"precision": "bf16"}),  # fastci qualify
     ])
-    first, second = of_topic(out, GateResult.TOPIC)
+    first, second, qualify = of_topic(out, GateResult.TOPIC)
+    assert qualify.passed and qualify.dtype == "bf16"
     assert (first.passed, first.dtype, first.golden_version) == (True, "bf16", 2)
     assert first.checks[0].bitwise_equal is False and not second.passed
     assert first.result_id == result(TEST, run_id="r1").id

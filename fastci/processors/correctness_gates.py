@@ -37,7 +37,8 @@ class CorrectnessGatesProcessor(Processor[GoldenHeld]):
         if held is None or held.golden is None or event.status not in GATED_STATUSES:
             return Step()
         golden = held.golden
-        dtype = canonical_dtype(str(event.config.get("dtype") or golden.dtype))
+        # the precision the run computed in: config 'dtype', or 'precision' as fastci qualify names it
+        dtype = canonical_dtype(str(event.config.get("dtype") or event.config.get("precision") or golden.dtype))
         checks = check_result(golden, event.metrics, event.loss_curve, event.eval_score, dtype)
         return Step(outputs=[
             GateResult(
