@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from functools import cached_property
 
 import numpy as np
 
@@ -82,12 +83,14 @@ class Scenario:
         return index >= self.first_change + self.culprit
 
     def _index(self, commit: str) -> int:
-        if not hasattr(self, "_indexes"):
-            self._indexes = {sha(i): i for i in range(self.first_change + self.changes)}
         return self._indexes[commit]
 
+    @cached_property
+    def _indexes(self) -> dict[str, int]:
+        return {sha(i): i for i in range(self.first_change + self.changes)}
+
     def samples(self, commit: str, bundle: Bundle, repeats: int, key: str) -> tuple[float, ...]:
-        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(f"{self.seed}/{key}".encode()).digest()[:8], "little"))
+        rng = self._rng(key)
         level = self.base * (1 - self.drop) if self.is_bad(commit, bundle) else self.base
         return tuple((level * (1 + self.noise * rng.standard_normal(repeats))).tolist())
 
