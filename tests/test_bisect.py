@@ -149,3 +149,12 @@ def test_the_largest_plan_stays_under_the_event_size_limit():
                            layers=("framework", "compiler", "kernels"), owners=("some-team-name",) * 3)
     biggest = BisectPlan.model_validate({**plan.model_dump(exclude={"id"}), "changes": [widest.model_dump()] * MAX_CHANGES})
     assert len(encode(biggest)) < MAX_EVENT_BYTES
+
+
+def test_a_finished_bisect_keeps_only_its_small_progress():
+    from fastci.processors.bisect import BisectProcessor
+
+    pipeline = bisect(Scenario(culprit=300, changes=400, seed=12))
+    assert final_alert(pipeline).stage == "culprit"
+    kept = pipeline.stores[BisectProcessor.name].values
+    assert all(value.progress is not None or value.active is not None for value in kept.values())

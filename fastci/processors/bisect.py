@@ -358,8 +358,12 @@ class _Work:
             "trail": [s.model_dump() for s in progress.trail], "runs_used": progress.runs_used,
             "problem": problem[:4096], "summary": summary[:4096],
         }))
+        # Keep the small progress (it makes a redelivered plan a no-op); drop the plan's bulk.
         self.writes[progress_key(test_id, progress.regression_id)] = BisectState(
             progress=progress.model_copy(update={"pending": None, "phase": "done"}))
+        self.writes[alert_key(test_id, progress.regression_id)] = None
+        for chunk in range(math.ceil(progress.n_changes / CHUNK)):
+            self.writes[changes_key(test_id, progress.regression_id, chunk)] = None
         active = tuple(r for r in self._active(test_id) if r != progress.regression_id)
         self.writes[active_key(test_id)] = BisectState(active=active)
 
