@@ -44,7 +44,9 @@ def recorded_events() -> list[bytes]:
 
 
 def start_run(data_dir: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "fastci.cli", "--data-dir", str(data_dir), "run", "--batch", "100"]
+    # One processor: kills must land while it works (the runtime, not a processor, is under test here).
+    command = [sys.executable, "-m", "fastci.cli", "--data-dir", str(data_dir), "run", "--batch", "100",
+               "--processor", "test-history"]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

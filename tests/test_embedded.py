@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastci.events import decode, encode
+from fastci.processors import build_processors
 from fastci.processors.driver import decode_entry
 from fastci.processors.test_history import TestHistory
 from fastci.publishing import check_lines, publish_embedded
@@ -12,7 +13,8 @@ from factories import result
 
 
 def run(data_dir) -> dict:
-    runtime = EmbeddedRuntime(data_dir)
+    # Only test-history: every processor reading results would dead-letter an undecodable record once.
+    runtime = EmbeddedRuntime(data_dir, build_processors(["test-history"]))
     try:
         return runtime.run().by_processor["test-history"].__dict__
     finally:

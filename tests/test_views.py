@@ -37,11 +37,13 @@ def query(data_dir, sql: str) -> list[tuple]:
 def test_refresh_loads_only_what_is_new(tmp_path):
     publish_embedded(tmp_path, [result(run_id="r1"), result(run_id="r2", status="failed")])
     run(tmp_path)
-    assert refresh(tmp_path) == {"results": 2, "test_status_changed": 1, "test_history": 1}
+    # other processors' state tables load too; these are the ones this history touches for sure
+    core = ("results", "test_status_changed", "test_history")
+    assert {t: n for t, n in refresh(tmp_path).items() if t in core} == {"results": 2, "test_status_changed": 1, "test_history": 1}
     assert refresh(tmp_path) == {}
     publish_embedded(tmp_path, [result(run_id="r3"), result("tests/test_b.py::test_y", run_id="r3")])
     run(tmp_path)
-    assert refresh(tmp_path) == {"results": 2, "test_status_changed": 1, "test_history": 2}
+    assert {t: n for t, n in refresh(tmp_path).items() if t in core} == {"results": 2, "test_status_changed": 1, "test_history": 2}
     assert query(tmp_path, "SELECT count(*) FROM results") == [(4,)]
 
 

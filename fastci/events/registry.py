@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from fastci.events.base import Event
+from fastci.events.fleet import NodeStateChanged
+from fastci.events.golden import GoldenReference, OwnerMap
 from fastci.events.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
 from fastci.events.outputs import DeadLetter, TestStatusChanged
+from fastci.events.regression import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
+from fastci.events.runs import RunRequested
 
-INPUT_MODELS: tuple[type[Event], ...] = (CommitEvent, EvidenceEvent, ResultEvent, NodeHealthEvent)
-OUTPUT_MODELS: tuple[type[Event], ...] = (TestStatusChanged,)
+INPUT_MODELS: tuple[type[Event], ...] = (
+    CommitEvent, EvidenceEvent, ResultEvent, NodeHealthEvent, GoldenReference, OwnerMap,
+)
+OUTPUT_MODELS: tuple[type[Event], ...] = (
+    TestStatusChanged,
+    NodeStateChanged,  # written by the fleet processor (node health)
+    GateResult, BaselineExclusion, RegressionAlert, BisectPlan, BisectStep, RunRequested,
+)
 DEAD_LETTERS = DeadLetter.TOPIC
 
 TOPICS: dict[str, type[Event]] = {

@@ -1,10 +1,22 @@
 """Processors: the logic of fastci, one pure module per decision."""
 
 from fastci.processors.base import Processor, StateReader, Step, compound_key, owner_of
+from fastci.processors.baseline_guard import BaselineGuardProcessor
+from fastci.processors.bisect import BisectProcessor
+from fastci.processors.bisect_planner import BisectPlannerProcessor
+from fastci.processors.correctness_gates import CorrectnessGatesProcessor
+from fastci.processors.regression_detector import RegressionDetectorProcessor
 from fastci.processors.test_history import TestHistoryProcessor
 
 # Every processor both runtimes run, in an order where producers come before their consumers.
-ALL_PROCESSORS: tuple[type[Processor], ...] = (TestHistoryProcessor,)
+ALL_PROCESSORS: tuple[type[Processor], ...] = (
+    TestHistoryProcessor,
+    CorrectnessGatesProcessor,
+    BaselineGuardProcessor,
+    RegressionDetectorProcessor,
+    BisectPlannerProcessor,
+    BisectProcessor,
+)
 
 
 def build_processors(names: list[str] | None = None) -> list[Processor]:

@@ -116,12 +116,14 @@ class _ProcessorRunner:
 
     def _merged(self) -> Iterator[tuple[str, LogRecord]]:
         """Input records in append-time order across topics (ties: topic order, then offset)."""
-        streams = [
-            ((record.timestamp_ms, index, record.offset, topic, record) for record in self.log.topic(topic).read(start))
-            for index, (topic, start) in enumerate(self.positions.items())
-        ]
+        streams = [self._stream(index, topic, start) for index, (topic, start) in enumerate(self.positions.items())]
         for *_, topic, record in heapq.merge(*streams):
             yield topic, record
+
+    def _stream(self, index: int, topic: str, start: Position) -> Iterator[tuple[int, int, int, str, LogRecord]]:
+        # A function, not a generator expression in the comprehension above: those would all see
+        # the comprehension's last topic (late binding) and mislabel every other input's records.
+        return ((record.timestamp_ms, index, record.offset, topic, record) for record in self.log.topic(topic).read(start))
 
     def _already_appended(self, topic: str, event_id: str) -> bool:
         recovered = self.recovered.get(topic)

@@ -1,0 +1,1 @@
+"""Reports over the DuckDB views: pages and terminal summaries, every event string escaped."""

@@ -1,0 +1,89 @@
+"""The correctness-gates and baseline-guard processors, alone."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from fastci.events.fleet import NodeStateChanged
+from fastci.events.regression import BaselineExclusion, GateResult
+from fastci.processors.baseline_guard import BaselineGuardProcessor
+from fastci.processors.correctness_gates import CorrectnessGatesProcessor, GoldenHeld, golden_key
+from fastci.processors.driver import Driver, Entry, encode_entry
+
+from factories import result
+from processor_helpers import Store, feed, of_topic
+from regression_factories import golden
+
+TEST = "tests/test_a.py::test_x"
+T0 = datetime(2026, 12, 1, 2, tzinfo=timezone.utc)
+
+
+def test_results_are_gated_against_the_highest_golden_version():
+    processor, store = CorrectnessGatesProcessor(), Store()
+    feed(processor, store, [golden(version=2, outputs={"logits": (1.0, 2.0)}),
+                            golden(version=1, outputs={"logits": (9.0, 9.0)})])  # late, older: ignored
+    out = feed(processor, store, [
+        result(TEST, run_id="r1", metrics={"logits": (1.004, 1.99)}, config={"dtype": "bfloat16"}),
+        result(TEST, run_id="r2", metrics={"logits": (1.004, 1.99)}, config={"dtype": "fp32"}),
+        result(TEST, run_id="r3", status="failed"),
+        result(TEST, run_id="r4", metrics={"logits": (1.004, 1.99)}, config={"precision": "bf16"}),  # fastci qualify
+    ])
+    first, second, qualify = of_topic(out, GateResult.TOPIC)
+    assert qualify.passed and qualify.dtype == "bf16"
+    assert (first.passed, first.dtype, first.golden_version) == (True, "bf16", 2)
+    assert first.checks[0].bitwise_equal is False and not second.passed
+    assert first.result_id == result(TEST, run_id="r1").id
+
+
+def test_a_pinned_version_cannot_change():
+    processor, store = CorrectnessGatesProcessor(), Store()
+    feed(processor, store, [golden(version=1, outputs={"logits": (1.0,)})])
+    assert feed(processor, store, [golden(version=1, outputs={"logits": (1.0,)})]) == []  # same: fine
+    changed = golden(version=1, outputs={"logits": (2.0,)})
+    with pytest.raises(ValueError, match="field 'version'.*publish version 2"):
+        processor.process(store, changed)
+    # through the driver (arriving after the dedup window forgot the id): a dead letter, state kept
+    pinned = {golden_key(TEST): encode_entry(Entry(GoldenHeld(golden=golden(version=1, outputs={"logits": (1.0,)}))))}
+    driver = Driver(processor, store=type("Raw", (), {"get": lambda self, key: pinned.get(key)})())
+    (letter,) = driver.handle(changed)
+    assert letter.TOPIC == "dead-letters" and "field 'version'" in letter.error and "publish version 2" in letter.error
+    assert driver.get(golden_key(TEST)).golden.outputs == {"logits": (1.0,)}
+
+
+def test_tests_without_a_golden_reference_are_not_gated():
+    assert feed(CorrectnessGatesProcessor(), Store(), [result(TEST, metrics={"logits": (1.0,)})]) == []
+
+
+def test_golden_reference_validation_names_the_field():
+    with pytest.raises(ValueError, match="same length"):
+        golden(loss_curves=((1.0, 2.0), (1.0,)))
+    with pytest.raises(ValueError, match="tolerances name outputs the reference does not have: x"):
+        golden(outputs={"y": (1.0,)}, tolerances={"x": {"rtol": 0.1, "atol": 0.0}})
+
+
+def node_result(run: str, minutes: int, node="node-07"):
+    return result(TEST, run_id=run, node_id=node, time=T0 + timedelta(minutes=minutes))
+
+
+def test_results_from_a_quarantined_node_are_excluded_before_and_after_the_change():
+    processor, store = BaselineGuardProcessor(), Store()
+    old = node_result("old", minutes=-26 * 60)  # before the lookback: stays
+    recent = node_result("recent", minutes=-60)
+    other = node_result("other", minutes=-60, node="node-01")
+    assert feed(processor, store, [old, recent, other]) == []
+    quarantine = NodeStateChanged(node_id="node-07", state="quarantined", reason="XID 79 x3", time=T0)
+    (exclusion,) = feed(processor, store, [quarantine])
+    assert exclusion.result_id == recent.id and exclusion.node_state == "quarantined"
+    assert "XID 79 x3" in exclusion.reason and exclusion.test_id == TEST
+    (later,) = feed(processor, store, [node_result("later", minutes=30)])
+    assert later.cause_id == node_result("later", minutes=30).id
+    assert feed(processor, store, [NodeStateChanged(node_id="node-07", state="healthy", time=T0 + timedelta(hours=2))]) == []
+    assert feed(processor, store, [node_result("healed", minutes=180)]) == []
+    # a result that arrives late, but ran while the node was quarantined, is still excluded
+    assert of_topic(feed(processor, store, [node_result("late", minutes=60)]), BaselineExclusion.TOPIC)
+
+
+def test_the_guard_is_partitioned_by_node():
+    assert BaselineGuardProcessor().partition_key(node_result("x", 0, node="node-03")) == "node-03"
