@@ -36,7 +36,7 @@ COMPARED = {
 
 
 def recorded():
-    return [e for e in Workload(commits=4500, seed=9).events() if e.TOPIC == "results"]
+    return [e for e in Workload(commits=1800, seed=9).events() if e.TOPIC == "results"]
 
 
 def reference_views(tmp_path, events) -> dict[str, list]:
