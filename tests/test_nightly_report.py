@@ -19,7 +19,11 @@ from regression_factories import golden, nightly
 
 MOE = "tests/models/test_moe_tiny.py::test_throughput"
 
-EVIL = "<script>alert('pwned')</script> & \"quotes\""
+# Markup in a commit title, as an attacker would write it: each part would mark the page if it ran.
+EVIL = (
+    "<script>document.documentElement.dataset.pwned='script'</script>"
+    "<img src=x onerror=\"document.documentElement.dataset.pwned='img'\"> & \"quotes\""
+)
 TRAIN = "tests/models/test_llama_tiny.py::test_train"
 
 
@@ -60,7 +64,8 @@ def test_report_escapes_every_event_string_and_has_its_plots(data_dir, capsys):
     assert main(["--data-dir", str(data_dir), "report", "nightly"]) == 0
     page = (data_dir / "nightly.html").read_text()
     assert "<script" not in page.lower()
-    assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt; &amp; &quot;quotes&quot;" in page
+    assert "&lt;script&gt;document.documentElement.dataset.pwned=&#x27;script&#x27;&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=&quot;" in page  # (the table shortens long titles)
     assert page.count("<svg") >= 4  # regression trend, bisect trail, nightly trends, loss curve
     assert "Nightly performance trends" in page and "change point before" in page
     assert "change point" in page or "nightly medians" in page
@@ -102,3 +107,32 @@ def test_regressions_demo_finds_all_three_culprits(tmp_path, capsys):
     with pytest.raises(SystemExit, match="not made by"):
         main(["--data-dir", str(tmp_path / "other"), "regressions", "demo"])
     assert (tmp_path / "other" / "keep.txt").exists()
+
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def test_a_browser_renders_event_markup_as_text(data_dir, tmp_path):
+    """Open the report in headless Chromium (Debian's package; .ci/run installs it): the title's
+    script and image handler must not run, and the title must be on the page as text."""
+    import shutil
+    import subprocess
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is needed for this test (apt-get install chromium; .ci/run does it)"
+    assert main(["--data-dir", str(data_dir), "report", "nightly"]) == 0
+    page = data_dir / "nightly.html"
+    dump = subprocess.run(
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=2000",
+         "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert dump.returncode == 0, dump.stderr[-2000:]
+    dom = dump.stdout
+    assert "<html" in dom and "Nightly" in dom
+    assert "data-pwned" not in dom
+    assert "&lt;script&gt;document.documentElement.dataset.pwned" in dom  # shown, as text
+    assert "<img src=\"x\"" not in dom and "<img src=x" not in dom
