@@ -116,6 +116,15 @@ def _write_atomically(path: Path, data: bytes) -> None:
     os.replace(temporary, path)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        raise ValueError(f"webhook answered {code} redirecting to {newurl!r}; tickets go only to the configured URL")
+
+
+# Tickets go to the configured URL and nowhere else: no redirects followed, no proxy from the environment.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
+
+
 def _post(url: str, document: dict[str, Any], timeout_s: float) -> None:
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"webhook must be an http(s) URL (got {url!r})")
@@ -123,7 +132,7 @@ def _post(url: str, document: dict[str, Any], timeout_s: float) -> None:
         url, data=json.dumps(document).encode(), method="POST",
         headers={"Content-Type": "application/json", "Idempotency-Key": document["ticket_id"]},
     )
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (configured URL only)
+    with _OPENER.open(request, timeout=timeout_s) as response:  # noqa: S310 (configured URL only)
         if not 200 <= response.status < 300:
             raise ValueError(f"webhook answered {response.status}")
 

@@ -32,15 +32,22 @@ class Webhook:
     def __init__(self) -> None:
         self.posts: list[dict] = []
         self.status = 201
+        self.location = ""  # sent with a 3xx status
+        self.requests = 0
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
+                hook.requests += 1
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 if hook.status < 300:
                     hook.posts.append({"key": self.headers["Idempotency-Key"], **json.loads(body)})
                 self.send_response(hook.status)
+                if hook.location:
+                    self.send_header("Location", hook.location)
                 self.end_headers()
+
+            do_GET = do_POST  # noqa: N815 (a redirect followed as a GET would land here)
 
             def log_message(self, *args):
                 pass
@@ -80,6 +87,22 @@ def test_webhook_gets_each_ticket_once_and_a_failed_post_is_retried(tmp_path, al
     assert open_tickets(alerts, tmp_path, webhook.url).posted == [alerts[1].regression_id]
     assert open_tickets(alerts, tmp_path, webhook.url).posted == []
     assert [p["key"] for p in webhook.posts] == [alerts[1].regression_id]
+
+
+def test_a_webhook_redirect_is_not_followed(tmp_path, alerts, monkeypatch):
+    configured, elsewhere = Webhook(), Webhook()
+    try:
+        for code in (302, 307):
+            configured.status, configured.location = code, elsewhere.url
+            run = open_tickets(alerts, tmp_path / str(code), configured.url)
+            assert run.failed and "only to the configured URL" in str(run.failed)
+        monkeypatch.setenv("http_proxy", elsewhere.url)  # nor through a proxy from the environment
+        configured.status, configured.location = 201, ""
+        assert open_tickets(alerts, tmp_path / "proxy", configured.url).posted
+        assert elsewhere.requests == 0 and configured.requests == 3
+    finally:
+        configured.close()
+        elsewhere.close()
 
 
 def test_an_alert_whose_id_is_not_a_regression_id_cannot_name_a_file(tmp_path, alerts):
