@@ -73,6 +73,13 @@ def decode_state(raw: bytes) -> dict[str, Any] | None:
     return orjson.loads(raw)["state"]
 
 
+def decode_or_refusal(topic: str, payload: bytes) -> Event | InvalidEvent:
+    try:
+        return decode(topic, payload)
+    except InvalidEvent as error:
+        return error
+
+
 class Driver:
     """Applies events to one processor, buffering writes until the runtime drains them."""
 
@@ -92,13 +99,15 @@ class Driver:
         return None if entry is None else entry.state
 
     def handle_record(self, topic: str, payload: bytes, origin: Origin | None = None) -> list[Event]:
-        """Decode and apply one record as read from a topic; a record that does not decode is
-        dead-lettered (as source 'decode', so every processor that reads it reports it once)."""
-        try:
-            event = decode(topic, payload)
-        except InvalidEvent as error:
-            return [error.dead_letter(DECODE_SOURCE, None if origin is None else origin.offset)]
-        return self.handle(event, origin)
+        """Decode and apply one record as read from a topic."""
+        return self.handle_decoded(decode_or_refusal(topic, payload), origin)
+
+    def handle_decoded(self, item: Event | InvalidEvent, origin: Origin | None = None) -> list[Event]:
+        """Apply a decoded record; one that did not decode is dead-lettered (as source 'decode', so
+        every processor that reads it reports it under one id)."""
+        if isinstance(item, InvalidEvent):
+            return [item.dead_letter(DECODE_SOURCE, None if origin is None else origin.offset)]
+        return self.handle(item, origin)
 
     def handle(self, event: Event, origin: Origin | None = None) -> list[Event]:
         """Apply one event; return the events it emits (a dead letter if the processor failed)."""

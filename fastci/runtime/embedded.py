@@ -23,9 +23,9 @@ from pathlib import Path
 
 import orjson
 
-from fastci.events import DEAD_LETTERS, Event, encode
+from fastci.events import DEAD_LETTERS, Event, InvalidEvent, encode
 from fastci.processors import Processor, build_processors
-from fastci.processors.driver import Driver, Origin
+from fastci.processors.driver import Driver, Origin, decode_or_refusal
 from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.log import Log, LogRecord, Position
 
@@ -65,11 +65,30 @@ class DataDir:
         return Checkpoint(self.checkpoint_path)
 
 
+class _Decoded:
+    """Records decoded this round, shared by every processor reading the same topic at the same
+    position (five processors read ``results``: each record is validated once, not five times)."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, int], Event | InvalidEvent] = {}
+
+    def get(self, topic: str, record: LogRecord) -> Event | InvalidEvent:
+        key = (topic, record.offset)
+        item = self._items.get(key)
+        if item is None:
+            item = self._items[key] = decode_or_refusal(topic, record.payload)
+        return item
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
 class _ProcessorRunner:
     """One processor's consumer: its positions, its driver, its crash recovery."""
 
-    def __init__(self, processor: Processor, data: DataDir, checkpoint: Checkpoint) -> None:
+    def __init__(self, processor: Processor, data: DataDir, checkpoint: Checkpoint, decoded: _Decoded) -> None:
         self.processor = processor
+        self.decoded = decoded
         self.log = data.log
         self.checkpoint = checkpoint
         self.driver = Driver(processor, checkpoint.store(processor.name))
@@ -91,7 +110,8 @@ class _ProcessorRunner:
         positions: dict[str, Position] = {}
         count = 0
         for topic, record in itertools.islice(self._merged(), batch_size):
-            for output in self.driver.handle_record(topic, record.payload, Origin(f"{topic}/0", record.offset)):
+            item = self.decoded.get(topic, record)
+            for output in self.driver.handle_decoded(item, Origin(f"{topic}/0", record.offset)):
                 outputs[output.TOPIC].append(output)
             positions[topic] = record.next
             count += 1
@@ -148,8 +168,9 @@ class EmbeddedRuntime:
         self.checkpoint = self.data.checkpoint()
         self.batch_size = batch_size
         self.sync = sync
+        self.decoded = _Decoded()
         self.runners = [
-            _ProcessorRunner(p, self.data, self.checkpoint) for p in (processors or build_processors())
+            _ProcessorRunner(p, self.data, self.checkpoint, self.decoded) for p in (processors or build_processors())
         ]
 
     def close(self) -> None:
@@ -161,17 +182,18 @@ class EmbeddedRuntime:
     def run(self, follow: bool = False, poll_s: float = 0.5, progress: Progress | None = None) -> RunStats:
         """Process everything available (and keep following new events when ``follow``)."""
         stats = RunStats({r.processor.name: ProcessorStats() for r in self.runners})
+        pending = {r.processor.name: r.pending() for r in self.runners} if progress else {}
         while True:
             progressed = False
-            for runner in self.runners:  # producers before consumers, so chains settle in one pass
+            # Rounds of one batch per processor, producers before consumers: processors reading the
+            # same topic move together and share its decoded records, and chains settle as they go.
+            self.decoded.clear()
+            for runner in self.runners:
                 own = stats.by_processor[runner.processor.name]
-                pending = runner.pending() if progress else 0
-                done = 0
-                while count := runner.step(self.batch_size, self.sync, own):
-                    done += count
+                if runner.step(self.batch_size, self.sync, own):
                     progressed = True
                     if progress:
-                        progress(runner.processor.name, done, pending)
+                        progress(runner.processor.name, own.events, pending[runner.processor.name])
             if not progressed:
                 if not follow:
                     return stats
