@@ -103,6 +103,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lag(args: argparse.Namespace) -> int:
+    from fastci.processors import build_processors
+    from streams.progress import unapplied
+
+    settings = kafka_settings(args)
+    behind = asyncio.run(unapplied(settings, build_processors(args.processor)))
+    table = Table("route", Column("records not applied", justify="right"), title=f"lag of {settings.app_id}")
+    for route, records in behind.items():
+        table.add_row(route, f"{records:,}")
+    out.print(table)
+    return 0 if not any(behind.values()) else 3
+
+
 # ----- views / sql
 
 
@@ -241,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--processor", action="append", help="run only this processor (repeatable)")
     worker.add_argument("--log-level", default="warn", choices=("crit", "error", "warn", "info", "debug"))
     worker.set_defaults(func=cmd_worker)
+
+    lag = commands.add_parser(
+        "lag", help="records each processor route has not applied yet on Kafka (exit 3 while any is behind)"
+    )
+    lag.add_argument("--processor", action="append", help="only this processor (repeatable)")
+    lag.set_defaults(func=cmd_lag)
 
     views = commands.add_parser("views", help="DuckDB views of every topic and processor state")
     views_commands = views.add_subparsers(dest="views_command", required=True, metavar="ACTION")

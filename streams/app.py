@@ -1,16 +1,30 @@
-"""Wire every processor to Kafka: one agent per processor, its state in a faust Table.
+"""Wire every processor to Kafka: one agent reads every topic, state lives in faust Tables.
 
-Nothing here decides anything: each agent hands records to the processor's
-``Driver`` (the same one the embedded runtime uses) and moves what comes back.
-Per batch: outputs are sent and acknowledged first, then the Table is written
-(its changelog is flushed before faust commits offsets). With the dedup window in
+Nothing here decides anything: the agent hands each record to the ``Driver`` of
+every processor that reads its topic (the same driver the embedded runtime uses)
+and moves what comes back. Per batch: every processor's writes are taken, outputs
+are sent and acknowledged, then the Tables are written (their changelogs are
+flushed before faust commits offsets). With the offset marks and dedup window in
 each Table value and deterministic output ids, a crash anywhere gives no lost
 state and no duplicate a consumer would keep (see ``fastci.processors.driver``).
+
+Why one agent and not one per processor: with several agents subscribed to one
+topic, each record is shared by several faust channels. A rebalance clears the
+channels' queues, so a record one agent had taken and another had only queued
+was never acknowledged, and the revoke waited for it for minutes (measured: the
+two-worker fault test hung in ``wait_empty`` in 2 of 5 runs). With one agent,
+every record has exactly one channel.
+
+faust can still deliver a record past a range it skipped around a rebalance; every
+route keeps its own position per partition (``fastci.runtime.positions``) and the agent
+seeks back when a route sees a gap.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import faust
@@ -21,7 +35,9 @@ from fastci.config import KafkaSettings
 from fastci.events import DEAD_LETTERS, encode
 from fastci.processors import Processor, build_processors, owner_of
 from fastci.processors.driver import Driver, Origin
+from fastci.runtime.positions import Positions, Verdict, position_partition
 
+AGENT = "fastci"
 BATCH = 2000  # records per take; one Table write per key per batch
 WITHIN_S = 0.05  # longest a record waits for its batch to fill (bounds latency when traffic is light)
 # faust hands records to a take() buffer one at a time and stops while the batch is processed; deeper
@@ -42,6 +58,25 @@ class TableStore:
         return self.table.get(key.encode())
 
 
+@dataclass(frozen=True)
+class Send:
+    """One record to produce: where, with which key, value and headers."""
+
+    sink: Any
+    key: bytes | None
+    value: bytes
+    headers: dict[str, bytes] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Route:
+    """One consumer of a wire topic: a processor's input, or a forwarder to a repartitioned topic."""
+
+    handle: Callable[[Any], list[Send]]  # a consumed faust message -> the records it makes
+    positions: Positions
+    table: Any  # the Table its positions are stored in
+
+
 def create_app(settings: KafkaSettings, processors: list[Processor] | None = None) -> faust.App:
     app = faust.App(
         settings.app_id,
@@ -59,14 +94,61 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         stream_buffer_maxsize=STREAM_BUFFER,
         broker_max_poll_records=MAX_POLL_RECORDS,
     )
-    drivers = [_wire(app, settings, processor) for processor in (processors or build_processors())]
+    routes: dict[str, list[Route]] = {}
+    tables: list[tuple[Driver, Any]] = []
+    for processor in processors or build_processors():
+        tables.append(_wire(app, settings, processor, routes))
+
+    every_route = [route for topic_routes in routes.values() for route in topic_routes]
+
+    async def run(stream: Any) -> None:
+        async for batch in stream.take_events(BATCH, within=WITHIN_S):
+            sends: list[Send] = []
+            gaps: set[Any] = set()
+            for item in batch:
+                message = item.message
+                for route in routes[message.topic]:
+                    verdict = route.positions.admit(message.topic, message.partition, message.offset)
+                    if verdict is Verdict.NEXT:
+                        sends.extend(route.handle(message))
+                    elif verdict is Verdict.GAP:
+                        gaps.add((message.tp, route))
+            # Taken before the first await: a rebalance signal may clear the caches meanwhile. State
+            # first, then positions: one changelog partition keeps them in that order.
+            writes = [(table, driver.drain_writes()) for driver, table in tables]
+            writes += [(route.table, route.positions.drain_writes()) for route in every_route]
+            rewinds = _rewinds(gaps, app.consumer._committed_offset)  # faust has no public getter
+            deliveries = [await s.sink.send(key=s.key, value=s.value, headers=s.headers) for s in sends]
+            await asyncio.gather(*deliveries)
+            for table, changed in writes:
+                for key, value in changed.items():
+                    table[key.encode()] = value
+            if rewinds:
+                app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)
+                await app.consumer.seek_wait(rewinds)  # in the consumer's thread, where aiokafka lives
+
+    app.agent(app.topic(*routes, schema=RAW), name=AGENT)(run)
 
     @app.on_partitions_assigned.connect
     async def _forget_caches(sender: Any, assigned: Any, **kwargs: Any) -> None:
-        for driver in drivers:  # partitions moved: the Tables, not our caches, are the truth now
+        for driver, _ in tables:  # partitions moved: the Tables, not our caches, are the truth now
             driver.forget_cache()
+        for route in every_route:
+            route.positions.forget()
 
     return app
+
+
+def _rewinds(gaps: set[tuple[Any, Route]], committed: Mapping[Any, int | None]) -> dict[Any, int]:
+    """Per partition, where to seek: the earliest offset a route that saw a gap expects, or faust's
+    committed offset when that is earlier (faust commits nothing more until every record after its
+    committed offset has been delivered and acknowledged; those records are duplicates to us)."""
+    rewinds: dict[Any, int] = {}
+    for tp, route in gaps:
+        expected = route.positions.expected(tp.topic, tp.partition)
+        if expected is not None:
+            rewinds[tp] = min(expected, rewinds.get(tp, expected), committed.get(tp) or expected)
+    return rewinds
 
 
 RAW = faust.Schema(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
@@ -79,64 +161,68 @@ def repartition_topics(processor: Processor) -> dict[str, str]:
     }
 
 
-def _wire(app: faust.App, settings: KafkaSettings, processor: Processor) -> Driver:
-    raw = RAW
+def route_names(settings: KafkaSettings, processor: Processor) -> list[tuple[str, str]]:
+    """(route, wire topic it consumes) for each route of a processor: the forwarders of the topics it
+    repartitions, then its inputs. A route's positions are stored under its name."""
     rekeyed = repartition_topics(processor)
-    for topic, internal in rekeyed.items():
-        _repartition(app, settings, processor, topic, internal)
-    logical = {settings.topic(rekeyed.get(t, t)): t for t in processor.inputs}  # wire name -> topic
-    source = app.topic(*logical, schema=raw)
-    sinks = {t: app.topic(settings.topic(t), schema=raw) for t in (*processor.outputs, DEAD_LETTERS)}
+    forwarders = [(f"{processor.name}:forward:{topic}", settings.topic(topic)) for topic in rekeyed]
+    inputs = [(f"{processor.name}:{topic}", settings.topic(rekeyed.get(topic, topic))) for topic in processor.inputs]
+    return forwarders + inputs
+
+
+def _wire(
+    app: faust.App, settings: KafkaSettings, processor: Processor, routes: dict[str, list[Route]]
+) -> tuple[Driver, Any]:
+    """Add the processor's routes (its inputs, and the forwarders of topics it repartitions) and
+    return its driver with the Table it persists to."""
+    rekeyed = repartition_topics(processor)
+    sinks = {t: app.topic(settings.topic(t), schema=RAW) for t in (*processor.outputs, DEAD_LETTERS)}
     # key_type/value_type bytes make faust pick the raw codec for the Table and its changelog (with
-    # no types it falls back to json, and recovery cannot parse what was written). Passing a Schema
-    # that also sets the types left the agent idle on faust 0.15.3 (records fetched, none delivered).
+    # no types it falls back to json, and recovery cannot parse what was written).
     table = app.Table(
         processor.name, partitions=settings.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
     )
-    # A compound key lives in the partition of its owner, the partition key it starts with.
-    table.partition_for_key = lambda key: partition_of(owner_of(key.decode()).encode(), settings.partitions)
-    driver = Driver(processor, TableStore(table))
+    table.partition_for_key = lambda key: _table_partition(key.decode(), settings.partitions)
+    store = TableStore(table)
+    driver = Driver(processor, store)
+    handlers = [_forwarder(app, settings, processor, topic, internal) for topic, internal in rekeyed.items()]
+    for topic in processor.inputs:
+        forwarded = topic in rekeyed
 
-    async def run(stream: Any) -> None:
-        async for batch in stream.take_events(BATCH, within=WITHIN_S):
-            outputs = []
-            for item in batch:
-                message = item.message
-                topic = logical[message.topic]
-                origin = _origin(message) if topic in rekeyed else Origin(f"{topic}/{message.partition}", message.offset)
-                outputs += driver.handle_record(topic, message.value or b"", origin)
-            deliveries = [await sinks[o.TOPIC].send(key=o.key.encode(), value=encode(o)) for o in outputs]
-            await asyncio.gather(*deliveries)
-            for key, value in driver.drain_writes().items():
-                table[key.encode()] = value
+        def drive(message: Any, topic: str = topic, forwarded: bool = forwarded) -> list[Send]:
+            origin = _origin(message) if forwarded else Origin(f"{topic}/{message.partition}", message.offset)
+            outputs = driver.handle_record(topic, message.value or b"", origin)
+            return [Send(sinks[o.TOPIC], o.key.encode(), encode(o)) for o in outputs]
 
-    app.agent(source, name=processor.name)(run)
-    return driver
+        handlers.append(drive)
+    for handle, (name, wire_topic) in zip(handlers, route_names(settings, processor), strict=True):
+        routes.setdefault(wire_topic, []).append(Route(handle, Positions(name, store), table))
+    return driver, table
 
 
-def _repartition(app: faust.App, settings: KafkaSettings, processor: Processor, topic: str, internal: str) -> None:
+def _table_partition(key: str, partitions: int) -> int:
+    """A position lives in the partition it describes; a compound state key in the partition of
+    its owner, the partition key it starts with (where its input records are)."""
+    partition = position_partition(key)
+    return partition_of(owner_of(key).encode(), partitions) if partition is None else partition
+
+
+def _forwarder(
+    app: faust.App, settings: KafkaSettings, processor: Processor, topic: str, internal: str
+) -> Callable[[Any], list[Send]]:
     """Forward ``topic`` to ``internal``, keyed by the processor's partition field (faust's group_by,
     spelled out so the bytes pass through untouched). Undecodable records keep their key; the
     processor dead-letters them."""
     field = processor.partition_by[topic]
     sink = app.topic(settings.topic(internal), schema=RAW)
 
-    async def forward(stream: Any) -> None:
-        async for batch in stream.take_events(BATCH, within=WITHIN_S):
-            deliveries = []
-            for item in batch:
-                message = item.message
-                value = message.value or b""
-                key = _field_of(value, field)
-                origin = f"{topic}/{message.partition}/{message.offset}".encode()
-                deliveries.append(
-                    await sink.send(
-                        key=message.key if key is None else key.encode(), value=value, headers={ORIGIN_HEADER: origin}
-                    )
-                )
-            await asyncio.gather(*deliveries)
+    def forward(message: Any) -> list[Send]:
+        value = message.value or b""
+        key = _field_of(value, field)
+        origin = f"{topic}/{message.partition}/{message.offset}".encode()
+        return [Send(sink, message.key if key is None else key.encode(), value, {ORIGIN_HEADER: origin})]
 
-    app.agent(app.topic(settings.topic(topic), schema=RAW), name=f"{processor.name}-{topic}-repartition")(forward)
+    return forward
 
 
 def _origin(message: Any) -> Origin:

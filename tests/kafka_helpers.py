@@ -12,9 +12,11 @@ from pathlib import Path
 
 from fastci.config import KafkaSettings
 from fastci.events import decode
-from fastci.runtime.kafka_io import group_lag, read_to_end, topic_partitions
+from fastci.processors import Processor, build_processors
+from fastci.runtime.kafka_io import read_to_end, topic_partitions
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
+from streams.progress import unapplied
 
 
 def start_worker(settings: KafkaSettings, log_path: Path) -> subprocess.Popen:
@@ -30,14 +32,23 @@ def start_worker(settings: KafkaSettings, log_path: Path) -> subprocess.Popen:
     )
 
 
-def wait_until_consumed(settings: KafkaSettings, topics: list[str], worker: subprocess.Popen, log_path: Path, timeout_s: float = 180) -> float:
-    """Block until the worker's group has committed every record of ``topics``; return the seconds it took."""
+def wait_until_consumed(
+    settings: KafkaSettings,
+    worker: subprocess.Popen,
+    log_path: Path,
+    timeout_s: float = 180,
+    processors: list[Processor] | None = None,
+) -> float:
+    """Block until every route of ``processors`` (default: all) has applied everything it reads,
+    by the positions stored with its state; return the seconds it took. Not faust's committed
+    offsets: faust may commit past skipped records, or stall behind records it dropped."""
     started = time.perf_counter()
+    every = build_processors() if processors is None else processors
     while time.perf_counter() - started < timeout_s:
         if worker.poll() is not None:
             raise AssertionError(f"worker exited with {worker.returncode}:\n{log_path.read_text()[-4000:]}")
         try:
-            if asyncio.run(group_lag(settings, settings.app_id, topics)) == 0:
+            if not any(asyncio.run(unapplied(settings, every)).values()):
                 return time.perf_counter() - started
         except KafkaError:  # e.g. the group coordinator of a fresh broker is not up yet
             pass

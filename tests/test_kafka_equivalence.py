@@ -75,7 +75,7 @@ def test_embedded_and_faust_worker_agree(kafka, tmp_path):
     log = tmp_path / "worker.log"
     worker = start_worker(kafka, log)
     try:
-        wait_until_consumed(kafka, ["results"], worker, log)
+        wait_until_consumed(kafka, worker, log)
     finally:
         stop_worker(worker)
     kafka_views = tmp_path / "kafka.duckdb"

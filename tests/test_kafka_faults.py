@@ -102,7 +102,7 @@ def test_worker_killed_mid_stream_and_restarted(kafka, tmp_path, report_figure):
     worker = start_worker(kafka, log)
     try:
         resumed = wait_for_committed(kafka, ["results"], before + 1)
-        wait_until_consumed(kafka, ["results"], worker, log)
+        wait_until_consumed(kafka, worker, log)
     finally:
         stop_worker(worker)
     assert_same_views(kafka_views(tmp_path, kafka), expected)
@@ -125,7 +125,7 @@ def test_two_workers_share_partitions_then_one_dies(kafka, tmp_path, report_figu
         killed_at, before = time.perf_counter(), committed(kafka, ["results"])
         second.wait(30)
         resumed = wait_for_committed(kafka, ["results"], before + 1)
-        wait_until_consumed(kafka, ["results"], first, log_a)
+        wait_until_consumed(kafka, first, log_a)
     finally:
         stop_worker(first)
         stop_worker(second)
@@ -155,7 +155,7 @@ def test_broker_restarted_mid_stream(private_broker, tmp_path, report_figure):
         back_at = time.perf_counter()
         before = committed(settings, ["results"])
         resumed = wait_for_committed(settings, ["results"], before + 1, timeout_s=180)
-        wait_until_consumed(settings, ["results"], worker, log, timeout_s=240)
+        wait_until_consumed(settings, worker, log, timeout_s=240)
     finally:
         stop_worker(worker)
     assert_same_views(kafka_views(tmp_path, settings), expected)
@@ -199,7 +199,7 @@ def test_producer_whose_broker_disappears_and_comes_back(private_broker, tmp_pat
     log = tmp_path / "worker.log"
     worker = start_worker(settings, log)
     try:
-        wait_until_consumed(settings, ["results"], worker, log)
+        wait_until_consumed(settings, worker, log)
     finally:
         stop_worker(worker)
     assert_same_views(kafka_views(tmp_path, settings), expected)

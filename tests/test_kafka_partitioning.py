@@ -91,8 +91,7 @@ def test_repartitioned_state_is_colocated_and_equal_to_embedded(kafka, tmp_path)
         env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
     )
     try:
-        wait_until_consumed(kafka, ["results"], worker, log)
-        wait_until_consumed(kafka, ["fastci-node-tally-results-by-node_id"], worker, log)
+        wait_until_consumed(kafka, worker, log, processors=[NodeTally()])
     finally:
         stop_worker(worker)
 

@@ -57,7 +57,7 @@ def test_wrong_credentials_are_refused_and_right_ones_work(scram_broker, tmp_pat
     log = tmp_path / "worker.log"
     worker = subprocess.Popen([sys.executable, "-m", "fastci.cli", "worker"], env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     try:
-        wait_until_consumed(settings, ["results"], worker, log)
+        wait_until_consumed(settings, worker, log)
     finally:
         stop_worker(worker)
     [flip] = read_events(settings, "test-status-changed")

@@ -17,6 +17,7 @@ from fastci.processors.driver import decode_state
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.kafka_io import read_to_end
 from fastci.runtime.log import Position
+from fastci.runtime.positions import position_partition
 from fastci.views.schema import state_table, topic_table
 from fastci.views.store import StoredPosition, Views, state_row, with_position
 
@@ -105,6 +106,7 @@ async def refresh_kafka(settings: KafkaSettings, views: Views, progress: Progres
         ]
         for partition, offset, _, _ in changes:
             next_offsets[partition] = offset + 1
+        changes = [change for change in changes if position_partition(change[2]) is None]  # runtime bookkeeping
         positions = {(source, changelog, p): StoredPosition(o) for p, o in next_offsets.items()}
         read[state_table(processor).name] = _load_state(
             views, processor, ((0, key, value) for _, _, key, value in changes), source, changelog, progress, positions

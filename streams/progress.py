@@ -1,0 +1,41 @@
+"""How far each route of a running worker is behind the end of what it consumes.
+
+faust's committed offsets are not the answer: faust can commit past records it
+skipped (see ``fastci.runtime.positions``). The positions every route stores next
+to its state are, so this reads them back from the Table changelogs.
+"""
+
+from __future__ import annotations
+
+from aiokafka import AIOKafkaConsumer
+
+from fastci.config import KafkaSettings
+from fastci.processors import Processor
+from fastci.runtime.kafka_io import read_to_end, topic_partitions
+from fastci.runtime.positions import position_key, position_partition
+from streams.app import route_names
+
+
+async def unapplied(settings: KafkaSettings, processors: list[Processor]) -> dict[str, int]:
+    """Route -> records of its input not applied yet (summed over partitions)."""
+    stored: dict[str, int] = {}
+    for processor in processors:
+        async for record in read_to_end(settings, settings.changelog_topic(processor.name), namespaced=False):
+            key = None if record.key is None else record.key.decode()
+            if key is not None and record.value is not None and position_partition(key) is not None:
+                stored[key] = int(record.value)
+    # End offsets are read after the positions: a forwarder at its end has already produced what it forwarded.
+    routes = [(route, topic) for processor in processors for route, topic in route_names(settings, processor)]
+    tps = await topic_partitions(settings, sorted({topic for _, topic in routes}))
+    consumer = AIOKafkaConsumer(**settings.client_options())
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets(tps) if tps else {}
+    finally:
+        await consumer.stop()
+    behind: dict[str, int] = {}
+    for route, topic in routes:
+        behind[route] = sum(
+            end - stored.get(position_key(route, topic, tp.partition), 0) for tp, end in ends.items() if tp.topic == topic
+        )
+    return behind
