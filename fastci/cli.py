@@ -25,7 +25,12 @@ out = Console(highlight=False, soft_wrap=True)
 # Feature modules that add subcommands: each has ``register(commands)``, which adds parsers to the
 # subparsers object and sets ``func`` on them; handlers get the parsed args (``data_dir`` resolved)
 # and return an exit code. Keep heavy imports inside handlers so ``fastci --help`` stays fast.
-COMMAND_MODULES: tuple[str, ...] = ("fastci.producer.commands", "fastci.qualify.commands", "fastci.regression.cli")
+COMMAND_MODULES: tuple[str, ...] = (
+    "fastci.producer.commands",
+    "fastci.qualify.commands",
+    "fastci.regression.cli",
+    "fastci.selection.commands",
+)
 
 
 class UsageError(Exception):

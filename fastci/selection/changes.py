@@ -1,0 +1,260 @@
+"""Change analysis: one git commit -> a ``commits`` event naming the code units it changed.
+
+Real git does the diffing (against the first parent, or the empty tree for a root commit, with
+rename detection); ``Units`` does the comparing: a unit only in the new blob is added, only in
+the old one deleted, in both with another fingerprint modified. A renamed file is compared
+against its old path, so a pure rename changes no function. A Python blob that does not parse
+makes its file a single ``<module>`` modified: conservative, since we cannot tell what changed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from fastci.events.inputs import LAYERS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
+from fastci.selection.units import MODULE, Units
+
+PYTHON_SUFFIX = ".py"
+# A (directory name, layer) rule: files under a directory of that name belong to the layer.
+LayerRule = tuple[str, Layer]
+# Nearest the hardware first: the first rule naming one of a path's directories wins.
+DEFAULT_LAYER_RULES: tuple[LayerRule, ...] = (
+    ("firmware", "firmware"),
+    ("driver", "driver"),
+    ("kernels", "kernels"),
+    ("compiler", "compiler"),
+    ("runtime", "runtime"),
+    ("models", "model"),
+)
+HARDWARE_LAYERS = frozenset({"kernels", "compiler", "driver", "firmware"})
+
+_REGULAR_FILE_MODES = ("100644", "100755")  # not symlinks (120000) nor submodules (160000)
+_STATUSES = {"A": "added", "C": "added", "D": "deleted", "M": "modified", "T": "modified", "R": "renamed"}
+_MAX_TEXT = 4096  # the events' Text bound
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Git variables that would point ``git -C repo`` at another repository (set inside git hooks).
+_REDIRECTING_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+
+
+class ChangeAnalysisError(Exception):
+    """The commit cannot be analysed (no such repository or revision); the message says why."""
+
+
+def analyze_commit(
+    repo: Path, rev: str, repo_name: str | None = None, *, layer_rules: Sequence[LayerRule] = DEFAULT_LAYER_RULES
+) -> CommitEvent:
+    """The ``commits`` event of ``rev`` in the git repository at ``repo``.
+
+    ``repo_name`` defaults to the name of the work tree's top directory. Layers come from
+    ``layers_of(paths, layer_rules)``, a path heuristic (see there).
+    """
+    repo = Path(repo)
+    _check_repository(repo)
+    sha = _resolve(repo, rev)
+    fields = _git(repo, "show", "-s", "--no-show-signature", "--format=%H%x00%P%x00%an <%ae>%x00%aI%x00%B", sha)
+    _, parents, author, time, message = fields.decode("utf-8", "replace").split("\0", 4)
+    parent_list = parents.split()
+    base = parent_list[0] if parent_list else _empty_tree(repo)
+    diffs = _diff(repo, base, sha)
+    blobs = _read_blobs(repo, [blob for d in diffs for blob in d.python_blobs()])
+    try:  # a path or a title the event contract refuses (too long...) is a clear error, not a traceback
+        files = [d.changed_file() for d in diffs]
+        functions = [
+            ChangedFunction(path=d.path, qualname=qualname, change=change)
+            for d in diffs
+            for qualname, change in _function_changes(d, blobs)
+        ]
+        layers = layers_of([p for f in files for p in (f.path, f.old_path) if p], layer_rules)
+        return CommitEvent(
+            repo=repo_name or _default_repo_name(repo),
+            sha=sha,
+            parents=tuple(parent_list),
+            author=author[:_MAX_TEXT],
+            time=datetime.fromisoformat(time),
+            title=message.split("\n", 1)[0][:_MAX_TEXT],
+            changed_files=tuple(files),
+            changed_functions=tuple(functions),
+            layers=layers,
+            hardware_path=any(layer in HARDWARE_LAYERS for layer in layers),
+        )
+    except ValidationError as error:
+        raise ChangeAnalysisError(f"commit {sha} in {repo} does not make a valid commits event: {error}") from None
+
+
+def layers_of(paths: Iterable[str], rules: Sequence[LayerRule] = DEFAULT_LAYER_RULES) -> tuple[Layer, ...]:
+    """The stack layers that ``paths`` touch, in stack order. A heuristic on directory names: a
+    path under a directory named in ``rules`` has that rule's layer (the first matching rule
+    wins), any other ``.py`` file is framework code, and anything else has no layer."""
+    found: set[str] = set()
+    for path in paths:
+        directories = path.split("/")[:-1]
+        layer = next((layer for name, layer in rules if name in directories), None)
+        if layer is None and path.endswith(PYTHON_SUFFIX):
+            layer = "framework"
+        if layer is not None:
+            found.add(layer)
+    return tuple(layer for layer in LAYERS if layer in found)  # type: ignore[misc]
+
+
+def compare_units(old: Units | None, new: Units | None) -> list[tuple[str, Change]]:
+    """(qualname, change) of every unit that differs between two versions of a file (None: no
+    such version), sorted by qualname."""
+    before = old.by_name if old else {}
+    after = new.by_name if new else {}
+    changes: list[tuple[str, Change]] = []
+    for name in sorted(before.keys() | after.keys()):
+        if name not in before:
+            changes.append((name, "added"))
+        elif name not in after:
+            changes.append((name, "deleted"))
+        elif before[name].fingerprint != after[name].fingerprint:
+            changes.append((name, "modified"))
+    return changes
+
+
+# ----- one file of the diff
+
+
+@dataclass(frozen=True)
+class _FileDiff:
+    status: str  # git's letter: A, C, D, M, R, T
+    path: str  # the new path (the only one unless renamed)
+    old_path: str
+    old_mode: str
+    new_mode: str
+    old_blob: str
+    new_blob: str
+
+    def changed_file(self) -> ChangedFile:
+        change = _STATUSES.get(self.status, "modified")
+        return ChangedFile(path=self.path, change=change, old_path=self.old_path if change == "renamed" else None)
+
+    def old_is_python(self) -> bool:
+        return self.old_path.endswith(PYTHON_SUFFIX) and self.old_mode in _REGULAR_FILE_MODES
+
+    def new_is_python(self) -> bool:
+        return self.path.endswith(PYTHON_SUFFIX) and self.new_mode in _REGULAR_FILE_MODES
+
+    def python_blobs(self) -> list[str]:
+        return [blob for blob, wanted in ((self.old_blob, self.old_is_python()), (self.new_blob, self.new_is_python())) if wanted]
+
+
+def _function_changes(diff: _FileDiff, blobs: dict[str, bytes]) -> list[tuple[str, Change]]:
+    if not (diff.old_is_python() or diff.new_is_python()):
+        return []  # a side that is not Python (absent, a symlink, another suffix) has no units
+    try:
+        old = _parse(blobs[diff.old_blob], diff.old_path) if diff.old_is_python() else None
+        new = _parse(blobs[diff.new_blob], diff.path) if diff.new_is_python() else None
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError, KeyError):
+        # ValueError: NUL bytes (3.11); RecursionError: absurdly nested code; KeyError: a blob
+        # git could not give (partial clone). Either way we cannot tell which units changed, so
+        # say the module did: whatever imports it gets tested.
+        return [(MODULE, "modified")]
+    return compare_units(old, new)
+
+
+def _parse(source: bytes, path: str) -> Units:
+    # decode_source honours PEP 263 coding cookies and BOMs, as the interpreter would.
+    return Units.parse(importlib.util.decode_source(source), path)
+
+
+# ----- git
+
+
+def _check_repository(repo: Path) -> None:
+    if not repo.is_dir():
+        raise ChangeAnalysisError(f"{repo}: no such directory (expected a git repository)")
+    run = _run(repo, "rev-parse", "--git-dir")
+    if run.returncode != 0:
+        raise ChangeAnalysisError(f"{repo} is not a git repository: {_stderr(run)}")
+
+
+def _resolve(repo: Path, rev: str) -> str:
+    if not rev or rev.startswith("-"):  # would be taken for an option
+        raise ChangeAnalysisError(f"{rev!r} is not a revision")
+    run = _run(repo, "rev-parse", "--verify", f"{rev}^{{commit}}")
+    if run.returncode != 0:
+        raise ChangeAnalysisError(f"unknown revision {rev!r} in {repo}: {_stderr(run)}")
+    return run.stdout.decode().strip()
+
+
+def _empty_tree(repo: Path) -> str:
+    # Hashed rather than hard-coded: a SHA-256 repository has another empty tree id.
+    return _git(repo, "hash-object", "-t", "tree", "--stdin", stdin=b"").decode().strip()
+
+
+def _diff(repo: Path, base: str, sha: str) -> list[_FileDiff]:
+    """The files changed from ``base`` to ``sha``, parsed from ``--raw -z`` output: records
+    ``:old_mode new_mode old_blob new_blob STATUS`` NUL path NUL (NUL new path NUL for renames),
+    unquoted, so any byte a path may hold survives."""
+    raw = _git(repo, "diff-tree", "-r", "-z", "--raw", "--no-abbrev", "--no-commit-id", "--find-renames", base, sha)
+    tokens = raw.split(b"\0")
+    diffs, index = [], 0
+    while index < len(tokens) and tokens[index].startswith(b":"):
+        old_mode, new_mode, old_blob, new_blob, status = tokens[index][1:].decode().split(" ")
+        letter = status[0]
+        paths = 2 if letter in "RC" else 1
+        old_path, new_path = tokens[index + 1], tokens[index + paths]
+        index += 1 + paths
+        diffs.append(_FileDiff(letter, _event_path(new_path), _event_path(old_path), old_mode, new_mode, old_blob, new_blob))
+    return diffs
+
+
+def _read_blobs(repo: Path, blobs: list[str]) -> dict[str, bytes]:
+    """Contents of ``blobs``, read by one ``git cat-file --batch`` (one process per commit, not per file)."""
+    if not blobs:
+        return {}
+    output = _git(repo, "cat-file", "--batch", stdin="".join(f"{b}\n" for b in dict.fromkeys(blobs)).encode())
+    contents, offset = {}, 0
+    while offset < len(output):
+        header_end = output.index(b"\n", offset)
+        header = output[offset:header_end].decode().split(" ")
+        if len(header) != 3:  # "<name> missing"
+            offset = header_end + 1
+            continue
+        name, _, size = header
+        start = header_end + 1
+        contents[name] = output[start : start + int(size)]
+        offset = start + int(size) + 1  # the content is followed by a newline
+    return contents
+
+
+def _default_repo_name(repo: Path) -> str:
+    run = _run(repo, "rev-parse", "--show-toplevel")
+    top = Path(run.stdout.decode().strip()) if run.returncode == 0 else repo.resolve()  # bare: no work tree
+    return top.name.removesuffix(".git") or top.name
+
+
+def _event_path(raw: bytes) -> str:
+    """A path as event text: undecodable bytes and control characters escaped (``\\xNN``),
+    as events refuse them; ordinary paths are unchanged."""
+    text = raw.decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    run = _run(repo, *args, stdin=stdin)
+    if run.returncode != 0:
+        raise ChangeAnalysisError(f"git {args[0]} failed in {repo}: {_stderr(run)}")
+    return run.stdout
+
+
+def _run(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in _REDIRECTING_ENV}
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True, env=env)
+    except OSError as error:
+        raise ChangeAnalysisError(f"cannot run git: {error}") from None
+
+
+def _stderr(run: subprocess.CompletedProcess[bytes]) -> str:
+    return run.stderr.decode("utf-8", "replace").strip() or f"exit status {run.returncode}"

@@ -1,0 +1,141 @@
+"""Code units of a Python source file: the granularity of evidence and of change analysis.
+
+A unit is a function or method (named by its ``__qualname__``, e.g. ``Model.forward`` or
+``outer.<locals>.inner``, as CPython 3.11's ``co_qualname`` spells it, so tracing and
+sampling agree), a class body (``Model.<body>``: class attributes, bases, decorators)
+or the module's own top-level code (``<module>``). A def's decorators belong to the
+def: changing ``@torch.no_grad()`` changes what the function does.
+
+Each unit has a *fingerprint*: its AST without positions and without the bodies of
+the units nested in it, so moving code, reformatting or editing a comment changes no
+fingerprint, and editing an inner function does not mark its outer one modified.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import copy
+import hashlib
+from dataclasses import dataclass
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+MODULE = "<module>"
+BODY = "<body>"
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    qualname: str
+    first_line: int  # 1-based, the first decorator's line for a decorated def
+    last_line: int
+    fingerprint: str
+
+
+class Units:
+    """The units of one source file, with line -> innermost unit lookup."""
+
+    def __init__(self, units: list[Unit]) -> None:
+        self.by_name = _merge_redefinitions(units)
+        # Innermost first on lookup: spans sorted by start; nested spans start later.
+        self._spans = sorted(
+            ((u.first_line, u.last_line, u.qualname) for u in units if u.qualname != MODULE),
+            key=lambda span: (span[0], -span[1]),
+        )
+        self._starts = [span[0] for span in self._spans]
+
+    @classmethod
+    def parse(cls, source: str, filename: str = "<source>") -> Units:
+        """Units of ``source``; raises SyntaxError (with ``filename``) when it does not parse."""
+        tree = ast.parse(source, filename=filename)
+        units: list[Unit] = [Unit(MODULE, 1, max(1, len(source.splitlines())), _fingerprint(tree.body))]
+        _collect(tree.body, "", units)
+        return cls(units)
+
+    def unit_at(self, line: int) -> str:
+        """The qualname of the innermost unit containing ``line`` (a class line outside its
+        methods is the class body; a line outside every def and class is module code)."""
+        # The latest-starting span that contains the line is the innermost one.
+        for first, last, name in reversed(self._spans[: bisect.bisect_right(self._starts, line)]):
+            if first <= line <= last:
+                return name
+        return MODULE
+
+
+def _collect(body: list[ast.stmt], prefix: str, units: list[Unit]) -> None:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            qualname = f"{prefix}{node.name}"
+            units.append(Unit(qualname, _first_line(node), node.end_lineno or node.lineno, _fingerprint([node], node)))
+            _collect_nested(node.body, f"{qualname}.<locals>.", units)
+        elif isinstance(node, ast.ClassDef):
+            qualname = f"{prefix}{node.name}"
+            body_name = f"{qualname}.{BODY}"
+            units.append(Unit(body_name, _first_line(node), node.end_lineno or node.lineno, _fingerprint([node], node)))
+            _collect(node.body, f"{qualname}.", units)
+        else:
+            _collect_nested([node], prefix, units)  # defs inside if/try/with blocks keep the scope's prefix
+
+
+def _collect_nested(body: list[ast.stmt], prefix: str, units: list[Unit]) -> None:
+    """Defs and classes anywhere inside ``body`` (under if/for/try/with), named with ``prefix``."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            _collect([node], prefix, units)
+        else:
+            # Each child once: visiting body/orelse again on top of iter_child_nodes doubled the
+            # work (and the units) per nesting level.
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.stmt):
+                    _collect_nested([child], prefix, units)
+                elif isinstance(child, (ast.ExceptHandler, ast.match_case)):
+                    _collect_nested(child.body, prefix, units)
+
+
+def _merge_redefinitions(units: list[Unit]) -> dict[str, Unit]:
+    """One unit per qualname. A name defined twice (a property's getter and setter, a def in
+    both branches of an ``if``) is one unit to CPython's ``co_qualname``, so it is one here:
+    spanning its definitions, with a fingerprint covering all of them in source order (keeping
+    only the last would hide an edit to the getter)."""
+    grouped: dict[str, list[Unit]] = {}
+    for unit in units:
+        grouped.setdefault(unit.qualname, []).append(unit)
+    merged = {}
+    for name, same in grouped.items():
+        if len(same) == 1:
+            merged[name] = same[0]
+            continue
+        digest = hashlib.blake2b("\n".join(u.fingerprint for u in same).encode(), digest_size=12).hexdigest()
+        merged[name] = Unit(name, min(u.first_line for u in same), max(u.last_line for u in same), digest)
+    return merged
+
+
+def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> int:
+    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
+
+
+class _StripNested(ast.NodeTransformer):
+    """Replace nested defs and classes by their names: they are units of their own."""
+
+    def __init__(self, root: ast.AST | None) -> None:
+        self.root = root
+
+    def _stub(self, node: ast.AST) -> ast.AST:
+        if node is self.root:
+            return self.generic_visit(node)
+        return ast.Name(id=f"<def {node.name}>", ctx=ast.Load())  # type: ignore[attr-defined]
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _stub
+
+
+def _fingerprint(nodes: list[ast.stmt], unit: ast.stmt | None = None) -> str:
+    """Hash of the AST of ``unit`` (or of module code ``nodes``) with nested units stubbed out.
+    A class body keeps the names of its methods (adding ``__eq__`` changes the class); module
+    code leaves its defs and classes out (a new function changes nothing that ran before)."""
+    parts = []
+    for node in nodes:
+        if unit is None and isinstance(node, _DEFS):
+            continue
+        copied = copy.deepcopy(node)  # the transformer edits in place; the tree is still walked
+        parts.append(ast.dump(_StripNested(copied if unit is not None else None).visit(copied), include_attributes=False))
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=12).hexdigest()
