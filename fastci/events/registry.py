@@ -9,6 +9,7 @@ from fastci.events.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, Re
 from fastci.events.outputs import DeadLetter, TestStatusChanged
 from fastci.events.regression import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
 from fastci.events.runs import RunRequested
+from fastci.events.selection import Selection
 
 INPUT_MODELS: tuple[type[Event], ...] = (
     CommitEvent, EvidenceEvent, ResultEvent, NodeHealthEvent, GoldenReference, OwnerMap,
@@ -17,6 +18,7 @@ OUTPUT_MODELS: tuple[type[Event], ...] = (
     TestStatusChanged,
     NodeStateChanged,  # written by the fleet processor (node health)
     GateResult, BaselineExclusion, RegressionAlert, BisectPlan, BisectStep, RunRequested,
+    Selection,
 )
 DEAD_LETTERS = DeadLetter.TOPIC
 

@@ -6,6 +6,7 @@ from fastci.processors.bisect import BisectProcessor
 from fastci.processors.bisect_planner import BisectPlannerProcessor
 from fastci.processors.correctness_gates import CorrectnessGatesProcessor
 from fastci.processors.regression_detector import RegressionDetectorProcessor
+from fastci.processors.selection import SelectionProcessor
 from fastci.processors.test_history import TestHistoryProcessor
 
 # Every processor both runtimes run, in an order where producers come before their consumers.
@@ -16,6 +17,7 @@ ALL_PROCESSORS: tuple[type[Processor], ...] = (
     RegressionDetectorProcessor,
     BisectPlannerProcessor,
     BisectProcessor,
+    SelectionProcessor,
 )
 
 

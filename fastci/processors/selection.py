@@ -1,0 +1,263 @@
+"""test-selection: keeps the evidence graph of each repository and answers every commit with a selection.
+
+Partitioned by repo (evidence and results are repartitioned by their ``repo`` field), the graph is
+kept as many small values under keys the repo owns, never one big one (DESIGN.md, "Big state
+without big values"):
+- ``(repo, "evidence", test)``: the units the test executed, each with its calling contexts;
+- ``(repo, "unit", unit id)``: the tests that executed the unit, each with those contexts;
+- ``(repo, "file", path)``: the tests that executed any code in the file;
+- ``(repo, "catalog", bucket)``: known tests (from results and evidence) with their mean duration,
+  chips, and whether they have evidence; 64 buckets, so a result rewrites one small value.
+New evidence for a test replaces its old evidence (postings it left are cleared). All of these
+writes are sets, not increments, so replaying an event rewrites the same values.
+
+For a commit: tests that executed a modified or deleted unit are selected; a changed module body or
+class body selects every test that ran code in that file (such code runs at import, before any
+test); a changed non-Python file that is not documentation selects everything; tests without
+evidence are always kept. Pruning then keeps the cheapest set covering every changed (unit,
+context) pair the selection covers (``fastci.selection.pruning``).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from fastci.events import CommitEvent, Event, EvidenceEvent, ResultEvent
+from fastci.events.base import Record
+from fastci.events.selection import (
+    MAX_COVERED_BY,
+    MAX_FUNCTIONS,
+    MAX_KEPT,
+    MAX_PRUNED_LISTED,
+    KeptTest,
+    PrunedTest,
+    Reason,
+    Selection,
+    SelectionMetrics,
+)
+from fastci.processors.base import Processor, StateReader, Step, compound_key
+from fastci.selection.graph import executions, short_id, unit_name
+from fastci.selection.pruning import prune
+from fastci.selection.units import BODY, MODULE
+
+BUCKETS = 64
+DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
+DOC_SUFFIXES = (".md", ".rst")  # not .txt: requirements.txt is no documentation
+DOC_DIRS = ("docs/", "doc/")
+
+
+RECENT_RUNS = 8  # durations kept per test; their mean is its expected duration
+
+
+class CatalogEntry(Record):
+    test_id: str
+    recent_s: dict[str, float] = Field(default_factory=dict, description="run id -> duration, latest runs")
+    chips: int = 0
+    evidence: bool = False
+
+    @property
+    def mean_s(self) -> float:
+        return sum(self.recent_s.values()) / len(self.recent_s) if self.recent_s else DEFAULT_DURATION_S
+
+
+class SelectionState(Record):
+    """One of: a test's evidence, a unit's or a file's postings, a catalog bucket."""
+
+    units: dict[str, tuple[str, ...]] | None = Field(default=None, description="evidence: unit id -> contexts")
+    files: tuple[str, ...] | None = None
+    tests: dict[str, tuple[str, ...]] | None = Field(default=None, description="unit: test id -> contexts")
+    file_tests: tuple[str, ...] | None = None
+    catalog: dict[str, CatalogEntry] | None = None
+
+
+def evidence_key(repo: str, test_id: str) -> str:
+    return compound_key(repo, "evidence", test_id)
+
+
+def unit_key(repo: str, uid: str) -> str:
+    return compound_key(repo, "unit", uid)
+
+
+def file_key(repo: str, path: str) -> str:
+    return compound_key(repo, "file", path)
+
+
+def catalog_key(repo: str, bucket: int) -> str:
+    return compound_key(repo, "catalog", str(bucket))
+
+
+def bucket_of(tid: str) -> int:
+    return int(tid[:4], 16) % BUCKETS
+
+
+class SelectionProcessor(Processor[SelectionState]):
+    name: ClassVar[str] = "test-selection"  # not "selection": that is the topic (and its view)
+    inputs: ClassVar[tuple[str, ...]] = (EvidenceEvent.TOPIC, ResultEvent.TOPIC, CommitEvent.TOPIC)
+    outputs: ClassVar[tuple[str, ...]] = (Selection.TOPIC,)
+    state_model: ClassVar[type[Record]] = SelectionState
+    partition_by = {EvidenceEvent.TOPIC: "repo", ResultEvent.TOPIC: "repo"}
+
+    def process(self, state: StateReader[SelectionState], event: Event) -> Step[SelectionState]:
+        if isinstance(event, EvidenceEvent):
+            return Step(writes=_record_evidence(state, event))
+        if isinstance(event, ResultEvent):
+            return Step(writes=_record_result(state, event))
+        if isinstance(event, CommitEvent):
+            return Step(outputs=(select(state, event),))
+        return Step()
+
+
+def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState]:
+    repo, test = event.repo, event.test_id
+    tid = short_id(test)
+    units, files = executions(s.stack for s in event.stacks)
+    new_units = {uid: tuple(sorted(contexts)) for uid, contexts in units.items()}
+    old = state.get(evidence_key(repo, test))
+    old_units = set(old.units or {}) if old else set()
+    old_files = set(old.files or ()) if old else set()
+    writes: dict[str, SelectionState] = {evidence_key(repo, test): SelectionState(units=new_units, files=tuple(sorted(files)))}
+    for uid in old_units | set(new_units):
+        key = unit_key(repo, uid)
+        tests = dict((_get(state, writes, key).tests or {}))
+        if uid in new_units:
+            tests[tid] = new_units[uid]
+        else:
+            tests.pop(tid, None)
+        writes[key] = SelectionState(tests=dict(sorted(tests.items())))
+    for path in old_files | files:
+        key = file_key(repo, path)
+        members = set(_get(state, writes, key).file_tests or ())
+        members = members | {tid} if path in files else members - {tid}
+        writes[key] = SelectionState(file_tests=tuple(sorted(members)))
+    bucket_key = catalog_key(repo, bucket_of(tid))
+    catalog = dict(_get(state, writes, bucket_key).catalog or {})
+    entry = catalog.get(tid) or CatalogEntry(test_id=test)
+    catalog[tid] = entry.model_copy(update={"evidence": True})
+    writes[bucket_key] = SelectionState(catalog=dict(sorted(catalog.items())))
+    return writes
+
+
+def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> dict[str, SelectionState]:
+    tid = short_id(event.test_id)
+    key = catalog_key(event.repo, bucket_of(tid))
+    catalog = dict((state.get(key) or SelectionState()).catalog or {})
+    entry = catalog.get(tid) or CatalogEntry(test_id=event.test_id)
+    # Keyed by run id, so a redelivered result rewrites the same value (this key is not the
+    # partition key, whose dedup window would catch it).
+    recent = {**entry.recent_s, event.run_id: event.duration_s}
+    recent = dict(list(recent.items())[-RECENT_RUNS:])
+    catalog[tid] = entry.model_copy(update={"recent_s": recent, "chips": event.chips})
+    return {key: SelectionState(catalog=dict(sorted(catalog.items())))}
+
+
+def _get(state: StateReader[SelectionState], writes: dict[str, SelectionState], key: str) -> SelectionState:
+    """This event's own writes first (one evidence event may touch a key twice), then the store."""
+    return writes.get(key) or state.get(key) or SelectionState()
+
+
+def select(state: StateReader[SelectionState], commit: CommitEvent) -> Selection:
+    """The selection for one commit, from the repo's graph as the store holds it now."""
+    repo = commit.repo
+    catalog: dict[str, CatalogEntry] = {}
+    for bucket in range(BUCKETS):
+        catalog.update((state.get(catalog_key(repo, bucket)) or SelectionState()).catalog or {})
+    reasons: dict[str, Reason] = {}
+    functions: dict[str, list[str]] = {}
+    pairs: dict[str, set[tuple[str, str]]] = {}
+
+    run_all_reason = _non_python_change(commit)
+    for change in commit.changed_functions:
+        if change.qualname == MODULE or change.qualname.endswith(f".{BODY}"):
+            for tid in (state.get(file_key(repo, change.path)) or SelectionState()).file_tests or ():
+                reasons.setdefault(tid, "module-code")
+                functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
+            continue
+        if change.change == "added":
+            continue  # nothing ran it yet; code that calls it changed too, and selects its tests
+        uid = short_id(unit_name(change.path, change.qualname))
+        for tid, contexts in ((state.get(unit_key(repo, uid)) or SelectionState()).tests or {}).items():
+            reasons[tid] = "executes-changed-code" if reasons.get(tid) != "module-code" else "module-code"
+            functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
+            pairs.setdefault(tid, set()).update((uid, context) for context in contexts)
+    for tid, entry in catalog.items():
+        if not entry.evidence:
+            reasons[tid] = "no-evidence"
+
+    cost = {tid: _duration(catalog.get(tid)) for tid in reasons}
+    forced = frozenset(tid for tid, reason in reasons.items() if reason != "executes-changed-code")
+    candidates = {tid: frozenset(pairs.get(tid, ())) for tid in reasons}
+    pruned = prune(candidates, cost, forced)
+    everything = set().union(*candidates.values()) if candidates else set()
+    kept_pairs = set().union(*(candidates[t] for t in pruned.kept)) if pruned.kept else set()
+
+    known = set(catalog) | set(reasons)
+    if run_all_reason is None and len(pruned.kept) > MAX_KEPT:
+        run_all_reason = f"more than {MAX_KEPT} tests are affected"
+    run_all = run_all_reason is not None
+    kept_ids = sorted(known) if run_all else list(pruned.kept)
+    all_s = sum(_duration(catalog.get(t)) for t in known)
+    kept_s = sum(_duration(catalog.get(t)) for t in kept_ids)
+    all_gpu = sum(_duration(catalog.get(t)) * _chips(catalog.get(t)) for t in known)
+    kept_gpu = sum(_duration(catalog.get(t)) * _chips(catalog.get(t)) for t in kept_ids)
+    name = {tid: (catalog[tid].test_id if tid in catalog else tid) for tid in known}
+    metrics = SelectionMetrics(
+        tests_known=len(known),
+        selected=len(reasons) if not run_all else len(known),
+        kept=len(kept_ids),
+        pruned=0 if run_all else len(pruned.covered_by),
+        skipped=len(known) - len(kept_ids) - (0 if run_all else len(pruned.covered_by)),
+        selection_ratio=len(kept_ids) / len(known) if known else 1.0,
+        estimated_s_all=all_s,
+        estimated_s_kept=kept_s,
+        saved_s=max(0.0, all_s - kept_s),
+        saved_gpu_s=max(0.0, all_gpu - kept_gpu),
+        changed_units=len(commit.changed_functions),
+        pairs_covered_by_all=len(everything),
+        pairs_covered_by_kept=len(everything) if run_all else len(kept_pairs),
+        coverage_retention=1.0 if run_all or not everything else len(kept_pairs) / len(everything),
+    )
+    kept = () if run_all else tuple(
+        KeptTest(
+            test_id=name[tid],
+            reason=reasons[tid],
+            functions=tuple(sorted(set(functions.get(tid, ()))))[:MAX_FUNCTIONS],
+            estimated_s=_duration(catalog.get(tid)),
+        )
+        for tid in kept_ids
+    )
+    pruned_tests = () if run_all else tuple(
+        PrunedTest(test_id=name[tid], covered_by=tuple(name[k] for k in by[:MAX_COVERED_BY]))
+        for tid, by in sorted(pruned.covered_by.items(), key=lambda item: name[item[0]])[:MAX_PRUNED_LISTED]
+    )
+    return Selection(
+        commit_id=commit.id,
+        repo=repo,
+        sha=commit.sha,
+        run_all=run_all,
+        run_all_reason=run_all_reason or "",
+        kept=kept,
+        pruned=pruned_tests,
+        metrics=metrics,
+    )
+
+
+def _non_python_change(commit: CommitEvent) -> str | None:
+    """The conservative rule: a changed file that is neither Python nor documentation (a kernel, a
+    build file, a config) may change anything, so the whole suite runs."""
+    for changed in commit.changed_files:
+        path = changed.path
+        if path.endswith(".py") or path.endswith(DOC_SUFFIXES) or path.startswith(DOC_DIRS):
+            continue
+        return f"non-Python file changed: {path}"
+    return None
+
+
+def _duration(entry: CatalogEntry | None) -> float:
+    return DEFAULT_DURATION_S if entry is None else entry.mean_s
+
+
+def _chips(entry: CatalogEntry | None) -> int:
+    return entry.chips if entry is not None else 0
+

@@ -1,0 +1,65 @@
+"""From evidence stacks to what a test executed: code units, and the calling context of each.
+
+Stacks arrive in py-spy's folded shape, root first: ``QUALNAME (PATH:LINE);...`` with only the
+project's own frames (the collector resolves QUALNAME from the source, see
+``fastci.selection.units``). A unit is ``PATH::QUALNAME``; its calling context in one execution
+is the chain of the ``CONTEXT_DEPTH`` units that called it, leaving out test code (test files
+and conftest.py): two tests that reach ``attention`` through ``Model.forward`` exercise it in
+the same context, whichever test function made the call. Ids are short hashes, so the graph
+stores 12 hex characters per unit, test or context instead of their names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+CONTEXT_DEPTH = 3  # callers kept per context: deep enough to tell call paths apart, bounded
+MAX_CONTEXTS = 32  # per (test, unit): a recursive or very polymorphic unit stays bounded
+ROOT_CONTEXT = "-"
+
+
+def short_id(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+def unit_name(path: str, qualname: str) -> str:
+    return f"{path}::{qualname}"
+
+
+def is_test_file(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
+
+def parse_frame(frame: str) -> tuple[str, str] | None:
+    """(path, qualname) of one folded frame ``QUALNAME (PATH:LINE)``; None when malformed."""
+    qualname, sep, location = frame.rpartition(" (")
+    if not sep or not location.endswith(")"):
+        return None
+    path, colon, _ = location[:-1].rpartition(":")
+    return (path, qualname) if colon and path and qualname else None
+
+
+def executions(stacks: Iterable[str]) -> tuple[dict[str, set[str]], set[str]]:
+    """Unit id -> ids of the contexts it ran in; and the files whose code ran."""
+    units: dict[str, set[str]] = {}
+    files: set[str] = set()
+    for stack in stacks:
+        chain: list[str] = []
+        for frame in stack.split(";"):
+            parsed = parse_frame(frame)
+            if parsed is None:
+                continue
+            path, qualname = parsed
+            files.add(path)
+            uid = short_id(unit_name(path, qualname))
+            if chain and chain[-1] == uid:
+                continue  # direct recursion adds no new context
+            callers = chain[-CONTEXT_DEPTH:]
+            contexts = units.setdefault(uid, set())
+            if len(contexts) < MAX_CONTEXTS:
+                contexts.add(short_id(";".join(callers)) if callers else ROOT_CONTEXT)
+            if not is_test_file(path):
+                chain.append(uid)
+    return units, files

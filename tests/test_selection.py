@@ -1,0 +1,179 @@
+"""Selection and pruning: which tests a commit needs, from the evidence graph."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fastci.events import CommitEvent, EvidenceEvent
+from fastci.events.selection import Selection
+from fastci.processors.selection import SelectionProcessor
+from fastci.selection.graph import executions, short_id, unit_name
+from fastci.selection.pruning import prune
+
+from factories import result
+from processor_helpers import Store, feed, of_topic
+
+REPO = "acme/llm-framework"
+
+
+def evidence(test_id: str, *stacks: str, run_id: str = "run-1") -> EvidenceEvent:
+    return EvidenceEvent(
+        test_id=test_id,
+        run_id=run_id,
+        repo=REPO,
+        commit="abcdef1",
+        method="tracing",
+        stacks=[{"stack": s, "count": 1} for s in stacks],
+    )
+
+
+def commit(*changes: tuple[str, str, str], files: tuple[str, ...] = (), sha: str = "1234567") -> CommitEvent:
+    paths = sorted({path for path, _, _ in changes} | set(files))
+    return CommitEvent(
+        repo=REPO,
+        sha=sha,
+        author="dev",
+        time=datetime(2026, 12, 1, tzinfo=timezone.utc),
+        title="change",
+        changed_files=[{"path": p, "change": "modified"} for p in paths],
+        changed_functions=[{"path": p, "qualname": q, "change": c} for p, q, c in changes],
+    )
+
+
+def frame(path: str, qualname: str, line: int = 1) -> str:
+    return f"{qualname} ({path}:{line})"
+
+
+def stack(*units: tuple[str, str]) -> str:
+    return ";".join(frame(p, q) for p, q in units)
+
+
+TEST_A = ("tests/test_model.py", "test_forward")
+TEST_B = ("tests/test_model.py", "test_backward")
+TEST_C = ("tests/test_data.py", "test_loader")
+FORWARD = ("fw/model.py", "Model.forward")
+ATTN = ("fw/attention.py", "attention")
+LOADER = ("fw/data.py", "load")
+
+
+def selection_for(events, change: CommitEvent) -> Selection:
+    outputs = feed(SelectionProcessor(), Store(), [*events, change])
+    (selection,) = of_topic(outputs, "selection")
+    return selection
+
+
+def kept_ids(selection: Selection) -> list[str]:
+    return [k.test_id for k in selection.kept]
+
+
+def history():
+    a, b, c = (f"{p}::{q}" for p, q in (TEST_A, TEST_B, TEST_C))
+    return [
+        result(a, duration_s=10.0, repo=REPO, chips=8),
+        result(b, duration_s=30.0, repo=REPO, chips=8),
+        result(c, duration_s=5.0, repo=REPO),
+        evidence(a, stack(TEST_A, FORWARD, ATTN)),
+        evidence(b, stack(TEST_B, FORWARD, ATTN)),
+        evidence(c, stack(TEST_C, LOADER)),
+    ]
+
+
+def test_a_changed_function_selects_the_tests_that_ran_it_and_prunes_the_costlier_duplicate():
+    selection = selection_for(history(), commit((*ATTN, "modified")))
+    assert kept_ids(selection) == ["tests/test_model.py::test_forward"]  # 10 s covers what 30 s covers
+    assert [(p.test_id, p.covered_by) for p in selection.pruned] == [
+        ("tests/test_model.py::test_backward", ("tests/test_model.py::test_forward",))
+    ]
+    assert selection.kept[0].functions == ("fw/attention.py::attention",)
+    m = selection.metrics
+    assert (m.tests_known, m.selected, m.kept, m.pruned, m.skipped) == (3, 2, 1, 1, 1)
+    assert m.estimated_s_all == 45.0 and m.estimated_s_kept == 10.0 and m.saved_s == 35.0
+    assert m.saved_gpu_s == 30.0 * 8  # test_backward's 8 chips for 30 s; test_loader uses none
+    assert m.coverage_retention == 1.0
+
+
+def test_a_different_calling_context_keeps_both_tests():
+    events = history()
+    events[4] = evidence("tests/test_model.py::test_backward", stack(TEST_B, ("fw/model.py", "Model.backward"), ATTN))
+    selection = selection_for(events, commit((*ATTN, "modified")))
+    assert kept_ids(selection) == ["tests/test_model.py::test_forward", "tests/test_model.py::test_backward"]
+    assert selection.pruned == ()
+
+
+def test_unaffected_and_added_functions_select_nothing_but_tests_without_evidence_always_run():
+    events = [*history(), result("tests/test_new.py::test_fresh", repo=REPO)]
+    selection = selection_for(events, commit((*LOADER, "added"), ("fw/unused.py", "helper", "modified")))
+    assert kept_ids(selection) == ["tests/test_new.py::test_fresh"]
+    assert selection.kept[0].reason == "no-evidence"
+
+
+def test_module_code_and_class_bodies_select_every_test_that_ran_code_in_the_file():
+    selection = selection_for(history(), commit(("fw/model.py", "<module>", "modified")))
+    assert sorted(kept_ids(selection)) == ["tests/test_model.py::test_backward", "tests/test_model.py::test_forward"]
+    assert {k.reason for k in selection.kept} == {"module-code"}
+    body = selection_for(history(), commit(("fw/model.py", "Model.<body>", "modified")))
+    assert sorted(kept_ids(body)) == sorted(kept_ids(selection))
+
+
+def test_a_non_python_change_runs_everything_and_docs_change_nothing():
+    selection = selection_for(history(), commit(files=("kernels/attention.cu",)))
+    assert selection.run_all and "kernels/attention.cu" in selection.run_all_reason
+    assert selection.metrics.selection_ratio == 1.0
+    docs = selection_for(history(), commit(files=("README.md", "docs/guide.rst")))
+    assert not docs.run_all and docs.kept == ()
+
+
+def test_new_evidence_replaces_the_old():
+    events = [*history(), evidence("tests/test_data.py::test_loader", stack(TEST_C, ATTN), run_id="run-2")]
+    selection = selection_for(events, commit((*LOADER, "modified")))
+    assert kept_ids(selection) == []  # test_loader no longer runs load()
+    moved = selection_for(events, commit((*ATTN, "modified")))
+    assert "tests/test_data.py::test_loader" in kept_ids(moved)
+
+
+def test_replaying_an_event_writes_the_same_values():
+    processor, store = SelectionProcessor(), Store()
+    feed(processor, store, history())
+    before = dict(store.values)
+    feed(processor, store, history())  # the writes are sets: a redelivery changes nothing
+    assert store.values == before
+
+
+def test_the_selection_id_derives_from_the_commit():
+    change = commit((*ATTN, "modified"))
+    assert selection_for(history(), change).id == selection_for(history(), change).id
+    assert selection_for(history(), change).commit_id == change.id
+
+
+def test_contexts_are_the_bounded_caller_chain():
+    units, files = executions([stack(TEST_A, FORWARD, ATTN), stack(TEST_A, ATTN)])
+    attention = short_id(unit_name(*ATTN))
+    assert len(units[attention]) == 2  # called from forward, and directly from the test
+    assert files == {"tests/test_model.py", "fw/model.py", "fw/attention.py"}
+
+
+# Pruning: the kept set covers exactly what all candidates cover, and each pruned test names
+# kept tests that together cover all of its pairs.
+pair = st.tuples(st.sampled_from("abcdefgh"), st.sampled_from("xyz"))
+candidates_strategy = st.dictionaries(
+    st.text("tuvw", min_size=1, max_size=3), st.frozensets(pair, min_size=1, max_size=10), max_size=12
+)
+
+
+@given(candidates_strategy, st.data())
+def test_pruning_keeps_exactly_the_coverage_of_the_selection(candidates, data):
+    costs = {t: data.draw(st.floats(0.1, 100)) for t in candidates}
+    forced = frozenset(data.draw(st.lists(st.sampled_from(sorted(candidates)), max_size=3)) if candidates else [])
+    result_ = prune(candidates, costs, forced)
+    kept = set(result_.kept)
+    assert forced <= kept
+    assert kept.isdisjoint(result_.covered_by) and kept | set(result_.covered_by) == set(candidates)
+    everything = set().union(*candidates.values()) if candidates else set()
+    covered_by_kept = set().union(*(candidates[t] for t in kept)) if kept else set()
+    assert covered_by_kept == everything
+    for test, by in result_.covered_by.items():
+        assert set(by) <= kept and candidates[test] <= set().union(*(candidates[k] for k in by))
+    assert prune(candidates, costs, forced) == result_  # deterministic
