@@ -118,11 +118,11 @@ def test_module_code_and_class_bodies_select_every_test_that_ran_code_in_the_fil
     assert sorted(kept_ids(body)) == sorted(kept_ids(selection))
 
 
-def test_a_non_python_change_runs_everything_and_docs_change_nothing():
+def test_a_non_python_change_runs_everything_and_docs_and_stubs_change_nothing():
     selection = selection_for(history(), commit(files=("kernels/attention.cu",)))
     assert selection.run_all and "kernels/attention.cu" in selection.run_all_reason
     assert selection.metrics.selection_ratio == 1.0
-    docs = selection_for(history(), commit(files=("README.md", "docs/guide.rst")))
+    docs = selection_for(history(), commit(files=("README.md", "docs/guide.rst", "fw/model.pyi")))
     assert not docs.run_all and docs.kept == ()
 
 

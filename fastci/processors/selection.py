@@ -44,7 +44,8 @@ from fastci.selection.units import BODY, MODULE
 
 BUCKETS = 64
 DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
-DOC_SUFFIXES = (".md", ".rst")  # not .txt: requirements.txt is no documentation
+# Files that never execute: documentation and type stubs (not .txt: requirements.txt matters).
+INERT_SUFFIXES = (".md", ".rst", ".pyi")
 DOC_DIRS = ("docs/", "doc/")
 
 
@@ -244,11 +245,11 @@ def select(state: StateReader[SelectionState], commit: CommitEvent) -> Selection
 
 
 def _non_python_change(commit: CommitEvent) -> str | None:
-    """The conservative rule: a changed file that is neither Python nor documentation (a kernel, a
-    build file, a config) may change anything, so the whole suite runs."""
+    """The conservative rule: a changed file that is neither Python nor inert (documentation, type
+    stubs) may change anything (a kernel, a build file, a config), so the whole suite runs."""
     for changed in commit.changed_files:
         path = changed.path
-        if path.endswith(".py") or path.endswith(DOC_SUFFIXES) or path.startswith(DOC_DIRS):
+        if path.endswith(".py") or path.endswith(INERT_SUFFIXES) or path.startswith(DOC_DIRS):
             continue
         return f"non-Python file changed: {path}"
     return None
