@@ -177,3 +177,8 @@ def test_pruning_keeps_exactly_the_coverage_of_the_selection(candidates, data):
     for test, by in result_.covered_by.items():
         assert set(by) <= kept and candidates[test] <= set().union(*(candidates[k] for k in by))
     assert prune(candidates, costs, forced) == result_  # deterministic
+
+
+def test_a_repo_with_no_known_test_runs_everything():
+    selection = selection_for([], commit((*ATTN, "modified")))
+    assert selection.run_all and selection.run_all_reason == f"no test of {REPO} is known yet"

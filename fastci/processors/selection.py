@@ -194,6 +194,10 @@ def select(state: StateReader[SelectionState], commit: CommitEvent) -> Selection
     kept_pairs = set().union(*(candidates[t] for t in pruned.kept)) if pruned.kept else set()
 
     known = set(catalog) | set(reasons)
+    if run_all_reason is None and not known:
+        # Nothing known of this repo (no results, no evidence yet, or a repo name that does not
+        # match theirs): selecting nothing would run nothing.
+        run_all_reason = f"no test of {repo} is known yet"
     if run_all_reason is None and len(pruned.kept) > MAX_KEPT:
         run_all_reason = f"more than {MAX_KEPT} tests are affected"
     run_all = run_all_reason is not None

@@ -54,7 +54,8 @@ def analyze_commit(
 ) -> CommitEvent:
     """The ``commits`` event of ``rev`` in the git repository at ``repo``.
 
-    ``repo_name`` defaults to the name of the work tree's top directory. Layers come from
+    ``repo_name`` defaults to the repo as results and evidence name it: ``$FASTCI_REPO``, else
+    the ``origin`` remote's owner/name, else the work tree's directory name. Layers come from
     ``layers_of(paths, layer_rules)``, a path heuristic (see there).
     """
     repo = Path(repo)
@@ -229,9 +230,11 @@ def _read_blobs(repo: Path, blobs: list[str]) -> dict[str, bytes]:
 
 
 def _default_repo_name(repo: Path) -> str:
-    run = _run(repo, "rev-parse", "--show-toplevel")
-    top = Path(run.stdout.decode().strip()) if run.returncode == 0 else repo.resolve()  # bare: no work tree
-    return top.name.removesuffix(".git") or top.name
+    """The repo as results and evidence name it (``$FASTCI_REPO``, else the ``origin`` remote's
+    owner/name, else the work tree's name): selection joins the three on it."""
+    from fastci.producer.context import _repo_name
+
+    return os.environ.get("FASTCI_REPO") or _repo_name(repo)
 
 
 def _event_path(raw: bytes) -> str:

@@ -15,7 +15,8 @@ def register(commands: Any) -> None:
     )
     changes.add_argument("--repo", type=Path, default=Path("."), help="the git repository (default: the current directory)")
     changes.add_argument("--rev", default="HEAD", help="the commit, as git names it (default HEAD)")
-    changes.add_argument("--repo-name", help="repository name on the event (default: the work tree's directory name)")
+    changes.add_argument("--repo-name", help="repository name on the event (default: $FASTCI_REPO, else the origin remote's owner/name, "
+        "else the work tree's directory name: the name results and evidence carry)")
     changes.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     changes.add_argument("--dry-run", action="store_true", help="print the event as JSON on stdout; publish nothing")
     changes.set_defaults(func=cmd_changes)
