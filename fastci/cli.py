@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "fastci.qualify.commands",
     "fastci.regression.cli",
     "fastci.selection.commands",
+    "fastci.evidence.commands",
 )
 
 

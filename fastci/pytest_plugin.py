@@ -1,7 +1,8 @@
 """The fastci pytest plugin: turns any pytest suite into a fastci producer.
 
-Load it with ``pytest -p fastci.pytest_plugin`` (installed packages load it through the
-``pytest11`` entry point). Each feature lives in its own module, listed in ``FEATURES``;
+Installed, it loads itself through the ``pytest11`` entry point named ``fastci``; where plugin
+autoloading is off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``) load it with ``-p fastci.pytest_plugin``
+(with autoloading on, that second registration is refused, so use ``-p fastci`` there). Each feature lives in its own module, listed in ``FEATURES``;
 a feature module provides ``addoption(group)`` and ``configure(config)`` and stays inert
 unless its options are given.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FEATURES: tuple[str, ...] = ("fastci.producer.plugin",)
+FEATURES: tuple[str, ...] = ("fastci.producer.plugin", "fastci.evidence.plugin")
 
 
 def pytest_addoption(parser: Any) -> None:

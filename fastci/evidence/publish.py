@@ -1,0 +1,83 @@
+"""``evidence`` events: the code under test they name, and the producer they go through.
+
+Events go through the producer's spool like results do, so a collector whose target is down
+loses nothing (``fastci spool drain`` sends it later). The spool and target conventions are the
+results plugin's and ``fastci spool``'s: ``<data dir>/spool/embedded``, ``.../spool/kafka/<ns>``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from fastci.events.inputs import EvidenceEvent, FoldedStack
+
+
+class NoCommit(ValueError):
+    """The commit under test is unknown (not a git work tree, and FASTCI_COMMIT unset)."""
+
+
+def code_under_test(root: Path) -> tuple[str, str]:
+    """(repo, commit) as results carry them: ``$FASTCI_REPO`` / ``$FASTCI_COMMIT``, else git's
+    ``origin`` remote (or the work tree's name) and ``HEAD`` of the work tree at ``root``."""
+    from fastci.producer.context import _git, _repo_name  # one definition of "the code under test"
+
+    repo = os.environ.get("FASTCI_REPO") or _repo_name(root)
+    commit = os.environ.get("FASTCI_COMMIT") or _git(root, "rev-parse", "HEAD")
+    if not commit:
+        raise NoCommit(f"field 'commit': not given (set FASTCI_COMMIT, or run inside a git work tree; {root} is not one)")
+    return repo, commit
+
+
+def evidence_event(
+    test_id: str, run_id: str, repo: str, commit: str, method: str, stacks: list[tuple[str, int]],
+    rate_hz: float | None = None, config: dict[str, Any] | None = None,
+) -> EvidenceEvent:
+    """The event, with its stacks shortened when it would not fit in one Kafka message."""
+    if sum(len(stack) + 24 for stack, _ in stacks) > STACK_BUDGET:
+        stacks, dropped = fit(stacks)
+        config = {**(config or {}), "stacks_shortened_to_frames": KEPT_FRAMES, "stacks_dropped": dropped}
+    return EvidenceEvent(
+        test_id=test_id, run_id=run_id, repo=repo, commit=commit, method=method,
+        sampling_rate_hz=rate_hz if method == "sampling" else None,
+        stacks=tuple(FoldedStack(stack=stack, count=count) for stack, count in stacks),
+        config=config or {},
+    )
+
+
+STACK_BUDGET = 900_000  # bytes of stacks per event, under the 1 MiB event limit with room for the rest
+KEPT_FRAMES = 5  # the root (the test) and the innermost 4: a unit and its 3 callers, all the graph uses
+
+
+def fit(stacks: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], int]:
+    """Stacks cut to the test frame and their innermost frames, merged. The evidence graph reads a
+    unit and up to 3 callers (``fastci.selection.graph.CONTEXT_DEPTH``), so nothing it uses is
+    lost; if that is still too big, the longest stacks go last and the rest is dropped."""
+    merged: dict[str, int] = {}
+    for stack, count in stacks:
+        frames = stack.split(";")
+        short = frames if len(frames) <= KEPT_FRAMES else [frames[0], *frames[1 - KEPT_FRAMES :]]
+        key = ";".join(short)
+        merged[key] = merged.get(key, 0) + count
+    kept, size = [], 0
+    for stack, count in sorted(merged.items(), key=lambda item: (len(item[0]), item[0])):
+        size += len(stack) + 24
+        if size > STACK_BUDGET:
+            break
+        kept.append((stack, count))
+    return kept, len(merged) - len(kept)
+
+
+def producer_for(kafka: bool, data_dir: Path, kafka_settings: Any = None, spool: Path | None = None) -> Any:
+    """A producer to the embedded log in ``data_dir``, or to Kafka (``kafka_settings``)."""
+    from fastci.producer.client import Producer, RetryPolicy
+    from fastci.producer.spool import Spool
+    from fastci.producer.targets import EmbeddedTarget, KafkaTarget
+
+    if kafka:
+        target: Any = KafkaTarget(kafka_settings)
+        default = data_dir / "spool" / "kafka" / (kafka_settings.namespace.rstrip("-") or "default")
+    else:
+        target, default = EmbeddedTarget(data_dir), data_dir / "spool" / "embedded"
+    return Producer(target, Spool(spool or default), retry=RetryPolicy(attempts=2, first_backoff_s=0.5, cooldown_s=60))

@@ -1,0 +1,258 @@
+"""Evidence from real py-spy and real tracing: pytest sessions of a small generated project with
+``--fastci-evidence``, and ``fastci collect`` on a script."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+
+from fastci.cli import UsageError
+from fastci.evidence.commands import register
+from fastci.evidence.stacks import units_of
+from fastci.runtime.embedded import DataDir
+
+# Sampled code runs 0.2 s (about 40 samples at 200 Hz): never missed, and only there.
+MODULE = """
+import os
+import time
+
+SCALE = float(os.environ.get("SPIN_SCALE", "1"))  # tracing needs no long runs
+
+
+def spin(seconds):
+    end = time.monotonic() + seconds * SCALE
+    while time.monotonic() < end:
+        pass
+
+
+def slow_add(a, b):
+    spin(0.2)
+    return a + b
+
+
+def other():
+    time.sleep(0.2 * SCALE)  # waiting is running too: sampled like the rest
+    return "other"
+
+
+class Model:
+    def forward(self, x):
+        return helper(x)
+
+
+def helper(x):
+    spin(0.2)
+    return x * 2
+
+
+def prepare():
+    spin(0.2)
+    return {"ready": True}
+
+
+def cleanup():
+    spin(0.2)
+"""
+
+CONFTEST = """
+import pytest
+
+from pkg import mod
+
+
+@pytest.fixture
+def resource():
+    state = mod.prepare()
+    yield state
+    mod.cleanup()
+"""
+
+TESTS = """
+from pkg import mod
+
+
+def test_a():
+    assert mod.slow_add(1, 2) == 3
+
+
+def test_b():
+    assert mod.other() == "other"
+
+
+def test_model():
+    assert mod.Model().forward(2) == 4
+
+
+def test_with_fixture(resource):
+    assert resource["ready"]
+
+
+def test_quick():
+    assert mod.Model is not None
+"""
+
+SCRIPT = """
+import subprocess
+import sys
+
+from pkg import mod
+
+print("script says", mod.slow_add(1, 2), flush=True)
+subprocess.run([sys.executable, "-c", "from pkg import mod; mod.spin(0.4); mod.other()"], check=True)
+sys.exit(3)
+"""
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Path:
+    """A git work tree: pkg/mod.py, tests/ (a conftest fixture and five tests), script.py."""
+    root = tmp_path / "proj"
+    for path, text in {"pkg/__init__.py": "", "pkg/mod.py": MODULE, "tests/conftest.py": CONFTEST,
+                       "tests/test_mod.py": TESTS, "script.py": SCRIPT}.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(textwrap.dedent(text))
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "-c", "user.email=dev@example.com", "-c", "user.name=dev", "commit", "-q", "-m", "sample")
+    return root
+
+
+def clean_env(**env: str) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("FASTCI_")}, **env}
+
+
+def run_pytest(root: Path, data: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    # The plugin loaded explicitly, as a project without fastci installed would (autoload off, or
+    # pytest's entry point would load it a second time).
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "fastci.pytest_plugin", "--fastci-evidence", *args, "tests"],
+        cwd=root, env=clean_env(FASTCI_DATA_DIR=str(data), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **env),
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def evidence(data: Path) -> dict[str, dict]:
+    return {doc["test_id"]: doc for doc in (orjson.loads(r.payload) for r in DataDir(data).log.topic("evidence").read())}
+
+
+def units(event: dict) -> set[tuple[str, str]]:
+    return {unit for stack in event["stacks"] for unit in units_of(stack["stack"])}
+
+
+def test_sampling_attributes_each_tests_code_and_its_fixtures_code_to_it(sample, tmp_path):
+    run = run_pytest(sample, tmp_path / "data", "--fastci-evidence-rate", "200", FASTCI_RUN_ID="run-7")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "fastci: evidence of 4 test(s) (sampling at 200 Hz" in run.stdout
+    assert "1 test(s) with no sample in project code got none" in run.stdout
+    found = evidence(tmp_path / "data")
+    test = "tests/test_mod.py::"
+    assert set(found) == {f"{test}test_a", f"{test}test_b", f"{test}test_model", f"{test}test_with_fixture"}
+    head = git(sample, "rev-parse", "HEAD")
+    for event in found.values():
+        assert (event["method"], event["sampling_rate_hz"], event["run_id"], event["commit"], event["repo"]) == (
+            "sampling", 200.0, "run-7", head, "proj")
+        assert event["config"]["samples"] >= 1
+        for stack in event["stacks"]:  # only the project's own frames, under the project root
+            assert all(path in ("pkg/mod.py", "tests/test_mod.py", "tests/conftest.py") for path, _ in units_of(stack["stack"]))
+    a, b, model, fixture = (units(found[f"{test}{name}"]) for name in ("test_a", "test_b", "test_model", "test_with_fixture"))
+    assert {("tests/test_mod.py", "test_a"), ("pkg/mod.py", "slow_add"), ("pkg/mod.py", "spin")} <= a
+    assert ("pkg/mod.py", "other") not in a and ("pkg/mod.py", "slow_add") not in b
+    assert ("pkg/mod.py", "other") in b
+    assert {("pkg/mod.py", "Model.forward"), ("pkg/mod.py", "helper")} <= model
+    # The fixture's setup and teardown ran outside the test function, and count for the test.
+    assert {("tests/conftest.py", "resource"), ("pkg/mod.py", "prepare"), ("pkg/mod.py", "cleanup")} <= fixture
+    assert ("pkg/mod.py", "slow_add") not in fixture
+    stack = next(s["stack"] for s in found[f"{test}test_a"]["stacks"] if "spin" in s["stack"])
+    assert stack.startswith("test_a (tests/test_mod.py:6);slow_add (pkg/mod.py:15);spin (pkg/mod.py:")
+
+
+def test_tracing_records_every_call_exactly_and_shares_the_results_run_id(sample, tmp_path):
+    bundle = {f"FASTCI_BUNDLE_{layer}": "1.0" for layer in ("COMPILER", "KERNELS", "RUNTIME", "DRIVER", "FIRMWARE")}
+    run = run_pytest(sample, tmp_path / "data", "--fastci-evidence-method", "tracing", "--fastci-results",
+                     FASTCI_HARDWARE_REVISION="rev-a", FASTCI_REPO="acme/proj", SPIN_SCALE="0.01", **bundle)
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = evidence(tmp_path / "data")
+    assert len(found) == 5  # tracing is exact: the quick test has (empty of callees) evidence too
+    stacks = {test_id.split("::")[1]: {s["stack"] for s in e["stacks"]} for test_id, e in found.items()}
+    assert stacks["test_a"] == {
+        "test_a (tests/test_mod.py:5)",
+        "test_a (tests/test_mod.py:6);slow_add (pkg/mod.py:14)",
+        "test_a (tests/test_mod.py:6);slow_add (pkg/mod.py:15);spin (pkg/mod.py:8)",
+    }
+    assert stacks["test_quick"] == {"test_quick (tests/test_mod.py:21)"}
+    assert stacks["test_with_fixture"] == {
+        "resource (tests/conftest.py:7)",  # the fixture's call, then its resumption for teardown
+        "resource (tests/conftest.py:9);prepare (pkg/mod.py:34)",
+        "resource (tests/conftest.py:9);prepare (pkg/mod.py:35);spin (pkg/mod.py:8)",
+        "resource (tests/conftest.py:10)",
+        "resource (tests/conftest.py:11);cleanup (pkg/mod.py:39)",
+        "resource (tests/conftest.py:11);cleanup (pkg/mod.py:40);spin (pkg/mod.py:8)",
+        "test_with_fixture (tests/test_mod.py:17)",
+    }
+    for event in found.values():
+        assert event["method"] == "tracing" and event["sampling_rate_hz"] is None and event["repo"] == "acme/proj"
+        assert {s["count"] for s in event["stacks"]} == {1}
+    results = [orjson.loads(r.payload) for r in DataDir(tmp_path / "data").log.topic("results").read()]
+    assert {r["run_id"] for r in results} == {e["run_id"] for e in found.values()}  # one run, joinable
+
+
+def test_when_py_spy_cannot_sample_the_tests_still_run_and_the_summary_says_why(sample, tmp_path):
+    run = run_pytest(sample, tmp_path / "data", "-k", "quick", FASTCI_PY_SPY="false")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "fastci: no evidence (sampling at 200 Hz): py-spy could not sample process" in run.stdout
+    assert "(exited with code 1)" in run.stdout
+    assert evidence(tmp_path / "data") == {}
+
+
+def test_without_a_commit_the_session_stops_naming_the_field(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("def test_x(): pass\n")
+    run = run_pytest(tmp_path, tmp_path / "data", GIT_CEILING_DIRECTORIES=str(tmp_path))
+    assert run.returncode == 4, run.stdout + run.stderr
+    assert "--fastci-evidence: field 'commit': not given (set FASTCI_COMMIT" in run.stderr
+
+
+def collect_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fastci")
+    parser.add_argument("--data-dir", type=Path)
+    parser.add_argument("--bootstrap")
+    parser.add_argument("--namespace")
+    register(parser.add_subparsers(dest="command_name", required=True))
+    return parser
+
+
+def test_collect_runs_the_command_under_py_spy_and_publishes_one_event(sample, tmp_path, capfd, monkeypatch):
+    monkeypatch.chdir(sample)
+    monkeypatch.setenv("PYTHONPATH", str(sample))
+    monkeypatch.setenv("FASTCI_RUN_ID", "collect-1")
+    args = collect_parser().parse_args(
+        ["--data-dir", str(tmp_path / "data"), "collect", "--test-id", "e2e::script", "--", sys.executable, "script.py"])
+    assert args.func(args) == 3  # the command's exit code
+    out, err = capfd.readouterr()
+    assert out == "script says 3\n"  # the command's stdout, without py-spy's messages
+    assert "fastci collect: e2e::script: " in err and " stack(s) kept, " in err and " s wall; published to " in err
+    [event] = evidence(tmp_path / "data").values()
+    assert (event["test_id"], event["run_id"], event["method"], event["commit"]) == (
+        "e2e::script", "collect-1", "sampling", git(sample, "rev-parse", "HEAD"))
+    found = units(event)
+    assert {("script.py", "<module>"), ("pkg/mod.py", "slow_add"), ("pkg/mod.py", "spin")} <= found
+    assert ("pkg/mod.py", "other") in found  # sampled in the subprocess the script started
+    assert all(path in ("script.py", "pkg/mod.py") for path, _ in found)
+
+
+def test_collect_refuses_a_command_it_cannot_find(sample, tmp_path, monkeypatch):
+    monkeypatch.chdir(sample)
+    args = collect_parser().parse_args(["--data-dir", str(tmp_path / "data"), "collect", "--test-id", "t", "--", "no-such-command-x"])
+    with pytest.raises(UsageError, match="command not found: no-such-command-x"):
+        args.func(args)
