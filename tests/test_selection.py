@@ -182,3 +182,19 @@ def test_pruning_keeps_exactly_the_coverage_of_the_selection(candidates, data):
 def test_a_repo_with_no_known_test_runs_everything():
     selection = selection_for([], commit((*ATTN, "modified")))
     assert selection.run_all and selection.run_all_reason == f"no test of {REPO} is known yet"
+
+
+def test_a_new_or_edited_test_is_kept_even_before_anything_knows_it():
+    selection = selection_for(
+        history(),
+        commit(("tests/test_model.py", "TestAttention.test_masked", "added"), ("fw/model.py", "helper", "added")),
+    )
+    assert [(k.test_id, k.reason) for k in selection.kept] == [
+        ("tests/test_model.py::TestAttention::test_masked", "changed-test")
+    ]
+    edited = selection_for(history(), commit((*ATTN, "modified"), ("tests/test_model.py", "test_backward", "modified")))
+    # The edited test runs whatever pruning says, and it covers what the cheaper one would.
+    assert [(k.test_id, k.reason) for k in edited.kept] == [("tests/test_model.py::test_backward", "changed-test")]
+    assert [(p.test_id, p.covered_by) for p in edited.pruned] == [
+        ("tests/test_model.py::test_forward", ("tests/test_model.py::test_backward",))
+    ]

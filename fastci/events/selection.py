@@ -11,8 +11,9 @@ from fastci.events.base import Event, FiniteFloat, Name, Record, Sha, Text
 # Why a test is kept. 'executes-changed-code': evidence shows it ran a changed function;
 # 'module-code': it ran code in a file whose module code or a class body changed (such code runs
 # at import, before any test, so evidence cannot attribute it); 'no-evidence': fastci has never
-# seen what it executes; 'non-python-change': a file that is not Python (and not docs) changed.
-Reason = Literal["executes-changed-code", "module-code", "no-evidence", "non-python-change"]
+# seen what it executes; 'changed-test': the commit adds or edits the test function itself (a new
+# test is known to no one yet); 'non-python-change': a file that is not Python (and not docs) changed.
+Reason = Literal["executes-changed-code", "module-code", "no-evidence", "changed-test", "non-python-change"]
 MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)
 MAX_COVERED_BY = 8  # kept tests named per pruned test

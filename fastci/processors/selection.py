@@ -14,7 +14,7 @@ writes are sets, not increments, so replaying an event rewrites the same values.
 For a commit: tests that executed a modified or deleted unit are selected; a changed module body or
 class body selects every test that ran code in that file (such code runs at import, before any
 test); a changed non-Python file that is not documentation selects everything; tests without
-evidence are always kept. Pruning then keeps the cheapest set covering every changed (unit,
+evidence, and test functions the commit adds or edits, are always kept. Pruning then keeps the cheapest set covering every changed (unit,
 context) pair the selection covers (``fastci.selection.pruning``).
 """
 
@@ -38,7 +38,7 @@ from fastci.events.selection import (
     SelectionMetrics,
 )
 from fastci.processors.base import Processor, StateReader, Step, compound_key
-from fastci.selection.graph import executions, short_id, unit_name
+from fastci.selection.graph import executions, is_test_file, short_id, unit_name
 from fastci.selection.pruning import prune
 from fastci.selection.units import BODY, MODULE
 
@@ -165,6 +165,7 @@ def select(state: StateReader[SelectionState], commit: CommitEvent) -> Selection
     for bucket in range(BUCKETS):
         catalog.update((state.get(catalog_key(repo, bucket)) or SelectionState()).catalog or {})
     reasons: dict[str, Reason] = {}
+    names: dict[str, str] = {}  # test ids of tests the catalog does not know yet (new tests)
     functions: dict[str, list[str]] = {}
     pairs: dict[str, set[tuple[str, str]]] = {}
 
@@ -172,14 +173,19 @@ def select(state: StateReader[SelectionState], commit: CommitEvent) -> Selection
     for change in commit.changed_functions:
         if change.qualname == MODULE or change.qualname.endswith(f".{BODY}"):
             for tid in (state.get(file_key(repo, change.path)) or SelectionState()).file_tests or ():
-                reasons.setdefault(tid, "module-code")
+                _mark(reasons, tid, "module-code")
                 functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
             continue
+        test = test_of(change.path, change.qualname) if change.change != "deleted" else None
+        if test is not None:
+            tid = short_id(test)
+            _mark(reasons, tid, "changed-test")
+            names[tid] = test
         if change.change == "added":
-            continue  # nothing ran it yet; code that calls it changed too, and selects its tests
+            continue  # nothing ran it yet: the tests that call it changed too (or are new), and select
         uid = short_id(unit_name(change.path, change.qualname))
         for tid, contexts in ((state.get(unit_key(repo, uid)) or SelectionState()).tests or {}).items():
-            reasons[tid] = "executes-changed-code" if reasons.get(tid) != "module-code" else "module-code"
+            _mark(reasons, tid, "executes-changed-code")
             functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
             pairs.setdefault(tid, set()).update((uid, context) for context in contexts)
     for tid, entry in catalog.items():
@@ -206,7 +212,7 @@ def select(state: StateReader[SelectionState], commit: CommitEvent) -> Selection
     kept_s = sum(_duration(catalog.get(t)) for t in kept_ids)
     all_gpu = sum(_duration(catalog.get(t)) * _chips(catalog.get(t)) for t in known)
     kept_gpu = sum(_duration(catalog.get(t)) * _chips(catalog.get(t)) for t in kept_ids)
-    name = {tid: (catalog[tid].test_id if tid in catalog else tid) for tid in known}
+    name = {tid: (catalog[tid].test_id if tid in catalog else names.get(tid, tid)) for tid in known}
     metrics = SelectionMetrics(
         tests_known=len(known),
         selected=len(reasons) if not run_all else len(known),
@@ -246,6 +252,26 @@ def select(state: StateReader[SelectionState], commit: CommitEvent) -> Selection
         pruned=pruned_tests,
         metrics=metrics,
     )
+
+
+def _mark(reasons: dict[str, Reason], tid: str, reason: Reason) -> None:
+    """Record why a test is selected; any reason that keeps it unconditionally wins over
+    'executes-changed-code', which pruning may drop, whatever order the changes come in."""
+    if reason != "executes-changed-code" and reasons.get(tid, "executes-changed-code") == "executes-changed-code":
+        reasons[tid] = reason
+    else:
+        reasons.setdefault(tid, reason)
+
+
+def test_of(path: str, qualname: str) -> str | None:
+    """The pytest node id of a test function or method (``tests/test_x.py::TestY::test_z``), or None
+    when the unit is not one (pytest's default discovery: ``test*`` functions in test files)."""
+    if not is_test_file(path) or "<" in qualname:
+        return None
+    parts = qualname.split(".")
+    if not parts[-1].startswith("test"):
+        return None
+    return "::".join([path, *parts])
 
 
 def _non_python_change(commit: CommitEvent) -> str | None:
