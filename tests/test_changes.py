@@ -508,3 +508,16 @@ def test_changes_refuses_an_event_too_large_for_consumers(repo, tmp_path, cli, c
     assert cli(["--data-dir", str(data), "changes", "--repo", str(repo.path), "--rev", sha]) == 2
     assert "over the 200-byte event limit" in capsys.readouterr().err
     assert commits_in_log(data) == []
+
+
+def test_docstrings_and_names_joining_all_are_not_module_code_but_names_leaving_it_are():
+    from fastci.selection.changes import compare_units
+    from fastci.selection.units import Units
+
+    old = Units.parse('"""Tools."""\n__all__ = ["a"]\nLIMIT = 3\n\ndef a():\n    return LIMIT\n')
+    added = Units.parse('"""Tools, more."""\n__all__ = ["a", "b"]\nLIMIT = 3\n\ndef a():\n    return LIMIT\n\ndef b():\n    pass\n')
+    assert compare_units(old, added) == [("b", "added")]
+    removed = Units.parse('"""Tools."""\n__all__ = []\nLIMIT = 3\n\ndef a():\n    return LIMIT\n')
+    assert compare_units(old, removed) == [("<module>", "modified")]
+    constant = Units.parse('"""Tools."""\n__all__ = ["a"]\nLIMIT = 4\n\ndef a():\n    return LIMIT\n')
+    assert compare_units(old, constant) == [("<module>", "modified")]

@@ -117,8 +117,10 @@ def compare_units(old: Units | None, new: Units | None) -> list[tuple[str, Chang
             changes.append((name, "added"))
         elif name not in after:
             changes.append((name, "deleted"))
-        elif before[name].fingerprint != after[name].fingerprint:
-            changes.append((name, "modified"))
+        elif before[name].fingerprint != after[name].fingerprint or (
+            name == MODULE and old is not None and new is not None and old.exports - new.exports
+        ):
+            changes.append((name, "modified"))  # a name leaving __all__ can break `import *`
     return changes
 
 

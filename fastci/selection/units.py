@@ -35,8 +35,9 @@ class Unit:
 class Units:
     """The units of one source file, with line -> innermost unit lookup."""
 
-    def __init__(self, units: list[Unit]) -> None:
+    def __init__(self, units: list[Unit], exports: frozenset[str] = frozenset()) -> None:
         self.by_name = _merge_redefinitions(units)
+        self.exports = exports  # the names of a literal __all__
         # Innermost first on lookup: spans sorted by start; nested spans start later.
         self._spans = sorted(
             ((u.first_line, u.last_line, u.qualname) for u in units if u.qualname != MODULE),
@@ -48,9 +49,10 @@ class Units:
     def parse(cls, source: str, filename: str = "<source>") -> Units:
         """Units of ``source``; raises SyntaxError (with ``filename``) when it does not parse."""
         tree = ast.parse(source, filename=filename)
-        units: list[Unit] = [Unit(MODULE, 1, max(1, len(source.splitlines())), _fingerprint(tree.body))]
+        module_code = [node for node in tree.body if not _is_metadata(node)]
+        units: list[Unit] = [Unit(MODULE, 1, max(1, len(source.splitlines())), _fingerprint(module_code))]
         _collect(tree.body, "", units)
-        return cls(units)
+        return cls(units, _exports(tree.body))
 
     def unit_at(self, line: int) -> str:
         """The qualname of the innermost unit containing ``line`` (a class line outside its
@@ -108,6 +110,29 @@ def _merge_redefinitions(units: list[Unit]) -> dict[str, Unit]:
         digest = hashlib.blake2b("\n".join(u.fingerprint for u in same).encode(), digest_size=12).hexdigest()
         merged[name] = Unit(name, min(u.first_line for u in same), max(u.last_line for u in same), digest)
     return merged
+
+
+def _is_metadata(node: ast.stmt) -> bool:
+    """A module docstring or a literal ``__all__``: runs no code a test could depend on. (Names
+    leaving ``__all__`` can break ``import *``; change analysis compares ``exports`` for that.)"""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        return True
+    return _literal_all(node) is not None
+
+
+def _literal_all(node: ast.stmt) -> list[str] | None:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+    if not (len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == "__all__"):
+        return None
+    value = node.value  # type: ignore[union-attr]
+    if not isinstance(value, (ast.List, ast.Tuple)):
+        return None
+    names = [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return names if len(names) == len(value.elts) else None
+
+
+def _exports(body: list[ast.stmt]) -> frozenset[str]:
+    return frozenset(name for node in body for name in (_literal_all(node) or ()))
 
 
 def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> int:
