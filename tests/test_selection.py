@@ -198,3 +198,15 @@ def test_a_new_or_edited_test_is_kept_even_before_anything_knows_it():
     assert [(p.test_id, p.covered_by) for p in edited.pruned] == [
         ("tests/test_model.py::test_forward", ("tests/test_model.py::test_backward",))
     ]
+
+
+def test_tests_calling_a_function_directly_are_never_pruned_for_each_other():
+    a, b = "tests/test_ops.py::test_small", "tests/test_ops.py::test_large"
+    events = [
+        result(a, duration_s=1.0, repo=REPO),
+        result(b, duration_s=9.0, repo=REPO),
+        evidence(a, stack(("tests/test_ops.py", "test_small"), ATTN)),
+        evidence(b, stack(("tests/test_ops.py", "test_large"), ATTN)),
+    ]
+    selection = selection_for(events, commit((*ATTN, "modified")))
+    assert sorted(kept_ids(selection)) == sorted([a, b]) and selection.pruned == ()

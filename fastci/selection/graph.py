@@ -5,7 +5,8 @@ project's own frames (the collector resolves QUALNAME from the source, see
 ``fastci.selection.units``). A unit is ``PATH::QUALNAME``; its calling context in one execution
 is the chain of the ``CONTEXT_DEPTH`` units that called it, leaving out test code (test files
 and conftest.py): two tests that reach ``attention`` through ``Model.forward`` exercise it in
-the same context, whichever test function made the call. Ids are short hashes, so the graph
+the same context, whichever test function made the call; a unit a test calls directly has that
+test as its context. Ids are short hashes, so the graph
 stores 12 hex characters per unit, test or context instead of their names.
 """
 
@@ -16,7 +17,6 @@ from collections.abc import Iterable
 
 CONTEXT_DEPTH = 3  # callers kept per context: deep enough to tell call paths apart, bounded
 MAX_CONTEXTS = 32  # per (test, unit): a recursive or very polymorphic unit stays bounded
-ROOT_CONTEXT = "-"
 
 
 def short_id(text: str) -> str:
@@ -47,6 +47,7 @@ def executions(stacks: Iterable[str]) -> tuple[dict[str, set[str]], set[str]]:
     files: set[str] = set()
     for stack in stacks:
         chain: list[str] = []
+        test_frame = ""  # the innermost test-code unit so far
         for frame in stack.split(";"):
             parsed = parse_frame(frame)
             if parsed is None:
@@ -59,7 +60,12 @@ def executions(stacks: Iterable[str]) -> tuple[dict[str, set[str]], set[str]]:
             callers = chain[-CONTEXT_DEPTH:]
             contexts = units.setdefault(uid, set())
             if len(contexts) < MAX_CONTEXTS:
-                contexts.add(short_id(";".join(callers)) if callers else ROOT_CONTEXT)
-            if not is_test_file(path):
+                # Called straight from test code, the test itself is the context: a test that calls
+                # a function directly is testing it, with inputs of its own, and is never pruned
+                # for another such test. Reached through library code, the call path is the context.
+                contexts.add(short_id(";".join(callers)) if callers else short_id(f"test:{test_frame}"))
+            if is_test_file(path):
+                test_frame = uid
+            else:
                 chain.append(uid)
     return units, files
