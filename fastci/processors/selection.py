@@ -46,7 +46,8 @@ BUCKETS = 64
 DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
 # Files that never execute: documentation and type stubs (not .txt: requirements.txt matters).
 INERT_SUFFIXES = (".md", ".rst", ".pyi")
-DOC_DIRS = ("docs/", "doc/")
+INERT_DIRS = ("docs/", "doc/", ".github/ISSUE_TEMPLATE/")
+INERT_NAMES = ("LICENSE", "LICENSE.txt", "AUTHORS", "CHANGELOG", ".gitignore", ".gitattributes", ".mailmap")
 
 
 RECENT_RUNS = 8  # durations kept per test; their mean is its expected duration
@@ -279,7 +280,8 @@ def _non_python_change(commit: CommitEvent) -> str | None:
     stubs) may change anything (a kernel, a build file, a config), so the whole suite runs."""
     for changed in commit.changed_files:
         path = changed.path
-        if path.endswith(".py") or path.endswith(INERT_SUFFIXES) or path.startswith(DOC_DIRS):
+        inert = path.endswith(INERT_SUFFIXES) or path.startswith(INERT_DIRS) or path.rsplit("/", 1)[-1] in INERT_NAMES
+        if path.endswith(".py") or inert:
             continue
         return f"non-Python file changed: {path}"
     return None
