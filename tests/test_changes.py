@@ -521,3 +521,21 @@ def test_docstrings_and_names_joining_all_are_not_module_code_but_names_leaving_
     assert compare_units(old, removed) == [("<module>", "modified")]
     constant = Units.parse('"""Tools."""\n__all__ = ["a"]\nLIMIT = 4\n\ndef a():\n    return LIMIT\n')
     assert compare_units(old, constant) == [("<module>", "modified")]
+
+
+def test_adding_a_method_to_a_test_class_changes_only_that_method():
+    from fastci.selection.changes import compare_units
+    from fastci.selection.units import Units
+
+    old = "class TestOps:\n    limit = 3\n\n    def test_a(self):\n        assert self.limit\n"
+    new = old + "\n    def test_b(self):\n        assert self.limit\n"
+    assert compare_units(Units.parse(old, "tests/test_ops.py"), Units.parse(new, "tests/test_ops.py")) == [
+        ("TestOps.test_b", "added")
+    ]
+    assert ("Ops.<body>", "modified") in compare_units(  # library code: a new method changes the class
+        Units.parse(old.replace("TestOps", "Ops"), "pkg/ops.py"), Units.parse(new.replace("TestOps", "Ops"), "pkg/ops.py")
+    )
+    attribute = new.replace("limit = 3", "limit = 4")
+    assert ("TestOps.<body>", "modified") in compare_units(
+        Units.parse(new, "tests/test_ops.py"), Units.parse(attribute, "tests/test_ops.py")
+    )

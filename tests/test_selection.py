@@ -30,15 +30,18 @@ def evidence(test_id: str, *stacks: str, run_id: str = "run-1") -> EvidenceEvent
     )
 
 
-def commit(*changes: tuple[str, str, str], files: tuple[str, ...] = (), sha: str = "1234567") -> CommitEvent:
+def commit(
+    *changes: tuple[str, str, str], files: tuple[str, ...] = (), sha: str = "1234567", renamed: dict | None = None
+) -> CommitEvent:
     paths = sorted({path for path, _, _ in changes} | set(files))
+    moves = [{"path": new, "change": "renamed", "old_path": old} for old, new in (renamed or {}).items()]
     return CommitEvent(
         repo=REPO,
         sha=sha,
         author="dev",
         time=datetime(2026, 12, 1, tzinfo=timezone.utc),
         title="change",
-        changed_files=[{"path": p, "change": "modified"} for p in paths],
+        changed_files=[{"path": p, "change": "modified"} for p in paths] + moves,
         changed_functions=[{"path": p, "qualname": q, "change": c} for p, q, c in changes],
     )
 
@@ -210,3 +213,21 @@ def test_tests_calling_a_function_directly_are_never_pruned_for_each_other():
     ]
     selection = selection_for(events, commit((*ATTN, "modified")))
     assert sorted(kept_ids(selection)) == sorted([a, b]) and selection.pruned == ()
+
+
+def test_deleted_and_renamed_tests_are_forgotten():
+    processor, store = SelectionProcessor(), Store()
+    feed(processor, store, history())
+    deleted = feed(processor, store, [commit((*ATTN, "modified"), ("tests/test_model.py", "test_forward", "deleted"))])
+    assert kept_ids(deleted[0]) == ["tests/test_model.py::test_backward"]
+    assert deleted[0].metrics.tests_known == 2
+    after = feed(processor, store, [commit((*ATTN, "modified"), sha="2345678")])
+    assert kept_ids(after[0]) == ["tests/test_model.py::test_backward"]  # gone for good
+    moved = feed(processor, store, [commit((*LOADER, "modified"), sha="3456789",
+                                           renamed={"tests/test_data.py": "tests/test_loading.py"})])
+    assert kept_ids(moved[0]) == [] and moved[0].metrics.tests_known == 1
+
+
+def test_a_new_class_selects_nothing_by_itself():
+    selection = selection_for(history(), commit(("fw/model.py", "Cache.<body>", "added")))
+    assert selection.kept == () and not selection.run_all

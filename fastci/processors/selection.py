@@ -107,22 +107,54 @@ class SelectionProcessor(Processor[SelectionState]):
         if isinstance(event, ResultEvent):
             return Step(writes=_record_result(state, event))
         if isinstance(event, CommitEvent):
-            return Step(outputs=(select(state, event),))
+            gone = removed_tests(event, _catalog(state, event.repo))
+            return Step(writes=_forget_tests(state, event.repo, gone), outputs=(select(state, event, gone),))
         return Step()
 
 
-def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState]:
-    repo, test = event.repo, event.test_id
-    tid = short_id(test)
+def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState | None]:
     units, files = executions(s.stack for s in event.stacks)
-    new_units = {uid: tuple(sorted(contexts)) for uid, contexts in units.items()}
-    old = state.get(evidence_key(repo, test))
-    old_units = set(old.units or {}) if old else set()
-    old_files = set(old.files or ()) if old else set()
-    writes: dict[str, SelectionState] = {evidence_key(repo, test): SelectionState(units=new_units, files=tuple(sorted(files)))}
+    writes: dict[str, SelectionState | None] = {}
+    _set_evidence(state, writes, event.repo, event.test_id, {u: tuple(sorted(c)) for u, c in units.items()}, files)
+    bucket_key = catalog_key(event.repo, bucket_of(short_id(event.test_id)))
+    catalog = dict(_get(state, writes, bucket_key).catalog or {})
+    tid = short_id(event.test_id)
+    entry = catalog.get(tid) or CatalogEntry(test_id=event.test_id)
+    catalog[tid] = entry.model_copy(update={"evidence": True})
+    writes[bucket_key] = SelectionState(catalog=dict(sorted(catalog.items())))
+    return writes
+
+
+def _forget_tests(state: StateReader[SelectionState], repo: str, tests: set[str]) -> dict[str, SelectionState | None]:
+    """Writes that remove tests a commit deleted or renamed: their evidence, their postings and
+    their catalog entries (a kept test id that no longer exists would make pytest run nothing)."""
+    writes: dict[str, SelectionState | None] = {}
+    for test in sorted(tests):
+        _set_evidence(state, writes, repo, test, {}, set())
+        writes[evidence_key(repo, test)] = None
+        bucket_key = catalog_key(repo, bucket_of(short_id(test)))
+        catalog = dict(_get(state, writes, bucket_key).catalog or {})
+        catalog.pop(short_id(test), None)
+        writes[bucket_key] = SelectionState(catalog=dict(sorted(catalog.items())))
+    return writes
+
+
+def _set_evidence(
+    state: StateReader[SelectionState],
+    writes: dict[str, SelectionState | None],
+    repo: str,
+    test: str,
+    new_units: dict[str, tuple[str, ...]],
+    files: set[str],
+) -> None:
+    """Replace what ``test`` executed, keeping the unit and file postings in step with it."""
+    tid = short_id(test)
+    old = _get(state, writes, evidence_key(repo, test))
+    old_units, old_files = set(old.units or {}), set(old.files or ())
+    writes[evidence_key(repo, test)] = SelectionState(units=new_units, files=tuple(sorted(files)))
     for uid in old_units | set(new_units):
         key = unit_key(repo, uid)
-        tests = dict((_get(state, writes, key).tests or {}))
+        tests = dict(_get(state, writes, key).tests or {})
         if uid in new_units:
             tests[tid] = new_units[uid]
         else:
@@ -133,12 +165,6 @@ def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -
         members = set(_get(state, writes, key).file_tests or ())
         members = members | {tid} if path in files else members - {tid}
         writes[key] = SelectionState(file_tests=tuple(sorted(members)))
-    bucket_key = catalog_key(repo, bucket_of(tid))
-    catalog = dict(_get(state, writes, bucket_key).catalog or {})
-    entry = catalog.get(tid) or CatalogEntry(test_id=test)
-    catalog[tid] = entry.model_copy(update={"evidence": True})
-    writes[bucket_key] = SelectionState(catalog=dict(sorted(catalog.items())))
-    return writes
 
 
 def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> dict[str, SelectionState]:
@@ -154,17 +180,45 @@ def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> di
     return {key: SelectionState(catalog=dict(sorted(catalog.items())))}
 
 
-def _get(state: StateReader[SelectionState], writes: dict[str, SelectionState], key: str) -> SelectionState:
-    """This event's own writes first (one evidence event may touch a key twice), then the store."""
-    return writes.get(key) or state.get(key) or SelectionState()
+def _get(state: StateReader[SelectionState], writes: dict[str, SelectionState | None], key: str) -> SelectionState:
+    """This event's own writes first (one event may touch a key twice; None is a deletion), then
+    the store."""
+    if key in writes:
+        return writes[key] or SelectionState()
+    return state.get(key) or SelectionState()
 
 
-def select(state: StateReader[SelectionState], commit: CommitEvent) -> Selection:
-    """The selection for one commit, from the repo's graph as the store holds it now."""
-    repo = commit.repo
+def _catalog(state: StateReader[SelectionState], repo: str) -> dict[str, CatalogEntry]:
     catalog: dict[str, CatalogEntry] = {}
     for bucket in range(BUCKETS):
         catalog.update((state.get(catalog_key(repo, bucket)) or SelectionState()).catalog or {})
+    return catalog
+
+
+def removed_tests(commit: CommitEvent, catalog: dict[str, CatalogEntry]) -> set[str]:
+    """Known tests the commit deletes: deleted test functions, and every test of a deleted test
+    class or of a test file deleted or renamed (its node ids change with its path)."""
+    gone = {test for c in commit.changed_functions if c.change == "deleted" and (test := test_of(c.path, c.qualname))}
+    prefixes = [
+        f"{c.path}::{c.qualname.removesuffix(f'.{BODY}').replace('.', '::')}::"
+        for c in commit.changed_functions
+        if c.change == "deleted" and c.qualname.endswith(f".{BODY}") and is_test_file(c.path)
+    ]
+    prefixes += [
+        f"{f.old_path or f.path}::"
+        for f in commit.changed_files
+        if f.change in ("deleted", "renamed") and is_test_file(f.old_path or f.path)
+    ]
+    known = {entry.test_id for entry in catalog.values()}
+    return {test for test in known if test in gone or (prefixes and test.startswith(tuple(prefixes)))}
+
+
+def select(state: StateReader[SelectionState], commit: CommitEvent, gone: frozenset[str] | set[str] = frozenset()) -> Selection:
+    """The selection for one commit, from the repo's graph as the store holds it now, leaving out
+    the tests the commit removes (``gone``)."""
+    repo = commit.repo
+    gone_ids = {short_id(test) for test in gone}
+    catalog = {tid: entry for tid, entry in _catalog(state, repo).items() if tid not in gone_ids}
     reasons: dict[str, Reason] = {}
     names: dict[str, str] = {}  # test ids of tests the catalog does not know yet (new tests)
     functions: dict[str, list[str]] = {}
@@ -172,8 +226,12 @@ def select(state: StateReader[SelectionState], commit: CommitEvent) -> Selection
 
     run_all_reason = _non_python_change(commit)
     for change in commit.changed_functions:
+        if change.qualname.endswith(f".{BODY}") and change.change == "added":
+            continue  # a new class: no test ran it yet (its new tests are changed tests)
         if change.qualname == MODULE or change.qualname.endswith(f".{BODY}"):
             for tid in (state.get(file_key(repo, change.path)) or SelectionState()).file_tests or ():
+                if tid in gone_ids:
+                    continue
                 _mark(reasons, tid, "module-code")
                 functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
             continue
@@ -186,6 +244,8 @@ def select(state: StateReader[SelectionState], commit: CommitEvent) -> Selection
             continue  # nothing ran it yet: the tests that call it changed too (or are new), and select
         uid = short_id(unit_name(change.path, change.qualname))
         for tid, contexts in ((state.get(unit_key(repo, uid)) or SelectionState()).tests or {}).items():
+            if tid in gone_ids:
+                continue
             _mark(reasons, tid, "executes-changed-code")
             functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
             pairs.setdefault(tid, set()).update((uid, context) for context in contexts)

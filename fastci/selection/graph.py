@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
+from fastci.selection.units import is_test_file
+
 CONTEXT_DEPTH = 3  # callers kept per context: deep enough to tell call paths apart, bounded
 MAX_CONTEXTS = 32  # per (test, unit): a recursive or very polymorphic unit stays bounded
 
@@ -25,11 +27,6 @@ def short_id(text: str) -> str:
 
 def unit_name(path: str, qualname: str) -> str:
     return f"{path}::{qualname}"
-
-
-def is_test_file(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
 
 
 def parse_frame(frame: str) -> tuple[str, str] | None:

@@ -51,7 +51,7 @@ class Units:
         tree = ast.parse(source, filename=filename)
         module_code = [node for node in tree.body if not _is_metadata(node)]
         units: list[Unit] = [Unit(MODULE, 1, max(1, len(source.splitlines())), _fingerprint(module_code))]
-        _collect(tree.body, "", units)
+        _collect(tree.body, "", units, is_test_file(filename))
         return cls(units, _exports(tree.body))
 
     def unit_at(self, line: int) -> str:
@@ -64,7 +64,13 @@ class Units:
         return MODULE
 
 
-def _collect(body: list[ast.stmt], prefix: str, units: list[Unit]) -> None:
+def is_test_file(path: str) -> bool:
+    """pytest's default test files, and conftest.py."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
+
+def _collect(body: list[ast.stmt], prefix: str, units: list[Unit], test_code: bool = False) -> None:
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             qualname = f"{prefix}{node.name}"
@@ -73,25 +79,28 @@ def _collect(body: list[ast.stmt], prefix: str, units: list[Unit]) -> None:
         elif isinstance(node, ast.ClassDef):
             qualname = f"{prefix}{node.name}"
             body_name = f"{qualname}.{BODY}"
-            units.append(Unit(body_name, _first_line(node), node.end_lineno or node.lineno, _fingerprint([node], node)))
-            _collect(node.body, f"{qualname}.", units)
+            # A test class's methods are tests and fixtures of their own: adding one changes no other
+            # test, so a test class body is its attributes, bases and decorators only.
+            shape = _without_methods(node) if test_code else node
+            units.append(Unit(body_name, _first_line(node), node.end_lineno or node.lineno, _fingerprint([shape], shape)))
+            _collect(node.body, f"{qualname}.", units, test_code)
         else:
-            _collect_nested([node], prefix, units)  # defs inside if/try/with blocks keep the scope's prefix
+            _collect_nested([node], prefix, units, test_code)  # defs inside if/try/with blocks keep the scope's prefix
 
 
-def _collect_nested(body: list[ast.stmt], prefix: str, units: list[Unit]) -> None:
+def _collect_nested(body: list[ast.stmt], prefix: str, units: list[Unit], test_code: bool = False) -> None:
     """Defs and classes anywhere inside ``body`` (under if/for/try/with), named with ``prefix``."""
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            _collect([node], prefix, units)
+            _collect([node], prefix, units, test_code)
         else:
             # Each child once: visiting body/orelse again on top of iter_child_nodes doubled the
             # work (and the units) per nesting level.
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
-                    _collect_nested([child], prefix, units)
+                    _collect_nested([child], prefix, units, test_code)
                 elif isinstance(child, (ast.ExceptHandler, ast.match_case)):
-                    _collect_nested(child.body, prefix, units)
+                    _collect_nested(child.body, prefix, units, test_code)
 
 
 def _merge_redefinitions(units: list[Unit]) -> dict[str, Unit]:
@@ -110,6 +119,12 @@ def _merge_redefinitions(units: list[Unit]) -> dict[str, Unit]:
         digest = hashlib.blake2b("\n".join(u.fingerprint for u in same).encode(), digest_size=12).hexdigest()
         merged[name] = Unit(name, min(u.first_line for u in same), max(u.last_line for u in same), digest)
     return merged
+
+
+def _without_methods(node: ast.ClassDef) -> ast.ClassDef:
+    shape = copy.copy(node)
+    shape.body = [child for child in node.body if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return shape
 
 
 def _is_metadata(node: ast.stmt) -> bool:
