@@ -125,7 +125,7 @@ def test_a_non_python_change_runs_everything_and_docs_and_stubs_change_nothing()
     selection = selection_for(history(), commit(files=("kernels/attention.cu",)))
     assert selection.run_all and "kernels/attention.cu" in selection.run_all_reason
     assert selection.metrics.selection_ratio == 1.0
-    docs = selection_for(history(), commit(files=("README.md", "docs/guide.rst", "fw/model.pyi", "LICENSE", ".gitignore")))
+    docs = selection_for(history(), commit(files=("README.md", "docs/guide.rst", "fw/model.pyi", "LICENSE", ".gitignore", ".readthedocs.yaml")))
     assert not docs.run_all and docs.kept == ()
 
 

@@ -47,7 +47,10 @@ DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
 # Files that never execute: documentation and type stubs (not .txt: requirements.txt matters).
 INERT_SUFFIXES = (".md", ".rst", ".pyi")
 INERT_DIRS = ("docs/", "doc/", ".github/ISSUE_TEMPLATE/")
-INERT_NAMES = ("LICENSE", "LICENSE.txt", "AUTHORS", "CHANGELOG", ".gitignore", ".gitattributes", ".mailmap")
+INERT_NAMES = (
+    "LICENSE", "LICENSE.txt", "AUTHORS", "CHANGELOG", ".gitignore", ".gitattributes", ".mailmap",
+    ".readthedocs.yaml", ".readthedocs.yml",  # the docs build's config
+)
 
 
 RECENT_RUNS = 8  # durations kept per test; their mean is its expected duration
