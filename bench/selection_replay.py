@@ -57,7 +57,7 @@ from fastci.processors.driver import Driver  # noqa: E402
 from fastci.processors.selection import SelectionProcessor  # noqa: E402
 from fastci.runtime.log import TopicLog  # noqa: E402
 from fastci.selection.changes import analyze_commit  # noqa: E402
-from fastci.selection.graph import is_test_file  # noqa: E402
+from fastci.selection.units import is_test_file  # noqa: E402
 from fastci.selection.units import BODY, MODULE  # noqa: E402
 
 REPO = "more-itertools/more-itertools"

@@ -54,19 +54,20 @@ def fit(stacks: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], int]:
     """Stacks cut to the test frame and their innermost frames, merged. The evidence graph reads a
     unit and up to 3 callers (``fastci.selection.graph.CONTEXT_DEPTH``), so nothing it uses is
     lost; if that is still too big, the longest stacks go last and the rest is dropped."""
-    merged: dict[str, int] = {}
-    for stack, count in stacks:
-        frames = stack.split(";")
-        short = frames if len(frames) <= KEPT_FRAMES else [frames[0], *frames[1 - KEPT_FRAMES :]]
-        key = ";".join(short)
-        merged[key] = merged.get(key, 0) + count
+    from fastci.evidence.stacks import merge
+
+    merged = merge((";".join(_shortened(stack.split(";"))), count) for stack, count in stacks)
     kept, size = [], 0
-    for stack, count in sorted(merged.items(), key=lambda item: (len(item[0]), item[0])):
+    for stack, count in sorted(merged, key=lambda item: (len(item[0]), item[0])):
         size += len(stack) + 24
         if size > STACK_BUDGET:
             break
         kept.append((stack, count))
     return kept, len(merged) - len(kept)
+
+
+def _shortened(frames: list[str]) -> list[str]:
+    return frames if len(frames) <= KEPT_FRAMES else [frames[0], *frames[1 - KEPT_FRAMES :]]
 
 
 def producer_for(kafka: bool, data_dir: Path, kafka_settings: Any = None, spool: Path | None = None) -> Any:

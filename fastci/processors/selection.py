@@ -38,9 +38,9 @@ from fastci.events.selection import (
     SelectionMetrics,
 )
 from fastci.processors.base import Processor, StateReader, Step, compound_key
-from fastci.selection.graph import executions, is_test_file, short_id, unit_name
+from fastci.selection.graph import executions, short_id, unit_name
 from fastci.selection.pruning import prune
-from fastci.selection.units import BODY, MODULE
+from fastci.selection.units import BODY, MODULE, is_test_file
 
 BUCKETS = 64
 DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
@@ -110,8 +110,9 @@ class SelectionProcessor(Processor[SelectionState]):
         if isinstance(event, ResultEvent):
             return Step(writes=_record_result(state, event))
         if isinstance(event, CommitEvent):
-            gone = removed_tests(event, _catalog(state, event.repo))
-            return Step(writes=_forget_tests(state, event.repo, gone), outputs=(select(state, event, gone),))
+            catalog = _catalog(state, event.repo)
+            gone = removed_tests(event, catalog)
+            return Step(writes=_forget_tests(state, event.repo, gone), outputs=(select(state, event, gone, catalog),))
         return Step()
 
 
@@ -216,12 +217,18 @@ def removed_tests(commit: CommitEvent, catalog: dict[str, CatalogEntry]) -> set[
     return {test for test in known if test in gone or (prefixes and test.startswith(tuple(prefixes)))}
 
 
-def select(state: StateReader[SelectionState], commit: CommitEvent, gone: frozenset[str] | set[str] = frozenset()) -> Selection:
+def select(
+    state: StateReader[SelectionState],
+    commit: CommitEvent,
+    gone: frozenset[str] | set[str] = frozenset(),
+    catalog: dict[str, CatalogEntry] | None = None,
+) -> Selection:
     """The selection for one commit, from the repo's graph as the store holds it now, leaving out
-    the tests the commit removes (``gone``)."""
+    the tests the commit removes (``gone``); ``catalog`` is the repo's, when already read."""
     repo = commit.repo
     gone_ids = {short_id(test) for test in gone}
-    catalog = {tid: entry for tid, entry in _catalog(state, repo).items() if tid not in gone_ids}
+    known_tests = _catalog(state, repo) if catalog is None else catalog
+    catalog = {tid: entry for tid, entry in known_tests.items() if tid not in gone_ids}
     reasons: dict[str, Reason] = {}
     names: dict[str, str] = {}  # test ids of tests the catalog does not know yet (new tests)
     functions: dict[str, list[str]] = {}
