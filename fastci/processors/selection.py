@@ -120,12 +120,13 @@ def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -
     units, files = executions(s.stack for s in event.stacks)
     writes: dict[str, SelectionState | None] = {}
     _set_evidence(state, writes, event.repo, event.test_id, {u: tuple(sorted(c)) for u, c in units.items()}, files)
-    bucket_key = catalog_key(event.repo, bucket_of(short_id(event.test_id)))
-    catalog = dict(_get(state, writes, bucket_key).catalog or {})
     tid = short_id(event.test_id)
-    entry = catalog.get(tid) or CatalogEntry(test_id=event.test_id)
-    catalog[tid] = entry.model_copy(update={"evidence": True})
-    writes[bucket_key] = SelectionState(catalog=dict(sorted(catalog.items())))
+    bucket_key = catalog_key(event.repo, bucket_of(tid))
+    catalog = _get(state, writes, bucket_key).catalog or {}
+    entry = catalog.get(tid)
+    if entry is None or not entry.evidence:  # the usual case, a test's next evidence, writes nothing here
+        updated = (entry or CatalogEntry(test_id=event.test_id)).model_copy(update={"evidence": True})
+        writes[bucket_key] = _catalog_state(_with(catalog, tid, updated))
     return writes
 
 
@@ -139,7 +140,7 @@ def _forget_tests(state: StateReader[SelectionState], repo: str, tests: set[str]
         bucket_key = catalog_key(repo, bucket_of(short_id(test)))
         catalog = dict(_get(state, writes, bucket_key).catalog or {})
         catalog.pop(short_id(test), None)
-        writes[bucket_key] = SelectionState(catalog=dict(sorted(catalog.items())))
+        writes[bucket_key] = _catalog_state(catalog)
     return writes
 
 
@@ -154,34 +155,64 @@ def _set_evidence(
     """Replace what ``test`` executed, keeping the unit and file postings in step with it."""
     tid = short_id(test)
     old = _get(state, writes, evidence_key(repo, test))
-    old_units, old_files = set(old.units or {}), set(old.files or ())
-    writes[evidence_key(repo, test)] = SelectionState(units=new_units, files=tuple(sorted(files)))
-    for uid in old_units | set(new_units):
+    old_units, old_files = old.units or {}, set(old.files or ())
+    writes[evidence_key(repo, test)] = _state(units=new_units, files=tuple(sorted(files)))
+    # A posting is rewritten only when its entry for this test differs: a popular unit's posting
+    # lists thousands of tests, and a test's next evidence mostly repeats its last. The check reads
+    # the posting itself, not the test's old evidence, so a replay after a crash that persisted only
+    # some of an event's writes still repairs the rest.
+    for uid in old_units.keys() | new_units.keys():
+        contexts = new_units.get(uid)
         key = unit_key(repo, uid)
-        tests = dict(_get(state, writes, key).tests or {})
-        if uid in new_units:
-            tests[tid] = new_units[uid]
-        else:
-            tests.pop(tid, None)
-        writes[key] = SelectionState(tests=dict(sorted(tests.items())))
+        tests = _get(state, writes, key).tests or {}
+        if tests.get(tid) != contexts:
+            writes[key] = _state(tests=_with(tests, tid, contexts))
     for path in old_files | files:
         key = file_key(repo, path)
-        members = set(_get(state, writes, key).file_tests or ())
-        members = members | {tid} if path in files else members - {tid}
-        writes[key] = SelectionState(file_tests=tuple(sorted(members)))
+        members = _get(state, writes, key).file_tests or ()
+        if (tid in members) != (path in files):
+            updated = set(members) | {tid} if path in files else set(members) - {tid}
+            writes[key] = _state(file_tests=tuple(sorted(updated)))
 
 
 def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> dict[str, SelectionState]:
     tid = short_id(event.test_id)
     key = catalog_key(event.repo, bucket_of(tid))
-    catalog = dict((state.get(key) or SelectionState()).catalog or {})
+    catalog = (state.get(key) or SelectionState()).catalog or {}
     entry = catalog.get(tid) or CatalogEntry(test_id=event.test_id)
     # Keyed by run id, so a redelivered result rewrites the same value (this key is not the
     # partition key, whose dedup window would catch it).
     recent = {**entry.recent_s, event.run_id: event.duration_s}
     recent = dict(list(recent.items())[-RECENT_RUNS:])
-    catalog[tid] = entry.model_copy(update={"recent_s": recent, "chips": event.chips})
-    return {key: SelectionState(catalog=dict(sorted(catalog.items())))}
+    updated = entry.model_copy(update={"recent_s": recent, "chips": event.chips})
+    return {key: _catalog_state(_with(catalog, tid, updated))}
+
+
+def _with(mapping: dict, key: str, value: object | None) -> dict:
+    """A copy of a sorted mapping with ``key`` set to ``value`` (removed when None), still sorted.
+    Postings and catalog buckets stay in key order, so a value's encoding does not depend on the
+    order its events arrived in (which differs between runtimes); only an insertion re-sorts."""
+    updated = dict(mapping)
+    if value is None:
+        updated.pop(key, None)
+        return updated
+    inserted = key not in updated
+    updated[key] = value
+    return dict(sorted(updated.items())) if inserted else updated
+
+
+def _state(**fields: object) -> SelectionState:
+    """A state value built by this module from validated parts, so not validated again: doing so
+    for a posting or a catalog bucket on every event cost more than the rest of the processor.
+    Every field is passed, which spares pydantic a default lookup per field."""
+    return SelectionState.model_construct(**{**_NO_FIELDS, **fields})
+
+
+_NO_FIELDS = dict.fromkeys(SelectionState.model_fields)
+
+
+def _catalog_state(catalog: dict[str, CatalogEntry]) -> SelectionState:
+    return _state(catalog=catalog)
 
 
 def _get(state: StateReader[SelectionState], writes: dict[str, SelectionState | None], key: str) -> SelectionState:

@@ -12,6 +12,7 @@ stores 12 hex characters per unit, test or context instead of their names.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 
@@ -21,6 +22,7 @@ CONTEXT_DEPTH = 3  # callers kept per context: deep enough to tell call paths ap
 MAX_CONTEXTS = 32  # per (test, unit): a recursive or very polymorphic unit stays bounded
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same frames and test ids recur in every evidence event
 def short_id(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
@@ -38,6 +40,16 @@ def parse_frame(frame: str) -> tuple[str, str] | None:
     return (path, qualname) if colon and path and qualname else None
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a test's frames recur in most of its stacks and runs
+def _frame_unit(frame: str) -> tuple[str, str, bool] | None:
+    """(path, unit id, whether it is test code) of one folded frame; None when malformed."""
+    parsed = parse_frame(frame)
+    if parsed is None:
+        return None
+    path, qualname = parsed
+    return path, short_id(unit_name(path, qualname)), is_test_file(path)
+
+
 def executions(stacks: Iterable[str]) -> tuple[dict[str, set[str]], set[str]]:
     """Unit id -> ids of the contexts it ran in; and the files whose code ran."""
     units: dict[str, set[str]] = {}
@@ -46,12 +58,11 @@ def executions(stacks: Iterable[str]) -> tuple[dict[str, set[str]], set[str]]:
         chain: list[str] = []
         test_frame = ""  # the innermost test-code unit so far
         for frame in stack.split(";"):
-            parsed = parse_frame(frame)
+            parsed = _frame_unit(frame)
             if parsed is None:
                 continue
-            path, qualname = parsed
+            path, uid, test_code = parsed
             files.add(path)
-            uid = short_id(unit_name(path, qualname))
             if chain and chain[-1] == uid:
                 continue  # direct recursion adds no new context
             callers = chain[-CONTEXT_DEPTH:]
@@ -61,7 +72,7 @@ def executions(stacks: Iterable[str]) -> tuple[dict[str, set[str]], set[str]]:
                 # a function directly is testing it, with inputs of its own, and is never pruned
                 # for another such test. Reached through library code, the call path is the context.
                 contexts.add(short_id(";".join(callers)) if callers else short_id(f"test:{test_frame}"))
-            if is_test_file(path):
+            if test_code:
                 test_frame = uid
             else:
                 chain.append(uid)
