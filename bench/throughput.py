@@ -43,22 +43,44 @@ from fastci.workload import REPO, Workload  # noqa: E402
 INPUTS = ["commits", "results", "evidence", "node-health"]
 
 
+SAMPLED_SHARE = 0.2  # evidence events from py-spy sampling; the rest from exact tracing
+SAMPLING_RECALL = 0.7  # share of a test's call paths one sampled run sees
+DRIFT = 0.05  # chance a test's code paths changed since its last evidence (a commit touched them)
+
+
 def workload(total: int) -> list[Event]:
-    """About ``total`` events: the synthetic CI history plus evidence for a share of its results."""
+    """About ``total`` events: the synthetic CI history plus evidence for a quarter of its results.
+
+    Evidence is shaped like a real suite's: each test executes a stable set of call paths (its own,
+    derived from its id); a traced run records all of them, so it repeats the test's last evidence
+    unless its code changed (DRIFT); a sampled run (SAMPLED_SHARE) sees a random SAMPLING_RECALL of
+    them, so it differs from the last almost every time."""
     commits = max(50, total // 8)
     history = Workload(commits=commits, seed=42).events()
     rng = random.Random(42)
     functions = [f"fastlm/{area}/{mod}.py:{cls}.{name}" for area in ("model", "kernels", "runtime")
                  for mod in ("core", "ops", "io") for cls in ("Engine", "Plan", "Op") for name in ("run", "step", "load")]
+
+    def call_path(test_id: str, path_rng: random.Random) -> str:
+        frames = [f"{f.split(':')[1]} ({f.split(':')[0]}:{path_rng.randrange(1, 400)})" for f in path_rng.sample(functions, 6)]
+        return ";".join([f"{test_id.split('::')[1]} (tests/t.py:3)", *frames])
+
+    paths: dict[str, list[str]] = {}
     evidence: list[Event] = []
     for event in history:
         if event.TOPIC == "results" and rng.random() < 0.25:
-            stacks = []
-            for _ in range(rng.randrange(5, 30)):
-                frames = [f"{f.split(':')[1]} ({f.split(':')[0]}:{rng.randrange(1, 400)})" for f in rng.sample(functions, 6)]
-                stacks.append(FoldedStack(stack=";".join([f"{event.test_id.split('::')[1]} (tests/t.py:3)", *frames]), count=rng.randrange(1, 50)))
-            evidence.append(EvidenceEvent(test_id=event.test_id, run_id=event.run_id, repo=REPO, commit=event.commit,
-                                          method="sampling", sampling_rate_hz=100.0, stacks=tuple(stacks)))
+            test = event.test_id
+            if test not in paths:
+                own = random.Random(test)
+                paths[test] = [call_path(test, own) for _ in range(own.randrange(5, 30))]
+            elif rng.random() < DRIFT:
+                paths[test][rng.randrange(len(paths[test]))] = call_path(test, rng)
+            sampled = rng.random() < SAMPLED_SHARE
+            seen = [p for p in paths[test] if not sampled or rng.random() < SAMPLING_RECALL] or paths[test][:1]
+            stacks = tuple(FoldedStack(stack=p, count=rng.randrange(1, 50) if sampled else 1) for p in seen)
+            evidence.append(EvidenceEvent(test_id=test, run_id=event.run_id, repo=REPO, commit=event.commit,
+                                          method="sampling" if sampled else "tracing",
+                                          sampling_rate_hz=100.0 if sampled else None, stacks=stacks))
     # Interleave evidence after the result it belongs to, as a collector would publish it.
     by_run = {(e.test_id, e.run_id): e for e in evidence}
     events = []
