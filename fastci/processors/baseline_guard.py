@@ -63,8 +63,9 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
         record = state.get(event.node_id) or NodeRecord()
         in_force = record.state_at(event.time)
         excluded = in_force is not None and in_force.state in UNTRUSTED_STATES
-        run = RecentRun(result_id=event.id, test_id=event.test_id, time=event.time, excluded=excluded)
-        after = record.model_copy(update={"recent": (*record.recent, run)[-RECENT_RUNS:]})
+        # Both built from validated values, without validating again: this runs for every result.
+        run = RecentRun.trusted({"result_id": event.id, "test_id": event.test_id, "time": event.time, "excluded": excluded})
+        after = NodeRecord.trusted({"transitions": record.transitions, "recent": (*record.recent, run)[-RECENT_RUNS:]})
         outputs = [_exclusion(run, event.node_id, in_force, event.id)] if excluded and in_force else []
         return Step(writes={event.node_id: after}, outputs=outputs)
 
