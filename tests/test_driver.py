@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from fastci.events import DeadLetter, Event, ResultEvent
 from fastci.processors.base import Processor, Step, compound_key
-from fastci.processors.driver import Driver, Origin, decode_entry
+from fastci.processors.driver import SEEN_ID_CHARS, Driver, Origin, decode_entry
 from fastci.processors.test_history import TestHistory, TestHistoryProcessor
 
 from factories import result
@@ -43,7 +43,7 @@ def test_the_window_is_bounded_per_key():
     persist(driver, store)
     entry = decode_entry(TestHistory, store["tests/test_a.py::test_x"])
     assert len(entry.seen) == TestHistoryProcessor.dedup_window
-    assert entry.seen[-1] == result(run_id="r39").id
+    assert entry.seen[-1] == result(run_id="r39").id[:SEEN_ID_CHARS]
 
 
 def test_writes_are_buffered_until_drained():
