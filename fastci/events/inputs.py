@@ -13,6 +13,7 @@ LAYERS: tuple[str, ...] = Layer.__args__  # type: ignore[attr-defined]
 Change = Literal["added", "modified", "deleted"]
 Trigger = Literal["presubmit", "nightly", "release", "bisect", "dev", "rerun"]
 Status = Literal["passed", "failed", "error", "skipped", "flaky"]
+Digest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 SignalKind = Literal["xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic"]
 
 
@@ -116,6 +117,11 @@ class ResultEvent(Event):
     seed: int | None = None
     config: Config = Field(default_factory=dict)
     time: Timestamp | None = Field(default=None, description="When the run finished.")
+    output_digest: Digest | None = Field(
+        default=None,
+        description="sha256 (hex) of the run's numeric outputs (e.g. its logits, or the weights a training run "
+        "ended with), so a rerun can show it reproduced them bit for bit.",
+    )
 
 
 class NodeHealthEvent(Event):

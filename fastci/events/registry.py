@@ -7,12 +7,14 @@ from fastci.events.fleet import NodeStateChanged
 from fastci.events.golden import GoldenReference, OwnerMap
 from fastci.events.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
 from fastci.events.outputs import DeadLetter, TestStatusChanged
+from fastci.events.release import ReleaseEvent
 from fastci.events.regression import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
 from fastci.events.runs import RunRequested
 from fastci.events.selection import Selection
 
 INPUT_MODELS: tuple[type[Event], ...] = (
     CommitEvent, EvidenceEvent, ResultEvent, NodeHealthEvent, GoldenReference, OwnerMap,
+    ReleaseEvent,  # written by `fastci release` (a producer, like `fastci owners publish`)
 )
 OUTPUT_MODELS: tuple[type[Event], ...] = (
     TestStatusChanged,
