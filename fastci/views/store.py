@@ -51,9 +51,21 @@ class Views:
         self.con.close()
 
     def _create(self) -> None:
+        from fastci.views.analytics import create_views
+
         self.con.execute(_POSITIONS)
         for spec in self.specs():
             self.con.execute(spec.ddl())
+            self._add_new_columns(spec)
+        create_views(self.con)
+
+    def _add_new_columns(self, spec: TableSpec) -> None:
+        """A field added to a model since the table was created becomes a column (NULL in older rows)."""
+        existing = {row[0] for row in self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [spec.name]).fetchall()}
+        for column, sql_type in spec.columns.items():
+            if column not in existing:
+                self.con.execute(f"ALTER TABLE {quote(spec.name)} ADD COLUMN {quote(column)} {sql_type}")
 
     @staticmethod
     def specs() -> list[TableSpec]:
