@@ -205,27 +205,26 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from rich.table import Table
     from rich.text import Text
 
     from fastci.cli import out
     from fastci.release import flow
 
     states, history = _run(lambda: flow.status(_repo(args)))
-    table = Table("environment", "bundle", "versions", "serves", "changed in", "open proposals", title="release environments")
     for s in states:
-        proposals = ", ".join(f"{b.rsplit('/', 1)[1]} ({'gates pass' if ok else 'gates failing' if ok is False else '?'})"
-                              for b, ok in s.proposals) or "-"
-        table.add_row(*(Text(v) for v in (
-            s.environment, s.bundle.label() if s.bundle else "-", s.bundle.versions_text() if s.bundle else "-",
-            ", ".join(s.bundle.models) if s.bundle else "-", (s.changed_in or "-")[:10], proposals)))
-    out.print(table)
+        if s.bundle is None:
+            out.print(Text(f"{s.environment}: no bundle"))
+        else:
+            out.print(Text(f"{s.environment}: bundle {s.bundle.label()}, serves {', '.join(s.bundle.models)}, "
+                           f"since {(s.changed_in or '?')[:10]}"))
+            out.print(Text(f"  {s.bundle.versions_text()}"))
+        for branch, passed in s.proposals:
+            verdict = "gates pass" if passed else "gates failing" if passed is False else "no review record"
+            out.print(Text(f"  open proposal {branch} ({verdict} at proposal)"))
     if history and args.history > 0:
-        log = Table("commit", "action", "environment", "bundle", "subject", title="audit log (newest first)")
+        out.print(Text("audit log (release commits on main, newest first):"))
         for c in history[: args.history]:
-            log.add_row(*(Text(v) for v in (c.sha[:10], c.action or "", c.trailers.get("Fastci-Env", ""),
-                                             c.trailers.get("Fastci-Bundle", ""), c.subject)))
-        out.print(log)
+            out.print(Text(f"  {c.sha[:10]} {c.action:8s} {c.trailers.get('Fastci-Env', ''):10s} {c.subject}"))
     return 0
 
 
