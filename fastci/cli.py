@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "fastci.selection.commands",
     "fastci.evidence.commands",
     "fastci.release.commands",
+    "fastci.reproduce.commands",
 )
 
 
