@@ -206,7 +206,22 @@ VIEWS: tuple[tuple[str, str], ...] = (
 )
 
 
+# Queue waits come from the pool scheduler's `schedule` topic (issue7-pool's contract): the wait of
+# each job's first placement, per work class. Created only when that table exists.
+QUEUE_WAITS = ("ci_queue_waits", """
+        SELECT date_trunc('week', time) AS week, work_class, count(*) AS placed,
+               quantile_cont(wait_s, 0.5) AS wait_p50_s, quantile_cont(wait_s, 0.9) AS wait_p90_s,
+               max(wait_s) AS wait_max_s
+        FROM schedule WHERE action = 'placed' AND attempt = 1 AND wait_s IS NOT NULL
+        GROUP BY ALL""")
+QUEUE_COLUMNS = frozenset({"action", "work_class", "wait_s", "attempt", "time"})
+
+
 def create_views(con: Any) -> None:
     """(Re)create every analyst view on a DuckDB connection whose tables exist."""
     for name, query in VIEWS:
         con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {query}')
+    columns = {row[0] for row in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'schedule'").fetchall()}
+    if QUEUE_COLUMNS <= columns:
+        con.execute(f'CREATE OR REPLACE VIEW "{QUEUE_WAITS[0]}" AS {QUEUE_WAITS[1]}')
