@@ -13,7 +13,7 @@ LAYERS: tuple[str, ...] = Layer.__args__  # type: ignore[attr-defined]
 Change = Literal["added", "modified", "deleted"]
 Trigger = Literal["presubmit", "nightly", "release", "bisect", "dev", "rerun"]
 Status = Literal["passed", "failed", "error", "skipped", "flaky"]
-SignalKind = Literal["xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic"]
+SignalKind = Literal["xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic", "diagnostic_started"]
 
 
 class ChangedFile(Record):
@@ -122,8 +122,9 @@ class NodeHealthEvent(Event):
     """One health signal from an accelerator node. Key: node_id.
 
     ``value`` by kind: xid = the XID code; ecc = uncorrectable error count; temperature = degrees C;
-    nccl_timeout = timeouts seen; heartbeat = seconds since the previous heartbeat;
-    diagnostic = 1.0 pass, 0.0 fail.
+    nccl_timeout = timeouts seen (reported for the node whose rank did not join the collective);
+    heartbeat = seconds since the previous heartbeat; diagnostic_started = a diagnostic run began on
+    the node (value: its expected length in seconds, or 0); diagnostic = 1.0 pass, 0.0 fail.
     """
 
     TOPIC: ClassVar[str] = "node-health"

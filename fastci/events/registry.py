@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastci.events.base import Event
-from fastci.events.fleet import NodeStateChanged
+from fastci.events.fleet import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged
 from fastci.events.golden import GoldenReference, OwnerMap
 from fastci.events.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
 from fastci.events.outputs import DeadLetter, TestStatusChanged
@@ -16,7 +16,7 @@ INPUT_MODELS: tuple[type[Event], ...] = (
 )
 OUTPUT_MODELS: tuple[type[Event], ...] = (
     TestStatusChanged,
-    NodeStateChanged,  # written by the fleet processor (node health)
+    NodeStateChanged, NodeAttribution, FlakyVerdict, FlakyTest,  # the fleet processors
     GateResult, BaselineExclusion, RegressionAlert, BisectPlan, BisectStep, RunRequested,
     Selection,
 )

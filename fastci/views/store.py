@@ -20,7 +20,11 @@ import orjson
 
 from fastci.events import TOPICS
 from fastci.processors import ALL_PROCESSORS
+from fastci.views import fleet
 from fastci.views.schema import TableSpec, quote, state_table, topic_table
+
+# Modules of analyst SQL views over the tables, (re)created whenever the file is opened for writing.
+ANALYST_VIEWS = (fleet.create,)
 
 _POSITIONS = """
 CREATE TABLE IF NOT EXISTS _positions (
@@ -54,6 +58,8 @@ class Views:
         self.con.execute(_POSITIONS)
         for spec in self.specs():
             self.con.execute(spec.ddl())
+        for create in ANALYST_VIEWS:
+            create(self.con)
 
     @staticmethod
     def specs() -> list[TableSpec]:
