@@ -28,3 +28,4 @@ class NodeStateChanged(Event):
     state: NodeState
     reason: Text = Field(default="", description="Why, in words (the signals or results behind it).")
     time: Timestamp = Field(description="When the node entered the state.")
+    pool: Name = Field(default="default", description="The accelerator pool the node serves.")

@@ -5,6 +5,7 @@ from fastci.processors.baseline_guard import BaselineGuardProcessor
 from fastci.processors.bisect import BisectProcessor
 from fastci.processors.bisect_planner import BisectPlannerProcessor
 from fastci.processors.correctness_gates import CorrectnessGatesProcessor
+from fastci.processors.pool_scheduler import PoolSchedulerProcessor
 from fastci.processors.regression_detector import RegressionDetectorProcessor
 from fastci.processors.selection import SelectionProcessor
 from fastci.processors.test_history import TestHistoryProcessor
@@ -18,6 +19,7 @@ ALL_PROCESSORS: tuple[type[Processor], ...] = (
     BisectPlannerProcessor,
     BisectProcessor,
     SelectionProcessor,
+    PoolSchedulerProcessor,  # reads run-requested and node-state-changed, so after their writers
 )
 
 
