@@ -66,6 +66,7 @@ class NodeStateChanged(Event):
     hardware_revision: Name | None = None
     evidence: tuple[NodeEvidence, ...] = Field(default=(), max_length=MAX_EVIDENCE)
     reruns_requested: int = Field(default=0, ge=0, description="Tests asked to run again elsewhere with this change.")
+    pool: Name = Field(default="default", description="The accelerator pool the node serves.")
 
 
 class NodeAttribution(Event):

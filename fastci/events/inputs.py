@@ -116,6 +116,7 @@ class ResultEvent(Event):
     seed: int | None = None
     config: Config = Field(default_factory=dict)
     time: Timestamp | None = Field(default=None, description="When the run finished.")
+    pool: Name = Field(default="default", description="The accelerator pool that ran it (the pool scheduler's partition).")
 
 
 class NodeHealthEvent(Event):

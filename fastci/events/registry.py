@@ -9,16 +9,19 @@ from fastci.events.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, Re
 from fastci.events.outputs import DeadLetter, TestStatusChanged
 from fastci.events.regression import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
 from fastci.events.runs import RunRequested
+from fastci.events.schedule import ClockTick, PoolConfig, ScheduleEvent
 from fastci.events.selection import Selection
 
 INPUT_MODELS: tuple[type[Event], ...] = (
     CommitEvent, EvidenceEvent, ResultEvent, NodeHealthEvent, GoldenReference, OwnerMap,
+    ClockTick, PoolConfig,  # the pool's time and shape (the simulator or a CI driver publishes them)
 )
 OUTPUT_MODELS: tuple[type[Event], ...] = (
     TestStatusChanged,
     NodeStateChanged, NodeAttribution, FlakyVerdict, FlakyTest,  # the fleet processors
     GateResult, BaselineExclusion, RegressionAlert, BisectPlan, BisectStep, RunRequested,
     Selection,
+    ScheduleEvent,
 )
 DEAD_LETTERS = DeadLetter.TOPIC
 

@@ -6,9 +6,10 @@ from fastci.processors.bisect import BisectProcessor
 from fastci.processors.bisect_planner import BisectPlannerProcessor
 from fastci.processors.correctness_gates import CorrectnessGatesProcessor
 from fastci.processors.failure_attribution import FailureAttributionProcessor
-from fastci.processors.flaky_owners import FlakyOwnersProcessor
 from fastci.processors.flaky_detector import FlakyDetectorProcessor
+from fastci.processors.flaky_owners import FlakyOwnersProcessor
 from fastci.processors.node_state import NodeStateProcessor
+from fastci.processors.pool_scheduler import PoolSchedulerProcessor
 from fastci.processors.regression_detector import RegressionDetectorProcessor
 from fastci.processors.selection import SelectionProcessor
 from fastci.processors.test_history import TestHistoryProcessor
@@ -28,6 +29,7 @@ ALL_PROCESSORS: tuple[type[Processor], ...] = (
     SelectionProcessor,
     FailureAttributionProcessor,
     NodeStateProcessor,
+    PoolSchedulerProcessor,  # reads run-requested and node-state-changed, so after their writers
 )
 
 
