@@ -16,7 +16,7 @@ diagnosing node to service, and it starts the node's evidence afresh.
 On entering quarantine it asks for one ``run-requested`` per test that failed on the node in the
 ``rerun_window`` before (the newest failure of each test): work class 'rerun', the failed run's
 commit, bundle, config and seed, its hardware revision, and ``avoid_nodes`` naming the node. The
-request's id derives from the failed result's id (purpose 'rerun'), so a replay never asks twice;
+request's id derives from the failed result's id (purpose 'quarantine-rerun'), so a replay never asks twice;
 a failure that arrives after the quarantine but ran before it is asked for when it arrives.
 """
 
@@ -41,7 +41,7 @@ NAME = "node-state"
 HELD_EVIDENCE = 64
 HELD_FAILURES = 32
 REMEMBERED_RERUNS = 64
-RERUN_PURPOSE = "rerun"
+RERUN_PURPOSE = "quarantine-rerun"  # distinct from a person's `fastci rerun` of the same result
 
 
 class FailedRun(Record):
@@ -58,6 +58,7 @@ class FailedRun(Record):
     seed: int | None = None
     config: Config = Field(default_factory=dict)
     repeats: int = 1
+    chips: int = 0
 
 
 class NodeHealth(Record):
@@ -65,6 +66,7 @@ class NodeHealth(Record):
     since: datetime | None = None
     rule: str | None = None
     hardware_revision: str | None = None
+    pool: str = "default"
     clock: datetime | None = None  # the newest event time seen for the node
     evidence: tuple[NodeEvidence, ...] = Field(default=(), max_length=HELD_EVIDENCE)
     ratios: tuple[NodeEvidence, ...] = Field(default=(), max_length=64)
@@ -142,12 +144,13 @@ class _Work:
         self._reassess()
 
     def result(self, event: ResultEvent) -> None:
-        self.held = self.held.model_copy(update={"hardware_revision": event.hardware_revision})
+        self.held = self.held.model_copy(update={"hardware_revision": event.hardware_revision, "pool": event.pool})
         if event.status in FAILING:
             failed = FailedRun(
                 result_id=event.id, run_id=event.run_id, test_id=event.test_id, repo=event.repo, commit=event.commit,
                 bundle=event.bundle, hardware_revision=event.hardware_revision, time=event.time, seed=event.seed,
                 config=dict(event.config), repeats=max([len(s) for s in event.metrics.values()] or [1]),
+                chips=event.chips,
             )
             self.held = self.held.model_copy(update={"failed": (*self.held.failed, failed)[-HELD_FAILURES:]})
             if self.held.state in OUT_OF_SERVICE_STATES and self._rerunnable(failed, self.held.since):
@@ -205,7 +208,7 @@ class _Work:
         self.outputs.insert(change_index, NodeStateChanged(
             node_id=self.node, state=state, previous=previous, time=time, cause_id=self.cause_id, rule=rule,
             reason=f"{state}: {reason}"[:4096], hardware_revision=self.held.hardware_revision,
-            evidence=tuple(evidence)[-32:], reruns_requested=reruns,
+            evidence=tuple(evidence)[-32:], reruns_requested=reruns, pool=self.held.pool,
         ))
 
     # ----- reruns
@@ -230,7 +233,7 @@ class _Work:
                 cause_id=failed.result_id, purpose=RERUN_PURPOSE, test_id=failed.test_id, repo=failed.repo,
                 commit=failed.commit, bundle=failed.bundle, hardware_revision=failed.hardware_revision,
                 work_class="rerun", repeats=failed.repeats, seed=failed.seed, config=failed.config,
-                avoid_nodes=(self.node,), requested_by=NAME,
+                avoid_nodes=(self.node,), requested_by=NAME, pool=self.held.pool, chips=failed.chips or None,
                 reason=f"rerun {failed.run_id} on a healthy {failed.hardware_revision} node: it failed on "
                        f"{self.node}, quarantined ({self.held.rule})",
             ))
