@@ -39,9 +39,10 @@ class SlowGate:
     max_runs: int = 24  # the newest ratios kept
     min_runs: int = 7  # fewer: no call (7 runs all below their peers give p = 0.0078)
     suspect_p: float = 0.01
-    quarantine_p: float = 0.001  # needs at least 10 runs
-    min_effect: float = 0.04  # the median ratio must be below 1 - min_effect (both levels)
-    max_ci_high: float = 0.99  # quarantine: the interval's top below this (confidently slower)
+    quarantine_p: float = 0.002  # needs at least 9 runs
+    min_effect: float = 0.05  # both levels: the median ratio below 1 - min_effect
+    suspect_ci_high: float = 0.99  # suspect: the interval's top below this (confidently slower)
+    quarantine_ci_high: float = 0.97  # quarantine: confidently at least 3% slower
     confidence: float = 0.95
     n_resamples: int = 2000
 
@@ -78,5 +79,8 @@ def judge(ratios: Sequence[float], seed: int, gate: SlowGate = SlowGate()) -> Sl
     if p_value >= gate.suspect_p:
         return SlowVerdict("healthy", n, median, math.nan, math.nan, p_value)
     low, high = median_interval(x, gate.confidence, gate.n_resamples, seed)
-    quarantine = p_value < gate.quarantine_p and high < gate.max_ci_high
-    return SlowVerdict("quarantine" if quarantine else "suspect", n, median, low, high, p_value)
+    if p_value < gate.quarantine_p and high < gate.quarantine_ci_high:
+        level: Level = "quarantine"
+    else:
+        level = "suspect" if high < gate.suspect_ci_high else "healthy"
+    return SlowVerdict(level, n, median, low, high, p_value)
