@@ -12,9 +12,9 @@ from fastci.cli import main
 from fastci.events import CommitEvent
 from fastci.events.fleet import NodeStateChanged
 from fastci.events.regression import BaselineExclusion
+from fastci.events.schedule import ScheduleEvent
 from fastci.publishing import publish_embedded
 from fastci.reproduce.request import rerun_request
-from fastci.views.analytics import create_views
 from fastci.views.store import Views
 
 from factories import BUNDLE, result
@@ -129,23 +129,30 @@ def test_ci_health_figures(tmp_path):
     page = (tmp_path / "nightly.html").read_text()
     assert "<h2>CI health</h2>" in page and "node-05 quarantined since" in page
     assert "node-06 quarantined" not in page and "Nodes now: 1 healthy, 1 quarantined." in page  # node-06 is back
-    assert "Reruns: 1 requested, 1 answered" in page and "queue waits: no `schedule` topic" in page
+    assert "Reruns: 1 by fastci-rerun, 1 answered, 1 passed, 1 reproduced the run they repeat." in page
 
 
-def test_queue_waits_come_from_the_pool_schedule_when_it_exists():
-    con = duckdb.connect()
-    for spec in Views.specs():
-        con.execute(spec.ddl())
-    create_views(con)
-    assert not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'ci_queue_waits'").fetchone()[0]
-    con.execute("CREATE TABLE schedule (action VARCHAR, work_class VARCHAR, wait_s DOUBLE, attempt INTEGER, time TIMESTAMPTZ)")
-    rows = [("placed", "presubmit", float(w), 1, T0) for w in range(1, 11)] + [
-        ("placed", "presubmit", 999.0, 2, T0),  # a requeued job's second placement: not a queue wait of its own
-        ("queued", "nightly", None, None, T0), ("placed", "nightly", 3600.0, 1, T0)]
-    con.executemany("INSERT INTO schedule VALUES (?, ?, ?, ?, ?)", rows)
-    create_views(con)
-    waits = {r[0]: r[1:] for r in con.execute("SELECT work_class, placed, wait_p50_s, wait_p90_s, wait_max_s FROM ci_queue_waits").fetchall()}
+def test_queue_waits_come_from_the_pool_schedule(tmp_path):
+    def decision(n, action, work_class, wait_s, attempt):
+        return ScheduleEvent(cause_id=f"{n:032x}", pool="default", job_id=f"job-{n}", action=action, time=T0,
+                             request_id=f"{n:032x}", work_class=work_class, repo="acme/llm-framework", chips=8,
+                             attempt=attempt, queued_at=T0, wait_s=wait_s)
+
+    events = [decision(n, "placed", "presubmit", float(n), 1) for n in range(1, 11)] + [
+        decision(11, "placed", "presubmit", 999.0, 2),  # a resumed job's second placement: not a wait of its own
+        decision(12, "queued", "nightly", 0.0, 0), decision(13, "placed", "nightly", 3600.0, 1)]
+    publish_embedded(tmp_path, events)
+    assert main(["--data-dir", str(tmp_path), "views", "refresh"]) == 0
+    views = Views(tmp_path / "views.duckdb", read_only=True)
+    try:
+        waits = {r["work_class"]: (r["placed"], r["wait_p50_s"], r["wait_p90_s"], r["wait_max_s"])
+                 for r in query(views, "SELECT * FROM ci_queue_waits")}
+    finally:
+        views.close()
     assert waits == {"presubmit": (10, 5.5, 9.1, 10.0), "nightly": (1, 3600.0, 3600.0, 3600.0)}
+    assert main(["--data-dir", str(tmp_path), "report", "nightly"]) == 0
+    page = (tmp_path / "nightly.html").read_text()
+    assert "<td>presubmit</td><td>10</td><td>6 s</td><td>9 s</td>" in page  # p50 5.5 s, shown rounded
 
 
 def test_a_views_file_from_before_a_field_existed_gets_its_column(tmp_path):

@@ -6,17 +6,19 @@ with the week before for comparison:
 - time to trustworthy signal: per commit, from its commit time to its last presubmit result (or a
   later rerun of one of its presubmit tests); p50 and p90 over the commits of the week;
 - nightly completion: per nightly run, from its first test's start to its last test's finish;
-- flake rate: hardware-test runs (chips > 0) reported flaky, over all of them (target below 1%);
-- queue waits per work class: the pool scheduler's first placements (``schedule`` topic), when present;
-- quarantined nodes: each node's latest state (``node-state-changed``), now;
-- reruns: run requests of work class ``rerun``, answered, and with the same outcome as the original.
+- flake rate of hardware tests (target below 1%): the fleet's ``fleet_hardware_flake_rate`` (a run that
+  passed only on retry, or failed where a run of the same code, stack, config and seed passed);
+- queue waits per work class: the pool scheduler's first placements (``schedule`` topic);
+- nodes out of service now (quarantined or diagnosing), from the fleet's ``fleet_node_states``;
+- reruns, by who asked: the fleet's reruns of a sick node's failures (answered, passed elsewhere) and
+  ``fastci rerun``'s reproductions (answered, reproduced bit for bit).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from html import escape
 
 from fastci.views.store import Views
@@ -26,7 +28,7 @@ FLAKE_TARGET = 0.01
 
 @dataclass
 class Week:
-    week: datetime
+    week: date
     commits: int
     presubmit_p50_minutes: float | None
     presubmit_p90_minutes: float | None
@@ -50,14 +52,21 @@ class QueueWait:
 
 
 @dataclass
+class Reruns:
+    requested_by: str
+    requested: int
+    answered: int
+    passed: int  # the rerun passed
+    reproduced: int  # same status, loss curve, eval score and output digest as the run it repeats
+
+
+@dataclass
 class CIHealth:
     latest: Week | None
     previous: Week | None
     node_states: Counter
-    quarantined: list[tuple[str, datetime | None, str]]
-    reruns_requested: int
-    reruns_answered: int
-    reruns_same_outcome: int
+    out_of_service: list[tuple[str, str, datetime | None, str]]  # node, state, since, reason
+    reruns: list[Reruns]
     queue_waits: list[QueueWait] | None  # None: no schedule topic in these views
     not_covered: list[str] = field(default_factory=list)
 
@@ -65,9 +74,10 @@ class CIHealth:
 def build_health(views: Views) -> CIHealth:
     columns, rows = views.query("SELECT * FROM ci_health ORDER BY week")
     weeks = [Week(**dict(zip(columns, row))) for row in rows]
-    _, states = views.query("SELECT node_id, state, since, reason FROM ci_node_states ORDER BY node_id")
-    (requested, answered, same), = views.query(
-        "SELECT count(*), count(*) FILTER (WHERE answered), count(*) FILTER (WHERE reproduced) FROM rerun_outcomes")[1]
+    _, states = views.query("SELECT node_id, state, since, reason FROM fleet_node_states ORDER BY node_id")
+    _, reruns = views.query(
+        "SELECT requested_by, count(*), count(*) FILTER (WHERE answered), count(*) FILTER (WHERE rerun_status = 'passed'), "
+        "count(*) FILTER (WHERE reproduced) FROM rerun_outcomes GROUP BY requested_by ORDER BY requested_by")
     _, has_queue = views.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'ci_queue_waits'")
     queue = None
     if has_queue[0][0]:
@@ -76,17 +86,23 @@ def build_health(views: Views) -> CIHealth:
             "WHERE week = (SELECT max(week) FROM ci_queue_waits) GROUP BY work_class ORDER BY work_class")
         queue = [QueueWait(str(c), int(n), float(a), float(b), float(m)) for c, n, a, b, m in waits]
     not_covered = []
-    if queue is None:
-        not_covered.append("queue waits: no `schedule` topic in these views (the pool scheduler writes it)")
+    if not queue:
+        not_covered.append("queue waits: no job placed by the pool scheduler in these views (its `schedule` topic)")
     if not states:
-        not_covered.append("node states: no `node-state-changed` event yet (the fleet's node-health processor writes them)")
+        not_covered.append("node states: no `node-state-changed` event yet (the fleet's node-state processor writes them)")
     return CIHealth(
         latest=weeks[-1] if weeks else None, previous=weeks[-2] if len(weeks) > 1 else None,
         node_states=Counter(state for _, state, _, _ in states),
-        quarantined=[(node, since, reason) for node, state, since, reason in states if state == "quarantined"],
-        reruns_requested=int(requested), reruns_answered=int(answered), reruns_same_outcome=int(same),
+        out_of_service=[(node, state, since, reason) for node, state, since, reason in states
+                        if state in ("quarantined", "diagnosing")],
+        reruns=[Reruns(str(by), int(n), int(a), int(p), int(r)) for by, n, a, p, r in reruns],
         queue_waits=queue, not_covered=not_covered,
     )
+
+
+def _reruns_text(r: Reruns) -> str:
+    return (f"{r.requested} by {r.requested_by}, {r.answered} answered, {r.passed} passed, "
+            f"{r.reproduced} reproduced the run they repeat")
 
 
 def _num(value: float | None, unit: str, digits: int = 1) -> str:
@@ -136,11 +152,10 @@ def render_section(health: CIHealth) -> str:
         parts.append("</table>")
     states = ", ".join(f"{n} {e(s)}" for s, n in sorted(health.node_states.items())) or "no node state reported"
     parts.append(f"<p>Nodes now: {states}.</p>")
-    if health.quarantined:
-        parts.append("<ul>" + "".join(f"<li>{e(node)} quarantined since {e(str(since))}: {e(reason)}</li>"
-                                      for node, since, reason in health.quarantined) + "</ul>")
-    parts.append(f"<p>Reruns: {health.reruns_requested} requested, {health.reruns_answered} answered, "
-                 f"{health.reruns_same_outcome} with the same outcome and outputs as the run they repeat.</p>")
+    if health.out_of_service:
+        parts.append("<ul>" + "".join(f"<li>{e(node)} {e(state)} since {e(str(since))}: {e(reason)}</li>"
+                                      for node, state, since, reason in health.out_of_service) + "</ul>")
+    parts.append("<p>Reruns: " + ("; ".join(e(_reruns_text(r)) for r in health.reruns) or "none requested") + ".</p>")
     if health.not_covered:
         parts.append("<p>Not covered yet: " + "; ".join(e(n) for n in health.not_covered) + ".</p>")
     return "".join(parts)
@@ -155,10 +170,9 @@ def summary_lines(health: CIHealth) -> list[str]:
         f"({w.commits} commits); nightly completion median {_num(w.nightly_median_hours, 'h', 2)} ({w.nightly_runs} runs); "
         f"flake rate {_rate(w.flake_rate)} of {w.hardware_runs} hardware runs"
         + (" (above the 1% target)" if w.flake_rate is not None and w.flake_rate >= FLAKE_TARGET else ""),
-        f"nodes quarantined now: {len(health.quarantined)}"
-        + (f" ({', '.join(n for n, _, _ in health.quarantined)})" if health.quarantined else "")
-        + f"; reruns {health.reruns_requested} requested, {health.reruns_answered} answered, "
-          f"{health.reruns_same_outcome} same outcome",
+        f"nodes out of service now: {len(health.out_of_service)}"
+        + (f" ({', '.join(f'{n} {s}' for n, s, _, _ in health.out_of_service)})" if health.out_of_service else "")
+        + "; reruns: " + ("; ".join(_reruns_text(r) for r in health.reruns) or "none requested"),
     ]
     if health.queue_waits:
         lines.append("queue waits p90: " + ", ".join(f"{q.work_class} {q.p90_s:.0f} s" for q in health.queue_waits))

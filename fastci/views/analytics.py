@@ -1,6 +1,9 @@
 """Analyst SQL views over the materialised tables: results by bundle and tier, the compatibility matrix,
 reruns and whether they reproduced, release history, and CI health.
 
+They come after the fleet's views (``fastci/views/fleet.py``), whose node states and hardware flake
+rate the CI-health figures use.
+
 ``fastci views refresh`` (re)creates them; they are plain DuckDB views, so ``fastci sql`` queries them
 and they always reflect the tables as loaded.
 
@@ -28,6 +31,11 @@ BUNDLE_LAYERS = ("compiler", "kernels", "runtime", "driver", "firmware")
 def _tier_of(trigger: str) -> str:
     cases = " ".join(f"WHEN '{t}' THEN '{tier}'" for t, tier in TIERS.items())
     return f"CASE {trigger} {cases} END"
+
+
+def _week(expression: str) -> str:
+    """The Monday starting the week of a timestamp or date (a DATE; timestamps in the session's zone)."""
+    return f"CAST(date_trunc('week', CAST({expression} AS DATE)) AS DATE)"
 
 
 def bundle_key(expression: str) -> str:
@@ -162,37 +170,26 @@ VIEWS: tuple[tuple[str, str], ...] = (
                epoch(max(time) - min(time - to_seconds(duration_s))) / 3600.0 AS hours_to_complete
         FROM results WHERE trigger = 'nightly' AND time IS NOT NULL
         GROUP BY run_id"""),
-    # Flake rate of hardware tests (chips > 0): results reported flaky (failed, then passed on retry).
-    ("ci_flake_rate", """
-        SELECT date_trunc('day', time) AS day, hardware_revision, count(*) AS runs,
-               count(*) FILTER (WHERE status = 'flaky') AS flaky,
-               count(*) FILTER (WHERE status = 'flaky') / count(*) AS flake_rate
-        FROM results WHERE chips > 0 AND time IS NOT NULL AND status <> 'skipped'
-        GROUP BY ALL"""),
-    # Each node's latest state (written by the fleet's node-health processor).
-    ("ci_node_states", """
-        SELECT node_id, state, reason, time AS since FROM node_state_changed
-        QUALIFY row_number() OVER (PARTITION BY node_id ORDER BY time DESC, _offset DESC) = 1"""),
     # One row per week: the figures of the CI-health report section.
-    ("ci_health", """
+    ("ci_health", f"""
         WITH signal AS (
-            SELECT date_trunc('week', committed) AS week, count(*) AS commits,
+            SELECT {_week('committed')} AS week, count(*) AS commits,
                    quantile_cont(minutes_to_signal, 0.5) AS presubmit_p50_minutes,
                    quantile_cont(minutes_to_signal, 0.9) AS presubmit_p90_minutes
             FROM ci_presubmit_signal GROUP BY 1
         ), nightly AS (
-            SELECT date_trunc('week', started) AS week, count(*) AS nightly_runs,
+            SELECT {_week('started')} AS week, count(*) AS nightly_runs,
                    median(hours_to_complete) AS nightly_median_hours, max(hours_to_complete) AS nightly_max_hours
             FROM ci_nightly_runs GROUP BY 1
         ), flakes AS (
-            SELECT date_trunc('week', day) AS week, sum(runs) AS hardware_runs, sum(flaky) AS flaky_runs,
-                   sum(flaky) / sum(runs) AS flake_rate
-            FROM ci_flake_rate GROUP BY 1
+            SELECT {_week('day')} AS week, sum(runs) AS hardware_runs, sum(flaky_runs) AS flaky_runs,
+                   sum(flaky_runs) / sum(runs) AS flake_rate
+            FROM fleet_hardware_flake_rate GROUP BY 1
         ), reruns AS (
-            SELECT date_trunc('week', r.time) AS week, count(*) AS rerun_results
+            SELECT {_week('r.time')} AS week, count(*) AS rerun_results
             FROM results r WHERE r.trigger = 'rerun' AND r.time IS NOT NULL GROUP BY 1
         ), quarantines AS (
-            SELECT date_trunc('week', time) AS week, count(*) AS quarantines
+            SELECT {_week('time')} AS week, count(*) AS quarantines
             FROM node_state_changed WHERE state = 'quarantined' GROUP BY 1
         )
         SELECT week, coalesce(commits, 0) AS commits, presubmit_p50_minutes, presubmit_p90_minutes,
@@ -208,8 +205,8 @@ VIEWS: tuple[tuple[str, str], ...] = (
 
 # Queue waits come from the pool scheduler's `schedule` topic (issue7-pool's contract): the wait of
 # each job's first placement, per work class. Created only when that table exists.
-QUEUE_WAITS = ("ci_queue_waits", """
-        SELECT date_trunc('week', time) AS week, work_class, count(*) AS placed,
+QUEUE_WAITS = ("ci_queue_waits", f"""
+        SELECT {_week('time')} AS week, work_class, count(*) AS placed,
                quantile_cont(wait_s, 0.5) AS wait_p50_s, quantile_cont(wait_s, 0.9) AS wait_p90_s,
                max(wait_s) AS wait_max_s
         FROM schedule WHERE action = 'placed' AND attempt = 1 AND wait_s IS NOT NULL

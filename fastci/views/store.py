@@ -20,7 +20,11 @@ import orjson
 
 from fastci.events import TOPICS
 from fastci.processors import ALL_PROCESSORS
+from fastci.views import analytics, fleet
 from fastci.views.schema import TableSpec, quote, state_table, topic_table
+
+# Modules of analyst SQL views over the tables, (re)created whenever the file is opened for writing.
+ANALYST_VIEWS = (fleet.create, analytics.create_views)
 
 _POSITIONS = """
 CREATE TABLE IF NOT EXISTS _positions (
@@ -51,13 +55,12 @@ class Views:
         self.con.close()
 
     def _create(self) -> None:
-        from fastci.views.analytics import create_views
-
         self.con.execute(_POSITIONS)
         for spec in self.specs():
             self.con.execute(spec.ddl())
             self._add_new_columns(spec)
-        create_views(self.con)
+        for create in ANALYST_VIEWS:
+            create(self.con)
 
     def _add_new_columns(self, spec: TableSpec) -> None:
         """A field added to a model since the table was created becomes a column (NULL in older rows)."""
