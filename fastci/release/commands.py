@@ -261,6 +261,7 @@ def _publish(args: argparse.Namespace, repo: Path, outcome) -> None:
 
 
 def _revisions(repo: Path) -> tuple[str, ...]:
-    from fastci.release import flow
+    from fastci.release.flow import read_policy
+    from fastci.release.git import Repo
 
-    return flow.read_policy(flow.Repo(repo)).hardware_revisions
+    return read_policy(Repo(repo)).hardware_revisions
