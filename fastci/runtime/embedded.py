@@ -65,12 +65,22 @@ class DataDir:
         return Checkpoint(self.checkpoint_path)
 
 
-class _Decoded:
-    """Records decoded this round, shared by every processor reading the same topic at the same
-    position (five processors read ``results``: each record is validated once, not five times)."""
+class _Round:
+    """What one round reads, shared by every processor reading the same topic from the same
+    position: the records (read from disk and checked once, not once per processor) and their
+    decoded events (most processors read ``results``: each record is validated once)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self._records: dict[tuple[str, int, int], list[LogRecord]] = {}
         self._items: dict[tuple[str, int], Event | InvalidEvent] = {}
+
+    def records(self, topic: str, start: Position, limit: int) -> list[LogRecord]:
+        key = (topic, start.offset, limit)
+        records = self._records.get(key)
+        if records is None:
+            records = self._records[key] = list(self.log.topic(topic).read(start, limit=limit))
+        return records
 
     def get(self, topic: str, record: LogRecord) -> Event | InvalidEvent:
         key = (topic, record.offset)
@@ -80,15 +90,16 @@ class _Decoded:
         return item
 
     def clear(self) -> None:
+        self._records.clear()
         self._items.clear()
 
 
 class _ProcessorRunner:
     """One processor's consumer: its positions, its driver, its crash recovery."""
 
-    def __init__(self, processor: Processor, data: DataDir, checkpoint: Checkpoint, decoded: _Decoded) -> None:
+    def __init__(self, processor: Processor, data: DataDir, checkpoint: Checkpoint, shared: _Round) -> None:
         self.processor = processor
-        self.decoded = decoded
+        self.shared = shared
         self.log = data.log
         self.checkpoint = checkpoint
         self.driver = Driver(processor, checkpoint.store(processor.name))
@@ -109,8 +120,8 @@ class _ProcessorRunner:
         outputs: dict[str, list[Event]] = defaultdict(list)
         positions: dict[str, Position] = {}
         count = 0
-        for topic, record in itertools.islice(self._merged(), batch_size):
-            item = self.decoded.get(topic, record)
+        for topic, record in itertools.islice(self._merged(batch_size), batch_size):
+            item = self.shared.get(topic, record)
             for output in self.driver.handle_decoded(item, Origin(f"{topic}/0", record.offset)):
                 outputs[output.TOPIC].append(output)
             positions[topic] = record.next
@@ -134,16 +145,14 @@ class _ProcessorRunner:
         self.positions.update(positions)
         return count
 
-    def _merged(self) -> Iterator[tuple[str, LogRecord]]:
+    def _merged(self, limit: int) -> Iterator[tuple[str, LogRecord]]:
         """Input records in append-time order across topics (ties: topic order, then offset)."""
-        streams = [self._stream(index, topic, start) for index, (topic, start) in enumerate(self.positions.items())]
+        streams = [
+            [(record.timestamp_ms, index, record.offset, topic, record) for record in self.shared.records(topic, start, limit)]
+            for index, (topic, start) in enumerate(self.positions.items())
+        ]
         for *_, topic, record in heapq.merge(*streams):
             yield topic, record
-
-    def _stream(self, index: int, topic: str, start: Position) -> Iterator[tuple[int, int, int, str, LogRecord]]:
-        # A function, not a generator expression in the comprehension above: those would all see
-        # the comprehension's last topic (late binding) and mislabel every other input's records.
-        return ((record.timestamp_ms, index, record.offset, topic, record) for record in self.log.topic(topic).read(start))
 
     def _already_appended(self, topic: str, event_id: str) -> bool:
         recovered = self.recovered.get(topic)
@@ -168,9 +177,9 @@ class EmbeddedRuntime:
         self.checkpoint = self.data.checkpoint()
         self.batch_size = batch_size
         self.sync = sync
-        self.decoded = _Decoded()
+        self.shared = _Round(self.data.log)
         self.runners = [
-            _ProcessorRunner(p, self.data, self.checkpoint, self.decoded) for p in (processors or build_processors())
+            _ProcessorRunner(p, self.data, self.checkpoint, self.shared) for p in (processors or build_processors())
         ]
 
     def close(self) -> None:
@@ -187,7 +196,7 @@ class EmbeddedRuntime:
             progressed = False
             # Rounds of one batch per processor, producers before consumers: processors reading the
             # same topic move together and share its decoded records, and chains settle as they go.
-            self.decoded.clear()
+            self.shared.clear()
             for runner in self.runners:
                 own = stats.by_processor[runner.processor.name]
                 if runner.step(self.batch_size, self.sync, own):
