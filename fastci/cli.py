@@ -95,9 +95,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if stats.events == 0 and not args.follow:
         console.print(f"nothing new to process in {args.data_dir} (publish events first: fastci publish)")
         return 0
-    table = Table("processor", "events", "outputs", "dead letters", title="embedded run")
+    table = Table("processor", "events", "outputs", "dead letters", Column("seconds", justify="right"), title="embedded run")
     for name, s in stats.by_processor.items():
-        table.add_row(name, f"{s.events:,}", f"{s.outputs:,}", f"{s.dead_letters:,}")
+        table.add_row(name, f"{s.events:,}", f"{s.outputs:,}", f"{s.dead_letters:,}", f"{s.seconds:.2f}")
+    table.add_row("(decoding input records, once for all)", "", "", "", f"{stats.decode_seconds:.2f}")
     console.print(table)
     return 0
 
