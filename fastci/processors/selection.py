@@ -20,6 +20,7 @@ context) pair the selection covers (``fastci.selection.pruning``).
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar
 
 from pydantic import Field
@@ -37,7 +38,7 @@ from fastci.events.selection import (
     Selection,
     SelectionMetrics,
 )
-from fastci.processors.base import Processor, StateReader, Step, compound_key
+from fastci.processors.base import KEY_SEPARATOR, Processor, StateReader, Step
 from fastci.selection.graph import executions, short_id, unit_name
 from fastci.selection.pruning import prune
 from fastci.selection.units import BODY, MODULE, is_test_file
@@ -77,20 +78,21 @@ class SelectionState(Record):
     catalog: dict[str, CatalogEntry] | None = None
 
 
+# compound_key(repo, kind, name), spelled out: these are built for every unit of every evidence event.
 def evidence_key(repo: str, test_id: str) -> str:
-    return compound_key(repo, "evidence", test_id)
+    return f"{repo}{KEY_SEPARATOR}evidence{KEY_SEPARATOR}{test_id}"
 
 
 def unit_key(repo: str, uid: str) -> str:
-    return compound_key(repo, "unit", uid)
+    return f"{repo}{KEY_SEPARATOR}unit{KEY_SEPARATOR}{uid}"
 
 
 def file_key(repo: str, path: str) -> str:
-    return compound_key(repo, "file", path)
+    return f"{repo}{KEY_SEPARATOR}file{KEY_SEPARATOR}{path}"
 
 
 def catalog_key(repo: str, bucket: int) -> str:
-    return compound_key(repo, "catalog", str(bucket))
+    return f"{repo}{KEY_SEPARATOR}catalog{KEY_SEPARATOR}{bucket}"
 
 
 def bucket_of(tid: str) -> int:
@@ -117,9 +119,9 @@ class SelectionProcessor(Processor[SelectionState]):
 
 
 def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState | None]:
-    units, files = executions(s.stack for s in event.stacks)
+    units, files = _executed(tuple(s.stack for s in event.stacks))
     writes: dict[str, SelectionState | None] = {}
-    _set_evidence(state, writes, event.repo, event.test_id, {u: tuple(sorted(c)) for u, c in units.items()}, files)
+    _set_evidence(state, writes, event.repo, event.test_id, units, files)
     tid = short_id(event.test_id)
     bucket_key = catalog_key(event.repo, bucket_of(tid))
     catalog = _get(state, writes, bucket_key).catalog or {}
@@ -128,6 +130,13 @@ def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -
         updated = (entry or CatalogEntry(test_id=event.test_id)).model_copy(update={"evidence": True})
         writes[bucket_key] = _catalog_state(_with(catalog, tid, updated))
     return writes
+
+
+@functools.lru_cache(maxsize=1024)  # a traced test's evidence repeats run after run until its code changes
+def _executed(stacks: tuple[str, ...]) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+    """Unit id -> its sorted context ids, and the files that ran; shared, never mutated."""
+    units, files = executions(stacks)
+    return {u: tuple(sorted(c)) for u, c in units.items()}, frozenset(files)
 
 
 def _forget_tests(state: StateReader[SelectionState], repo: str, tests: set[str]) -> dict[str, SelectionState | None]:
@@ -150,7 +159,7 @@ def _set_evidence(
     repo: str,
     test: str,
     new_units: dict[str, tuple[str, ...]],
-    files: set[str],
+    files: set[str] | frozenset[str],
 ) -> None:
     """Replace what ``test`` executed, keeping the unit and file postings in step with it."""
     tid = short_id(test)
