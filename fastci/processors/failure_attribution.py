@@ -160,8 +160,9 @@ def _levels(event: ResultEvent) -> dict[str, float]:
 
 
 def _recent(runs: list[Run], now: datetime | None) -> list[Run]:
-    if now is not None:
-        runs = [r for r in runs if r.time is None or r.time >= now - WINDOW - WINDOW]
+    """Runs a failure in the window could still be judged against (two windows back), the newest MAX_RUNS."""
+    if now is not None and runs and runs[0].time is not None and runs[0].time < now - 2 * WINDOW:
+        runs = [r for r in runs if r.time is None or r.time >= now - 2 * WINDOW]
     return runs[-MAX_RUNS:]
 
 

@@ -26,7 +26,8 @@ from fastci.processors.base import Processor, StateReader, Step, compound_key
 
 NAME = "flaky-detector"
 RUNS_PER_GROUP = 32
-INDEXED_RESULTS = 256  # recent result ids of a test with their group, so an exclusion finds its run
+GROUPS = 32  # the newest (commit, bundle, config, seed) groups of a test kept; older ones are deleted
+INDEXED_FAILURES = 64  # recent failures with their group, so an exclusion finds its run
 
 
 class HeldOutcome(Record):
@@ -43,8 +44,9 @@ class TestFlakiness(Record):
     rule: str | None = None
     statuses: tuple[str, ...] = Field(default=(), max_length=RECENT)
     clean_runs: int = 0  # runs since the last flake evidence
-    index: tuple[tuple[str, str], ...] = Field(default=(), max_length=INDEXED_RESULTS)  # (result id, group key)
-    excluded: tuple[str, ...] = Field(default=(), max_length=INDEXED_RESULTS)  # exclusions that came first
+    groups: tuple[str, ...] = Field(default=(), max_length=GROUPS)  # state keys of the newest groups
+    failures: tuple[tuple[str, str], ...] = Field(default=(), max_length=INDEXED_FAILURES)  # (result id, group key)
+    excluded: tuple[str, ...] = Field(default=(), max_length=INDEXED_FAILURES)  # exclusions that came first
 
 
 class FlakyState(Record):
@@ -87,11 +89,18 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
         statuses = (*test.statuses, event.status)[-RECENT:]
         retries = flaky_by_retries(statuses) and event.status == "flaky"
         evidence = (differs and (not differed or event.status in FAILING)) or retries
-        index = (*test.index, (event.id, key))
-        kept = index[-INDEXED_RESULTS:]
-        forgotten = {group for _, group in index[:-INDEXED_RESULTS]} - {group for _, group in kept}
+        groups, forgotten = test.groups, ()
+        if key not in groups:
+            groups = (*groups, key)
+            forgotten, groups = groups[:-GROUPS], groups[-GROUPS:]
+        failures = test.failures
+        if event.status in FAILING:
+            failures = (*failures, (event.id, key))[-INDEXED_FAILURES:]
+        if forgotten:
+            failures = tuple(f for f in failures if f[1] not in forgotten)
         test = test.model_copy(update={
-            "statuses": statuses, "clean_runs": 0 if evidence else test.clean_runs + 1, "index": kept,
+            "statuses": statuses, "clean_runs": 0 if evidence else test.clean_runs + 1, "groups": groups,
+            "failures": failures,
         })
         verdict: FlakyVerdict | None = None
         if evidence and not test.flaky:
@@ -102,19 +111,21 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
             verdict = _verdict(event, False, "stable", f"{test.clean_runs} runs in a row without a flake", ())
         if verdict is not None:
             test = test.model_copy(update={"flaky": verdict.flaky, "rule": verdict.rule})
-        writes: dict[str, FlakyState | None] = {group: None for group in forgotten}  # runs too old to index
+        writes: dict[str, FlakyState | None] = {group: None for group in forgotten}  # groups too old to keep
         writes.update({test_key(event.test_id): FlakyState(test=test), key: FlakyState(outcomes=outcomes)})
         return Step(writes=writes, outputs=[verdict] if verdict else [])
 
     def _exclusion(self, state: StateReader[FlakyState], event: BaselineExclusion) -> Step[FlakyState]:
-        """A run on a sick node stops counting (an exclusion can also arrive before its result)."""
+        """A failure on a sick node stops counting. An exclusion can arrive before its result (then the
+        result arrives excluded) or after it (then the index of recent failures finds its group); one
+        that arrives after a passed result changes nothing: a pass is a pass on any node."""
         held = state.get(test_key(event.test_id))
         test = (held.test if held else None) or TestFlakiness()
-        groups = [key for result_id, key in test.index if result_id == event.result_id]
+        groups = [key for result_id, key in test.failures if result_id == event.result_id]
         if not groups:
             if event.result_id in test.excluded:
                 return Step()
-            test = test.model_copy(update={"excluded": (*test.excluded, event.result_id)[-INDEXED_RESULTS:]})
+            test = test.model_copy(update={"excluded": (*test.excluded, event.result_id)[-INDEXED_FAILURES:]})
             return Step(writes={test_key(event.test_id): FlakyState(test=test)})
         key = groups[-1]
         outcomes = state.get(key)

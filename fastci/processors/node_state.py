@@ -89,6 +89,9 @@ class NodeStateProcessor(Processor[NodeHealth]):
     def process(self, state: StateReader[NodeHealth], event: Event) -> Step[NodeHealth]:
         node = self.partition_key(event)
         held = state.get(node) or NodeHealth()
+        if isinstance(event, NodeHealthEvent) and self._routine(held, event):  # most signals: only time moves
+            clock = event.time if held.clock is None else max(held.clock, event.time)
+            return Step(writes={node: held.model_copy(update={"clock": clock})})
         if isinstance(event, NodeHealthEvent):
             work = _Work(self.rules, node, held, event.time, event.id)
             work.signal(event)
@@ -100,6 +103,18 @@ class NodeStateProcessor(Processor[NodeHealth]):
             work = _Work(self.rules, node, held, event.time, event.id)
             work.attribution(event)
         return Step(writes={node: work.finish()}, outputs=work.outputs)
+
+
+    def _routine(self, held: NodeHealth, event: NodeHealthEvent) -> bool:
+        """A signal that says all is well, to a healthy node: nothing to hold, and the passing of time
+        cannot make a healthy node suspect (windows only forget)."""
+        if held.state != "healthy":
+            return False
+        if event.kind == "heartbeat":
+            return event.value <= self.rules.heartbeat_suspect_s
+        if event.kind == "temperature":
+            return event.value <= self.rules.temperature_limit_c and held.hot_readings == 0
+        return event.kind in ("ecc", "nccl_timeout") and event.value <= 0
 
 
 class _Work:
