@@ -109,6 +109,8 @@ class FailureAttributionProcessor(Processor[AttributionState]):
         key = group_key(event)
         held = state.get(key)
         group = (held.group if held else None) or Group(bundle=event.bundle, hardware_revision=event.hardware_revision)
+        if any(r.result_id == event.id for r in group.runs):
+            return Step()  # the group (not the test's own entry) already holds it: applied before a crash
         runs = list(group.runs)
         writes: dict[str, AttributionState | None] = {}
         known = state.get(groups_key(event.test_id))

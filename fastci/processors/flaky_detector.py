@@ -47,6 +47,8 @@ class TestFlakiness(Record):
     groups: tuple[str, ...] = Field(default=(), max_length=GROUPS)  # state keys of the newest groups
     failures: tuple[tuple[str, str], ...] = Field(default=(), max_length=INDEXED_FAILURES)  # (result id, group key)
     excluded: tuple[str, ...] = Field(default=(), max_length=INDEXED_FAILURES)  # exclusions that came first
+    marked_by: str | None = None  # the group whose disagreeing runs made the test flaky
+    repo: str | None = None
 
 
 class FlakyState(Record):
@@ -81,6 +83,8 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
         key = outcomes_key(event)
         before = state.get(key)
         outcomes = tuple(before.outcomes or ()) if before else ()
+        if any(o.result_id == event.id for o in outcomes):
+            return Step()  # the group (not the test's own entry) already holds it: applied before a crash
         differed = outcomes_differ(_outcomes(outcomes))
         outcome = HeldOutcome(result_id=event.id, node_id=event.node_id, status=event.status, trigger=event.trigger,
                               excluded=event.id in test.excluded)
@@ -100,7 +104,7 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
             failures = tuple(f for f in failures if f[1] not in forgotten)
         test = test.model_copy(update={
             "statuses": statuses, "clean_runs": 0 if evidence else test.clean_runs + 1, "groups": groups,
-            "failures": failures,
+            "failures": failures, "repo": event.repo,
         })
         verdict: FlakyVerdict | None = None
         if evidence and not test.flaky:
@@ -110,7 +114,8 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
         elif test.flaky and test.clean_runs >= STABLE_AFTER:
             verdict = _verdict(event, False, "stable", f"{test.clean_runs} runs in a row without a flake", ())
         if verdict is not None:
-            test = test.model_copy(update={"flaky": verdict.flaky, "rule": verdict.rule})
+            test = test.model_copy(update={"flaky": verdict.flaky, "rule": verdict.rule,
+                                           "marked_by": key if verdict.rule == "outcomes-differ" else None})
         writes: dict[str, FlakyState | None] = {group: None for group in forgotten}  # groups too old to keep
         writes.update({test_key(event.test_id): FlakyState(test=test), key: FlakyState(outcomes=outcomes)})
         return Step(writes=writes, outputs=[verdict] if verdict else [])
@@ -133,7 +138,18 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
             return Step()
         marked = tuple(o.model_copy(update={"excluded": True}) if o.result_id == event.result_id else o
                        for o in outcomes.outcomes)
-        return Step(writes={key: FlakyState(outcomes=marked)})
+        writes: dict[str, FlakyState | None] = {key: FlakyState(outcomes=marked)}
+        if not (test.flaky and test.marked_by == key and outcomes_differ(_outcomes(marked)) is None):
+            return Step(writes=writes)
+        # the disagreement that made the test flaky was a sick node's doing: withdraw the verdict
+        withdrawn = FlakyVerdict(
+            cause_id=event.id, test_id=event.test_id, repo=test.repo or "unknown", flaky=False, rule="withdrawn",
+            reason=f"the runs that disagreed no longer do without {event.node_id}'s, which ran while it was "
+                   f"{event.node_state}"[:4096],
+        )
+        test = test.model_copy(update={"flaky": False, "rule": "withdrawn", "marked_by": None})
+        writes[test_key(event.test_id)] = FlakyState(test=test)
+        return Step(writes=writes, outputs=[withdrawn])
 
 
 def _outcomes(held) -> list[Outcome]:

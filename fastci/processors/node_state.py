@@ -16,8 +16,9 @@ diagnosing node to service, and it starts the node's evidence afresh.
 On entering quarantine it asks for one ``run-requested`` per test that failed on the node in the
 ``rerun_window`` before (the newest failure of each test): work class 'rerun', the failed run's
 commit, bundle, config and seed, its hardware revision, and ``avoid_nodes`` naming the node. The
-request's id derives from the failed result's id (purpose 'quarantine-rerun'), so a replay never asks twice;
-a failure that arrives after the quarantine but ran before it is asked for when it arrives.
+request's id derives from the failed result's id (purpose 'quarantine-rerun'), so a replay never asks
+twice; a failure that ran in the window before the node's latest quarantine but arrives after it
+(even after the node is back) is asked for when it arrives.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class NodeHealth(Record):
     hot_readings: int = 0  # consecutive temperature readings over the limit
     failed: tuple[FailedRun, ...] = Field(default=(), max_length=HELD_FAILURES)
     rerun: tuple[str, ...] = Field(default=(), max_length=REMEMBERED_RERUNS)  # failed results already asked again
+    quarantined_at: datetime | None = None  # the latest entry into quarantine (late failures before it are rerun)
 
 
 class NodeStateProcessor(Processor[NodeHealth]):
@@ -168,7 +170,8 @@ class _Work:
                 chips=event.chips,
             )
             self.held = self.held.model_copy(update={"failed": (*self.held.failed, failed)[-HELD_FAILURES:]})
-            if self.held.state in OUT_OF_SERVICE_STATES and self._rerunnable(failed, self.held.since):
+            late = failed.time is not None or self.held.state in OUT_OF_SERVICE_STATES
+            if late and self._rerunnable(failed, self.held.quarantined_at):  # ran before a quarantine, reported after
                 self._request_reruns([failed])
         self._reassess()
 
@@ -218,6 +221,8 @@ class _Work:
         previous = self.held.state
         time = self.time if self.held.since is None else max(self.time, self.held.since)
         self.held = self.held.model_copy(update={"state": state, "since": time, "rule": rule})
+        if state == "quarantined" and previous not in OUT_OF_SERVICE_STATES:
+            self.held = self.held.model_copy(update={"quarantined_at": time})
         change_index = len(self.outputs)
         reruns = self._request_reruns(self._failures_before(time)) if state == "quarantined" else 0
         self.outputs.insert(change_index, NodeStateChanged(
