@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, help="write the first seed's input events to an embedded log here")
     args = parser.parse_args()
     gate = RULES.slow
-    print(f"fleet: 16 nodes x 8 chips, rev-a node-00..07, rev-b node-08..15, {args.days} days per seed; faults from hour 12;")
+    print(f"fleet: 16 nodes x 8 chips, rev-a node-00..07, rev-b node-08..15, {args.days} days per seed; faults from hour 6;")
     print("kernel-rounding-bug candidate bundle qualified from night 1. Thresholds: README 'Node health' table; throughput: "
           f"Wilcoxon p < {gate.suspect_p:g} (suspect) / {gate.quarantine_p:g} (quarantine) over >= {gate.min_runs} runs, "
           f"median ratio < {1 - gate.min_effect:g}, 95% CI top < {gate.suspect_ci_high:g} / {gate.quarantine_ci_high:g}")

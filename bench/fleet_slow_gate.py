@@ -6,7 +6,7 @@
    statistics the attribution could use (median of the samples, 20%-trimmed mean, ratio of sums).
 2. The gate (``fastci.fleet.slowness``), judged the way ``node-state`` judges it (after every new
    ratio, over the newest 24): how often a healthy node is ever called suspect or quarantined in
-   ``--looks`` runs, and after how many runs a 10% slower node is, with each run's log-ratio drawn
+   ``--looks`` runs, and after how many runs a node that turns 10% slower is, with each run's log-ratio drawn
    from a Student t (3 degrees of freedom: heavy tails, as the host's bursts give) scaled to a noise
    level (the measured one and a few others). This part draws its noise: it calibrates the statistic,
    while the fleet simulation (bench/fleet_health.py) measures the whole path on real runs.
@@ -29,6 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fastci.fleet.simulation import FleetConfig, ThroughputRig  # noqa: E402
 from fastci.fleet.slowness import SlowGate, judge  # noqa: E402
 from fastci.processors.failure_attribution import TRIM  # noqa: E402
+
+
+HEALTHY_FIRST = 4  # runs a slow node had before it turned slow (about the fleet simulation's 12 h)
 
 
 def robust_sd(x: np.ndarray) -> float:
@@ -58,13 +61,14 @@ def measure(runs: int) -> float:
 def calibrate(noise_levels: list[float], trials: int, looks: int, gate: SlowGate) -> None:
     print(f"\ngate: >= {gate.min_runs} runs, Wilcoxon p < {gate.suspect_p:g} / {gate.quarantine_p:g}, median < "
           f"{1 - gate.min_effect:g}, 95% CI top < {gate.suspect_ci_high:g} / {gate.quarantine_ci_high:g}; "
-          f"{trials} healthy node histories of {looks} runs and {trials // 4} slow ones of 24 per noise level")
+          f"{trials} healthy node histories of {looks} runs and {trials // 4} of nodes that turn 10% slower after "
+          f"{HEALTHY_FIRST} healthy runs (runs counted from the first slow one) per noise level")
     print(f"{'noise (sd of log ratio)':>24} {'healthy ever suspect':>21} {'ever quarantined':>17} "
           f"{'slow: suspect by run (median, 90%)':>35} {'quarantined by run':>19} {'caught in 24':>13}")
     for sigma in noise_levels:
         rng = np.random.default_rng(round(sigma * 1000))
         healthy = [_history(gate, sigma, 1.0, looks, rng) for _ in range(trials)]
-        slow = [_history(gate, sigma, 0.9, 24, rng) for _ in range(trials // 4)]
+        slow = [_history(gate, sigma, 0.9, 24, rng, healthy_first=HEALTHY_FIRST) for _ in range(trials // 4)]
         suspect = [s for s, _ in slow if s]
         quarantine = [q for _, q in slow if q]
         print(f"{sigma:>24.3f} {np.mean([s is not None for s, _ in healthy]):>21.1%} "
@@ -73,16 +77,20 @@ def calibrate(noise_levels: list[float], trials: int, looks: int, gate: SlowGate
               f"{np.median(quarantine) if quarantine else float('nan'):>19.0f} {len(quarantine) / len(slow):>13.0%}")
 
 
-def _history(gate: SlowGate, sigma: float, level: float, looks: int, rng) -> tuple[int | None, int | None]:
+def _history(gate: SlowGate, sigma: float, level: float, looks: int, rng, healthy_first: int = 0) -> tuple[int | None, int | None]:
+    """Runs until suspect and until quarantined, counted from the first slow run (after ``healthy_first``
+    healthy ones, which stay in the judged window as they would for a node that turns slow)."""
     ratios: list[float] = []
     suspect = quarantine = None
-    for i in range(looks):
-        ratios.append(level * float(np.exp(rng.standard_t(3) * sigma / np.sqrt(3))))  # t3 scaled to sd sigma
+    for i in range(healthy_first + looks):
+        shift = 1.0 if i < healthy_first else level
+        ratios.append(shift * float(np.exp(rng.standard_t(3) * sigma / np.sqrt(3))))  # t3 scaled to sd sigma
         verdict = judge(ratios[-gate.max_runs:], i, gate)
-        if suspect is None and verdict.level in ("suspect", "quarantine"):
-            suspect = i + 1
-        if quarantine is None and verdict.level == "quarantine":
-            quarantine = i + 1
+        after = i + 1 - healthy_first
+        if suspect is None and verdict.level in ("suspect", "quarantine") and after > 0:
+            suspect = after
+        if quarantine is None and verdict.level == "quarantine" and after > 0:
+            quarantine = after
     return suspect, quarantine
 
 

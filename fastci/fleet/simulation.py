@@ -79,7 +79,7 @@ class FleetConfig:
     days: int = 3
     nodes: int = 16
     chips: int = 8
-    onset_h: float = 12.0  # faults start this long after the start (after the first nightly)
+    onset_h: float = 6.0  # faults start this long after the start (after the first nightly)
     xid_node: str = "node-03"
     nccl_node: str = "node-06"
     slow_node: str = "node-12"

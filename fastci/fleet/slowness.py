@@ -35,8 +35,8 @@ Level = Literal["healthy", "suspect", "quarantine"]
 
 @dataclass(frozen=True)
 class SlowGate:
-    window: timedelta = timedelta(hours=72)  # ratios older than this are forgotten
-    max_runs: int = 24  # the newest ratios kept
+    window: timedelta = timedelta(hours=48)  # ratios older than this are forgotten: a node turns slow at
+    max_runs: int = 16  # some point, and its older runs only dilute the newer ones (the newest 16 are judged)
     min_runs: int = 7  # fewer: no call (7 runs all below their peers give p = 0.0078)
     suspect_p: float = 0.01
     quarantine_p: float = 0.002  # needs at least 9 runs
