@@ -9,7 +9,7 @@ tests rerun on healthy nodes of its revision and their outcome, and what was mis
 nodes made suspect or quarantined, attributions of the regression's failures left standing, nodes
 blamed with them, tests marked flaky that are not. See fastci/fleet/simulation.py for the fleet.
 
-    .venv/bin/python bench/fleet_health.py [--seeds 3] [--days 3] [--verbose] [--data-dir DIR]
+    .venv/bin/python bench/fleet_health.py [--seeds 3] [--first-seed 0] [--days 3] [--verbose] [--data-dir DIR]
 
 With ``--data-dir``, the first seed's input events (results, signals, the owner map) are replayed
 into an embedded log there an hour of simulated time at a time, running the embedded runtime (every
@@ -46,6 +46,7 @@ def show(value) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--days", type=int, default=3)
     parser.add_argument("--root-cause-accuracy", type=float, default=1.0,
                         help="how often a timed-out two-node run names the node that did not join (else its peer)")
@@ -53,7 +54,8 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, help="write the first seed's input events to an embedded log here")
     args = parser.parse_args()
     gate = RULES.slow
-    print(f"fleet: 16 nodes x 8 chips, rev-a node-00..07, rev-b node-08..15, {args.days} days per seed; faults from hour 6;")
+    print(f"fleet: 16 nodes x 8 chips, rev-a node-00..07, rev-b node-08..15, {args.days} days per seed; faults from hour "
+          f"{FleetConfig().onset_h:g};")
     print("kernel-rounding-bug candidate bundle qualified from night 1. Thresholds: README 'Node health' table; throughput: "
           f"Wilcoxon p < {gate.suspect_p:g} (suspect) / {gate.quarantine_p:g} (quarantine) over >= {gate.min_runs} runs, "
           f"median ratio < {1 - gate.min_effect:g}, 95% CI top < {gate.suspect_ci_high:g} / {gate.quarantine_ci_high:g}")
@@ -63,10 +65,10 @@ def main() -> None:
     summary: dict[str, list] = {}
     misses: list[str] = []
     started = time.perf_counter()
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         config = FleetConfig(seed=seed, days=args.days, root_cause_accuracy=args.root_cause_accuracy)
         outcome = FleetSimulation(config, progress=print if args.verbose else None).run()
-        if args.data_dir and seed == 0:
+        if args.data_dir and seed == args.first_seed:
             hours = replay_embedded(outcome.inputs, args.data_dir)
             print(f"replayed {len(outcome.inputs):,} input events into {args.data_dir} through the embedded runtime "
                   f"({hours} slices of an hour); try 'fastci --data-dir {args.data_dir} views refresh', then "

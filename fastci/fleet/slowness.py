@@ -59,7 +59,7 @@ class SlowVerdict:
     def describe(self) -> str:
         if self.runs == 0:
             return "no throughput ratios"
-        text = f"median throughput {self.median_ratio:.3f}x other nodes' over {self.runs} runs (p={self.p_value:.2g}"
+        text = f"median throughput {self.median_ratio:.3f}x other nodes' over {self.runs} runs (p={self.p_value:.3g}"
         if math.isfinite(self.ci_high):
             text += f", 95% CI {self.ci_low:.3f}-{self.ci_high:.3f}"
         return text + ")"
