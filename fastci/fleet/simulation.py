@@ -39,7 +39,6 @@ import heapq
 import itertools
 import random
 import time as wallclock
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
