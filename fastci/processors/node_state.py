@@ -106,7 +106,6 @@ class NodeStateProcessor(Processor[NodeHealth]):
             work.attribution(event)
         return Step(writes={node: work.finish()}, outputs=work.outputs)
 
-
     def _routine(self, held: NodeHealth, event: NodeHealthEvent) -> bool:
         """A signal that says all is well, to a healthy node: nothing to hold, and the passing of time
         cannot make a healthy node suspect (windows only forget)."""
