@@ -92,8 +92,11 @@ class NodeStateProcessor(Processor[NodeHealth]):
         node = self.partition_key(event)
         held = state.get(node) or NodeHealth()
         if isinstance(event, NodeHealthEvent) and self._routine(held, event):  # most signals: only time moves
-            clock = event.time if held.clock is None else max(held.clock, event.time)
-            return Step(writes={node: held.model_copy(update={"clock": clock})})
+            return Step(writes={node: _moved_on(held, event.time)})
+        if isinstance(event, ResultEvent) and held.state == "healthy" and event.status not in FAILING:
+            # a pass on a healthy node: nothing to hold, nothing to rerun, and time cannot make it suspect
+            return Step(writes={node: _moved_on(held, event.time, hardware_revision=event.hardware_revision,
+                                                pool=event.pool)})
         if isinstance(event, NodeHealthEvent):
             work = _Work(self.rules, node, held, event.time, event.id)
             work.signal(event)
@@ -116,6 +119,12 @@ class NodeStateProcessor(Processor[NodeHealth]):
         if event.kind == "temperature":
             return event.value <= self.rules.temperature_limit_c and held.hot_readings == 0
         return event.kind in ("ecc", "nccl_timeout") and event.value <= 0
+
+
+def _moved_on(held: NodeHealth, time: datetime | None, **updates) -> NodeHealth:
+    """The node's state with its clock moved to ``time`` (and ``updates``), nothing else changed."""
+    clock = held.clock if time is None else time if held.clock is None else max(held.clock, time)
+    return NodeHealth.trusted({**held.__dict__, "clock": clock, **updates})
 
 
 class _Work:
