@@ -201,6 +201,7 @@ def test_quarantine_reruns_each_test_that_failed_in_the_window_once_on_the_same_
     assert (a.cause_id, a.purpose, a.work_class) == (newest.id, RERUN_PURPOSE, "rerun")
     assert (a.commit, a.bundle, a.seed, a.config) == (newest.commit, newest.bundle, 9, {"model": "lm"})
     assert a.avoid_nodes == (NODE,) and a.hardware_revision == "rev-a" and a.requested_by == "node-state"
+    assert a.chips == 0 and a.pool == "default"  # the failed run's: 0 = CPU/simulator capacity for the scheduler
     assert requests[1].hardware_revision == "rev-b"
 
 

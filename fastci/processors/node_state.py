@@ -261,7 +261,7 @@ class _Work:
                 cause_id=failed.result_id, purpose=RERUN_PURPOSE, test_id=failed.test_id, repo=failed.repo,
                 commit=failed.commit, bundle=failed.bundle, hardware_revision=failed.hardware_revision,
                 work_class="rerun", repeats=failed.repeats, seed=failed.seed, config=failed.config,
-                avoid_nodes=(self.node,), requested_by=NAME, pool=self.held.pool, chips=failed.chips or None,
+                avoid_nodes=(self.node,), requested_by=NAME, pool=self.held.pool, chips=failed.chips,
                 reason=f"rerun {failed.run_id} on a healthy {failed.hardware_revision} node: it failed on "
                        f"{self.node}, quarantined ({self.held.rule})",
             ))
