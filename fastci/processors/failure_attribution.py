@@ -18,8 +18,8 @@ Throughput: every passing run with a throughput-like metric gets a ``throughput`
 run's level over the median of the same test's other nodes' levels in the ``PEER_WINDOW`` before it
 (one value per node, at least ``MIN_PEER_NODES`` nodes), as performance (< 1 is slower). A run's
 level is the 20%-trimmed mean of its samples: robust to a few disturbed samples like the median,
-and a little less noisy (bench/fleet_slow_gate.py, 40 + 40 interleaved runs: a robust sd of the
-log-ratio of 0.039 against 0.043 for the median; shorter runs of that bench disagree either way).
+and it uses more of them (bench/fleet_slow_gate.py compares the two on real runs; on this host
+neither was consistently less noisy).
 
 Cost: a result rewrites its group (one entry per node that passed in the last two windows, and at
 most ``MAX_FAILURES`` failures) and, when it carries throughput, one small value per metric; nothing
