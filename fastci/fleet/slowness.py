@@ -1,20 +1,19 @@
 """Is a node silently slow? A one-sample test over its runs' throughput relative to other nodes.
 
 ``failure-attribution`` turns every passing run with a throughput metric into a ratio: the run's
-median over the median of the same test's other nodes on the same bundle, hardware revision and
-config in the hours before (one value per node, at least ``MIN_PEER_NODES`` nodes). A healthy
-node's ratios scatter around 1; a slow node's sit below it whatever the test. ``node-state``
-keeps a node's recent ratios and judges them here:
+level (a trimmed mean of its samples) over the median of the same test's other nodes' levels on the
+same bundle, hardware revision and config in the hours before (one value per node, at least
+``MIN_PEER_NODES`` nodes). A healthy node's ratios scatter around 1; a slow node's sit below it
+whatever the test. ``node-state`` keeps a node's recent ratios and judges the newest here:
 
 - one-sided Wilcoxon signed-rank test of log(ratio) < 0 (scipy; exact for small counts): the runs
   sit consistently below the other nodes', not just on average;
 - the bootstrap interval of the median ratio (``perfstats.median_interval``, seeded from event ids):
   how much slower, with its uncertainty.
 
-Run medians, not raw samples: samples of one run share that run's host conditions, so pooling them
-would count one noisy run as many independent observations (measured here: the log-ratio of a
-healthy run to its peers scatters with a standard deviation of 0.04-0.18 depending on the host's
-load, far more than the samples' own spread suggests).
+One value per run, not raw samples: samples of one run share that run's host conditions, so pooling
+them would count one noisy run as many independent observations. The thresholds are calibrated by
+bench/fleet_slow_gate.py (README, "Fleet health").
 """
 
 from __future__ import annotations
