@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fastci.events.base import derive_id
 from fastci.events.fleet import FlakyVerdict, NodeAttribution, NodeStateChanged
 from fastci.processors.failure_attribution import FailureAttributionProcessor
 from fastci.processors.node_state import NodeStateProcessor
@@ -30,7 +31,7 @@ def test_a_failure_where_other_nodes_pass_is_attributed_to_its_node_once():
     (attribution,) = of_topic(outputs, NodeAttribution.TOPIC)
     assert (attribution.kind, attribution.node_id, attribution.result_id) == ("failure", "node-00", failed.id)
     assert (attribution.failing_nodes, attribution.passing_nodes) == (1, 3)
-    assert attribution.id == NodeAttribution(**{**attribution.model_dump(exclude={"id"})}).id
+    assert attribution.id == derive_id(NodeAttribution.TOPIC, failed.id, "failure", None)  # from the judged result
     assert feed(processor, store, [run(TEST, hours=3, node="node-05")]) == []  # decided: not said again
 
 

@@ -45,10 +45,25 @@ def test_outcomes_that_differ_across_seeds_or_commits_are_not_flakiness():
     assert feed(processor, store, events) == []
 
 
-def test_one_node_passing_and_failing_the_same_run_is_flaky():
+def test_one_node_passing_then_failing_the_same_run_is_a_node_candidate_not_a_flake():
     processor, store = FlakyDetectorProcessor(), Store()
-    outputs = feed(processor, store, [run(TEST, hours=1, node="node-01", status="failed"), run(TEST, hours=2, node="node-01")])
+    outputs = feed(processor, store, [run(TEST, hours=1, node="node-01"), run(TEST, hours=2, node="node-02"),
+                                      run(TEST, hours=3, node="node-01", status="failed")])
+    assert outputs == []
+
+
+def test_a_verdict_resting_on_a_sick_nodes_failure_is_withdrawn_when_its_exclusion_arrives():
+    processor, store = FlakyDetectorProcessor(), Store()
+    sick = run(TEST, hours=2, node="node-03", status="error")
+    outputs = feed(processor, store, [run(TEST, hours=1, node="node-01"), run(TEST, hours=1.5, node="node-02", status="failed"),
+                                      sick])
     assert verdicts(outputs) == [(True, "outcomes-differ")]
+    exclusion = BaselineExclusion(result_id=sick.id, test_id=TEST, node_id="node-03", node_state="quarantined", cause_id="q" * 32)
+    (withdrawn,) = of_topic(feed(processor, store, [exclusion]), FlakyVerdict.TOPIC)
+    assert (withdrawn.flaky, withdrawn.rule, withdrawn.cause_id) == (False, "withdrawn", exclusion.id)
+    assert "node-03" in withdrawn.reason and withdrawn.repo == "acme/llm-framework"
+    # a second, healthy node failing the same run makes it flaky again
+    assert verdicts(feed(processor, store, [run(TEST, hours=3, node="node-04", status="failed")])) == [(True, "outcomes-differ")]
 
 
 def test_failures_on_a_sick_node_do_not_count_whichever_comes_first():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fastci.events.base import derive_id
 from fastci.events.fleet import NodeStateChanged
 from fastci.events.runs import RunRequested
 from fastci.processors.driver import Driver, Origin
@@ -196,10 +197,11 @@ def test_quarantine_reruns_each_test_that_failed_in_the_window_once_on_the_same_
     assert [r.test_id for r in requests] == [TEST_A, TEST_B]
     newest = failed[2]
     a = requests[0]
-    assert a.id == RunRequested(**{**a.model_dump(exclude={"id"}), "cause_id": newest.id}).id  # derived from the failure
+    assert a.id == derive_id(RunRequested.TOPIC, newest.id, RERUN_PURPOSE)  # derived from the failed result alone
     assert (a.cause_id, a.purpose, a.work_class) == (newest.id, RERUN_PURPOSE, "rerun")
     assert (a.commit, a.bundle, a.seed, a.config) == (newest.commit, newest.bundle, 9, {"model": "lm"})
     assert a.avoid_nodes == (NODE,) and a.hardware_revision == "rev-a" and a.requested_by == "node-state"
+    assert a.chips == 0 and a.pool == "default"  # the failed run's: 0 = CPU/simulator capacity for the scheduler
     assert requests[1].hardware_revision == "rev-b"
 
 
@@ -227,6 +229,11 @@ def test_a_failure_reported_after_the_quarantine_is_rerun_if_it_ran_before():
     assert request.cause_id == late.id
     during = run(TEST_B, hours=11, status="failed")  # ran on the quarantined node (a diagnostic): not rerun
     assert of_topic(feed(processor, store, [during]), RunRequested.TOPIC) == []
+    feed(processor, store, [signal("diagnostic", 1.0, hours=12)])
+    very_late = run(TEST_B, hours=8, status="failed")  # reported after the node is back: still rerun
+    (request,) = of_topic(feed(processor, store, [very_late]), RunRequested.TOPIC)
+    assert request.cause_id == very_late.id
+    assert of_topic(feed(processor, store, [run(TEST_B, hours=13, status="failed")]), RunRequested.TOPIC) == []
 
 
 @pytest.mark.parametrize("state_events", [[], [signal("xid", 31, hours=0)]])

@@ -115,7 +115,8 @@ class FlakyVerdict(Event):
 
     ``rule``: 'outcomes-differ' (runs of the same commit, bundle, config and seed disagree, and not
     because of one sick node), 'retries' (too many runs passed only on retry), 'stable' (long
-    enough without either).
+    enough without either), 'withdrawn' (the disagreement turned out to be a sick node's: its
+    failures were excluded after the verdict).
     """
 
     TOPIC: ClassVar[str] = "flaky-verdicts"
@@ -126,7 +127,7 @@ class FlakyVerdict(Event):
     test_id: Name
     repo: Name
     flaky: bool
-    rule: Literal["outcomes-differ", "retries", "stable"]
+    rule: Literal["outcomes-differ", "retries", "stable", "withdrawn"]
     reason: Text
     time: Timestamp | None = None
     commit: Sha | None = None

@@ -4,12 +4,13 @@
 A test is flaky when
 - runs of the same code on the same stack with the same config and seed disagree (some pass, some
   fail), and the disagreement is not one sick node's doing: failures on at least two distinct
-  nodes, or one node that both passed and failed; runs on nodes that were not healthy at the time
-  (``baseline-exclusions``) do not count; or
+  nodes; runs on nodes that were not healthy at the time (``baseline-exclusions``) do not count
+  (an exclusion that arrives after the verdict withdraws it when the rest no longer disagree); or
 - ``RETRY_LIMIT`` of its last ``RECENT`` runs passed only on retry (status 'flaky').
 
-A failure on one node where other nodes passed is not flakiness yet: it is a node-fault candidate
-(``failure-attribution`` weighs it), until a second node fails the same way.
+A failure on one node where other nodes passed is not flakiness yet, even on a node that passed the
+same run before (it may be turning sick): it is a node-fault candidate (``failure-attribution``
+weighs it), until a second node fails the same way.
 """
 
 from __future__ import annotations
@@ -45,7 +46,4 @@ def outcomes_differ(outcomes: Iterable[Outcome]) -> str | None:
         return None
     if len(failing) >= 2:
         return f"failed on {len(failing)} nodes and passed on {len(passing)} with the same code, stack, config and seed"
-    both = failing & passing
-    if both:
-        return f"both passed and failed on {sorted(both)[0]} with the same code, stack, config and seed"
-    return None
+    return None  # one node failing (even where it passed before) may be that node turning sick

@@ -39,13 +39,13 @@ import heapq
 import itertools
 import random
 import time as wallclock
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from fastci.events import Bundle, Event, NodeHealthEvent, ResultEvent
 from fastci.events.fleet import OUT_OF_SERVICE_STATES, NodeAttribution, NodeStateChanged
@@ -78,7 +78,7 @@ class FleetConfig:
     days: int = 3
     nodes: int = 16
     chips: int = 8
-    onset_h: float = 12.0  # faults start this long after the start (after the first nightly)
+    onset_h: float = 6.0  # faults start this long after the start (after the first nightly)
     xid_node: str = "node-03"
     nccl_node: str = "node-06"
     slow_node: str = "node-12"
@@ -120,6 +120,7 @@ class NodeRecord:
     state: str = "healthy"
     transitions: list[NodeStateChanged] = field(default_factory=list)
     runs: list[datetime] = field(default_factory=list)
+    throughput_runs: list[datetime] = field(default_factory=list)  # passing ones: each a throughput ratio
     fault_signals: list[datetime] = field(default_factory=list)
 
 
@@ -138,10 +139,50 @@ class FleetOutcome:
     reruns: list[Rerun]
     attributions: dict[str, NodeAttribution]
     outputs: list[Event]
+    inputs: list[Event]  # everything published, in order (results, signals, the owner map)
     results: list[ResultEvent]
     bad_bundle: Bundle
     throughput_seconds: float
     seconds: float
+
+
+class ThroughputRig:
+    """Real short training runs of an emulated chip, timed as if its node had the host to itself.
+
+    Sixteen emulated nodes share this one host (and its other tenants), whose load moves run levels
+    by 5-20%; a real node's clock does not see another node's load. So the node's chip trains step
+    by step interleaved with a reference chip (healthy, no slowdown), and each step's kernel time is
+    scaled by how far the reference's time of that step is from the reference's typical time
+    (measured once, in the first run): what the host's load added to both is taken out, what the
+    node's chip adds (its slowdown) stays. Samples are items per second after ``WARMUP`` steps.
+    """
+
+    WARMUP = 5
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.datasets: dict[str, Any] = {}
+        self.typical_step: dict[tuple[str, str], float] = {}
+
+    def samples(self, model: str, precision: str, slowdown: float) -> tuple[tuple[float, ...], str]:
+        family = FAMILIES[model]
+        if model not in self.datasets:
+            self.datasets[model] = family.make_data(np.random.default_rng(golden.SEED))
+        data = self.datasets[model]
+        runtime = RuntimeConfig(warmup_steps=self.WARMUP, steps_per_sample=1)
+        chip = Trainer(family, EmulatedAccelerator(HEALTHY, precision, slowdown=slowdown), golden.SEED, runtime,  # type: ignore[arg-type]
+                       data=data, steps=self.steps)
+        reference = Trainer(family, EmulatedAccelerator(HEALTHY, precision), golden.SEED, runtime, data=data,  # type: ignore[arg-type]
+                            steps=self.steps)
+        with threadpool_limits(1, user_api="blas"):
+            while not chip.done:
+                for trainer in (chip, reference) if len(chip.loss_curve) % 2 == 0 else (reference, chip):
+                    trainer.step()
+        mine = np.asarray(chip.step_kernel_seconds[self.WARMUP:])
+        host = np.asarray(reference.step_kernel_seconds[self.WARMUP:])
+        typical = self.typical_step.setdefault((model, precision), float(np.median(host)))
+        items = family.items(data.train_x[: family.batch_size])
+        return tuple(float(v) for v in items / (mine * typical / host)), family.item_unit
 
 
 class FleetSimulation:
@@ -157,12 +198,12 @@ class FleetSimulation:
         self.queue: list[tuple[datetime, int, Callable[[datetime], None]]] = []
         self.counter = itertools.count()
         self.results: list[ResultEvent] = []
+        self.inputs: list[Event] = []
         self.reruns: dict[str, Rerun] = {}
         self.by_id: dict[str, ResultEvent] = {}
         self.attributions: dict[str, NodeAttribution] = {}
         self.inference_cache: dict[tuple[str, str, Bundle], tuple[str, float]] = {}
-        self.datasets: dict[str, Any] = {}
-        self.typical_step: dict[tuple[str, str], float] = {}
+        self.rig = ThroughputRig(config.throughput_steps)
         self.throughput_seconds = 0.0
         self.now = START
         self.progress = progress
@@ -190,10 +231,11 @@ class FleetSimulation:
             self.now = when
             action(when)
         return FleetOutcome(self.config, self.records, self.faults, list(self.reruns.values()), self.attributions,
-                            self.pipeline.outputs, self.results, self.bad_bundle, self.throughput_seconds,
+                            self.pipeline.outputs, self.inputs, self.results, self.bad_bundle, self.throughput_seconds,
                             wallclock.perf_counter() - started)
 
     def _publish(self, events: list[Event]) -> None:
+        self.inputs += events
         for output in self.pipeline.publish(events):
             if isinstance(output, NodeStateChanged):
                 self._state_changed(output)
@@ -400,43 +442,12 @@ class FleetSimulation:
                                 signals=crashed[1])
         slowdown = self.config.slowdown if node == self.config.slow_node and self._faulty(node, when) else 0.0
         started = wallclock.perf_counter()
-        samples, unit = self._throughput_samples(model, precision, slowdown)
+        samples, unit = self.rig.samples(model, precision, slowdown)
         seconds = wallclock.perf_counter() - started
         self.throughput_seconds += seconds
+        self.records[node].throughput_runs.append(when)
         return self._result(test_id, [node], HEALTHY, commit, trigger, when, "passed", seconds, 1, config,
                             metrics={f"throughput_{unit}_per_s": samples})
-
-    def _throughput_samples(self, model: str, precision: str, slowdown: float) -> tuple[tuple[float, ...], str]:
-        """A real short training run of the node's chip, timed as if the node had the host to itself.
-
-        Sixteen emulated nodes share this one host (and its other tenants), whose load moves run
-        medians by 5-20%; a real node's clock does not see another node's load. So the node's chip
-        trains step by step interleaved with a reference chip (healthy, no slowdown), and each
-        step's kernel time is scaled by how far the reference's time of that step is from the
-        reference's typical time (measured once, in the first run): what the host's load added to
-        both is taken out, what the node's chip adds (its slowdown) stays.
-        """
-        family = FAMILIES[model]
-        if model not in self.datasets:
-            self.datasets[model] = family.make_data(np.random.default_rng(golden.SEED))
-        data = self.datasets[model]
-        runtime = RuntimeConfig(warmup_steps=5, steps_per_sample=1)
-        chip = Trainer(family, EmulatedAccelerator(HEALTHY, precision, slowdown=slowdown), golden.SEED, runtime,  # type: ignore[arg-type]
-                       data=data, steps=self.config.throughput_steps)
-        reference = Trainer(family, EmulatedAccelerator(HEALTHY, precision), golden.SEED, runtime, data=data,  # type: ignore[arg-type]
-                            steps=self.config.throughput_steps)
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(1, user_api="blas"):
-            while not chip.done:
-                for trainer in (chip, reference) if len(chip.loss_curve) % 2 == 0 else (reference, chip):
-                    trainer.step()
-        skip = runtime.warmup_steps
-        mine = np.asarray(chip.step_kernel_seconds[skip:])
-        host = np.asarray(reference.step_kernel_seconds[skip:])
-        typical = self.typical_step.setdefault((model, precision), float(np.median(host)))
-        items = family.items(data.train_x[: family.batch_size])
-        return tuple(float(v) for v in items / (mine * typical / host)), family.item_unit
 
     def _run_flaky(self, node: str, commit: str, trigger: str, when: datetime) -> ResultEvent | None:
         if self._skipped([node], trigger):
@@ -469,6 +480,7 @@ class Detection:
     signals_to_quarantine: int | None
     runs_to_suspect: int | None
     runs_to_quarantine: int | None
+    throughput_runs_to_quarantine: int | None
     quarantine_rule: str | None
     reruns: int  # of the failures the node's fault caused
     reruns_passed: int
@@ -483,8 +495,9 @@ class Misattribution:
     healthy_nodes_quarantined: list[str]
     regression_attributions: int  # failure attributions about the candidate bundle's results, not withdrawn
     regression_blamed_nodes: list[str]  # nodes a state change blamed with evidence from the regression
-    flaky_marked: list[str]
-    wrongly_flaky: list[str]
+    flaky_marked: list[str]  # ever, in the run
+    wrongly_flaky: list[str]  # ever marked, and not the flaky test
+    flaky_withdrawn: list[str]  # verdicts withdrawn when a sick node's exclusion arrived
 
 
 def detections(outcome: FleetOutcome) -> list[Detection]:
@@ -511,6 +524,7 @@ def detections(outcome: FleetOutcome) -> list[Detection]:
             node=node, fault=fault.kind, suspect_h=hours(suspect), quarantined_h=hours(quarantine),
             signals_to_suspect=count(record.fault_signals, suspect), signals_to_quarantine=count(record.fault_signals, quarantine),
             runs_to_suspect=count(record.runs, suspect), runs_to_quarantine=count(record.runs, quarantine),
+            throughput_runs_to_quarantine=count(record.throughput_runs, quarantine),
             quarantine_rule=quarantine.rule if quarantine else None, reruns=len(reruns), reruns_passed=len(passed),
             regression_reruns=len(regression), regression_reruns_failed=len(failed_again), returned=returned,
         ))
@@ -525,15 +539,13 @@ def misattribution(outcome: FleetOutcome) -> Misattribution:
     withdrawn = {a.clears for a in outcome.attributions.values() if a.kind == "cleared"}
     blamed = sorted({c.node_id for r in outcome.nodes.values() for c in r.transitions
                      if c.state in ("suspect", "quarantined") and any(e.event_id in regression_ids for e in c.evidence)})
-    verdicts: dict[str, bool] = {}
-    for event in outcome.outputs:
-        if event.TOPIC == "flaky-verdicts":
-            verdicts[event.test_id] = event.flaky  # type: ignore[attr-defined]
-    marked = sorted(t for t, flaky in verdicts.items() if flaky)
+    verdicts = [e for e in outcome.outputs if e.TOPIC == "flaky-verdicts"]
+    ever = sorted({v.test_id for v in verdicts if v.flaky})  # type: ignore[attr-defined]
+    withdrawn_flaky = sorted({v.test_id for v in verdicts if v.rule == "withdrawn"})  # type: ignore[attr-defined]
     return Misattribution(
         healthy_nodes_suspect=suspect, healthy_nodes_quarantined=quarantined,
         regression_attributions=len(regression_ids - withdrawn), regression_blamed_nodes=blamed,
-        flaky_marked=marked, wrongly_flaky=[t for t in marked if t != FLAKY_TEST],
+        flaky_marked=ever, wrongly_flaky=[t for t in ever if t != FLAKY_TEST], flaky_withdrawn=withdrawn_flaky,
     )
 
 
@@ -566,3 +578,27 @@ def flake_rate(outcome: FleetOutcome) -> tuple[int, int]:
     passed: set[tuple] = {group(r) for r in counted if r.status in ("passed", "flaky")}
     flaky = [r for r in counted if r.status == "flaky" or (r.status in ("failed", "error") and group(r) in passed)]
     return len(flaky), len(counted)
+
+
+def replay_embedded(inputs: list[Event], data_dir, hours: float = 1.0) -> int:
+    """Publish a simulation's input events to an embedded log an hour of simulated time at a time,
+    running the embedded runtime (every processor) after each hour, as a live fleet would feed it;
+    return how many hours were published. Published all at once, the runtime would take each topic
+    in turn (one append time for everything), and node-state would see every signal before any result."""
+    from fastci.publishing import publish_embedded
+    from fastci.runtime.embedded import EmbeddedRuntime
+
+    def hour(event: Event) -> int:
+        when = getattr(event, "time", None)
+        return -1 if when is None else int((when - START).total_seconds() // (3600 * hours))
+
+    runtime = EmbeddedRuntime(data_dir, sync=False)
+    published = 0
+    try:
+        for _, batch in itertools.groupby(inputs, key=hour):
+            publish_embedded(data_dir, list(batch))
+            runtime.run()
+            published += 1
+    finally:
+        runtime.close()
+    return published

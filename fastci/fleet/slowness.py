@@ -1,20 +1,19 @@
 """Is a node silently slow? A one-sample test over its runs' throughput relative to other nodes.
 
 ``failure-attribution`` turns every passing run with a throughput metric into a ratio: the run's
-median over the median of the same test's other nodes on the same bundle, hardware revision and
-config in the hours before (one value per node, at least ``MIN_PEER_NODES`` nodes). A healthy
-node's ratios scatter around 1; a slow node's sit below it whatever the test. ``node-state``
-keeps a node's recent ratios and judges them here:
+level (a trimmed mean of its samples) over the median of the same test's other nodes' levels on the
+same bundle, hardware revision and config in the hours before (one value per node, at least
+``MIN_PEER_NODES`` nodes). A healthy node's ratios scatter around 1; a slow node's sit below it
+whatever the test. ``node-state`` keeps a node's recent ratios and judges the newest here:
 
 - one-sided Wilcoxon signed-rank test of log(ratio) < 0 (scipy; exact for small counts): the runs
   sit consistently below the other nodes', not just on average;
 - the bootstrap interval of the median ratio (``perfstats.median_interval``, seeded from event ids):
   how much slower, with its uncertainty.
 
-Run medians, not raw samples: samples of one run share that run's host conditions, so pooling them
-would count one noisy run as many independent observations (measured here: the log-ratio of a
-healthy run to its peers scatters with a standard deviation of 0.04-0.18 depending on the host's
-load, far more than the samples' own spread suggests).
+One value per run, not raw samples: samples of one run share that run's host conditions, so pooling
+them would count one noisy run as many independent observations. The thresholds are calibrated by
+bench/fleet_slow_gate.py (README, "Fleet health").
 """
 
 from __future__ import annotations
@@ -35,8 +34,8 @@ Level = Literal["healthy", "suspect", "quarantine"]
 
 @dataclass(frozen=True)
 class SlowGate:
-    window: timedelta = timedelta(hours=72)  # ratios older than this are forgotten
-    max_runs: int = 24  # the newest ratios kept
+    window: timedelta = timedelta(hours=48)  # ratios older than this are forgotten: a node turns slow at
+    max_runs: int = 16  # some point, and its older runs only dilute the newer ones (the newest 16 are judged)
     min_runs: int = 7  # fewer: no call (7 runs all below their peers give p = 0.0078)
     suspect_p: float = 0.01
     quarantine_p: float = 0.002  # needs at least 9 runs
@@ -59,7 +58,7 @@ class SlowVerdict:
     def describe(self) -> str:
         if self.runs == 0:
             return "no throughput ratios"
-        text = f"median throughput {self.median_ratio:.3f}x other nodes' over {self.runs} runs (p={self.p_value:.2g}"
+        text = f"median throughput {self.median_ratio:.3f}x other nodes' over {self.runs} runs (p={self.p_value:.3g}"
         if math.isfinite(self.ci_high):
             text += f", 95% CI {self.ci_low:.3f}-{self.ci_high:.3f}"
         return text + ")"

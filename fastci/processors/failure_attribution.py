@@ -1,9 +1,9 @@
 """failure-attribution: compares a test's results across nodes and says what that means for each node.
 
-Keyed by test, so all of a test's results arrive here; state is one small value per (test, bundle,
-hardware revision, config): that test's recent runs on that stack, on every node. What it learns
-about a node goes out as ``node-attribution`` events keyed by node, which ``node-state`` reads
-(this processor never touches a node's state).
+Keyed by test, so all of a test's results arrive here. Per (test, bundle, hardware revision, config)
+it keeps small values: when each node last passed, the recent failures, and per throughput metric
+each node's newest run levels. What it learns about a node goes out as ``node-attribution`` events
+keyed by node, which ``node-state`` reads (this processor never touches a node's state).
 
 Failures (``WINDOW`` either side of the failed run):
 - the test failed on this node and on at most ``MAX_FAULTY_NODES`` nodes, and passed on at least
@@ -18,16 +18,19 @@ Throughput: every passing run with a throughput-like metric gets a ``throughput`
 run's level over the median of the same test's other nodes' levels in the ``PEER_WINDOW`` before it
 (one value per node, at least ``MIN_PEER_NODES`` nodes), as performance (< 1 is slower). A run's
 level is the 20%-trimmed mean of its samples: robust to a few disturbed samples like the median,
-and less noisy (measured on the fleet simulation's runs: a robust sd of the log-ratio of 0.039 for
-the trimmed mean against 0.052-0.061 for the median).
-``node-state`` judges a node's observations together (``fastci.fleet.slowness``).
+and it uses more of them (bench/fleet_slow_gate.py compares the two on real runs; on this host
+neither was consistently less noisy).
+
+Cost: a result rewrites its group (one entry per node that passed in the last two windows, and at
+most ``MAX_FAILURES`` failures) and, when it carries throughput, one small value per metric; nothing
+grows with the history.
 """
 
 from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
 import orjson
@@ -49,40 +52,57 @@ MAX_FAULTY_NODES = 2
 MIN_PASSING_NODES = 2
 PEER_WINDOW = timedelta(hours=24)
 MIN_PEER_NODES = 4
-MAX_RUNS = 160  # per group: about 10 runs of each of 16 nodes
+LEVELS_PER_NODE = 3  # a node's newest run levels kept per metric
+MAX_FAILURES = 64
+MAX_NODES = 4096
 MAX_METRICS = 8
 MAX_GROUPS = 64
 TRIM = 0.2  # share of a run's samples cut from each end before averaging
 
 
-class Run(Record):
+class Failure(Record):
     result_id: str
     node_id: str
-    outcome: Literal["pass", "fail"]
     time: datetime | None = None
-    levels: dict[str, float] = Field(default_factory=dict)  # throughput-like metric -> the run's level, as performance
-    decided: bool = False  # a failure already judged (attributed, or not a node's fault)
-    attributed: bool = False  # a failure currently attributed to its node
+    decided: bool = False  # judged: attributed, or not a node's fault
+    attributed: bool = False  # currently attributed to its node
     attribution_id: str | None = None
 
 
 class Group(Record):
-    """One test's recent runs on one bundle, hardware revision and config, on every node."""
+    """One test on one bundle, hardware revision and config: who passed when, and what failed."""
 
     bundle: Bundle
     hardware_revision: str
-    runs: tuple[Run, ...] = Field(default=(), max_length=MAX_RUNS)
+    passed: dict[str, datetime | None] = Field(default_factory=dict, max_length=MAX_NODES)  # node -> newest pass
+    failures: tuple[Failure, ...] = Field(default=(), max_length=MAX_FAILURES)
+    metrics: tuple[str, ...] = Field(default=(), max_length=MAX_METRICS)  # those with a levels key
+
+
+class Levels(Record):
+    """One throughput metric of one group: each node's newest run levels (time, level as performance)."""
+
+    by_node: dict[str, tuple[tuple[datetime | None, float], ...]] = Field(default_factory=dict, max_length=MAX_NODES)
 
 
 class AttributionState(Record):
     group: Group | None = None
-    groups: tuple[str, ...] | None = None  # the test's group keys
+    levels: Levels | None = None
+    groups: tuple[str, ...] | None = None  # the test's group digests, oldest first
     flaky: bool | None = None
 
 
-def group_key(event: ResultEvent) -> str:
+def group_digest(event: ResultEvent) -> str:
     identity = orjson.dumps([event.bundle.model_dump(), event.hardware_revision, event.config], option=orjson.OPT_SORT_KEYS)
-    return compound_key(event.test_id, "group", hashlib.sha256(identity).hexdigest()[:20])
+    return hashlib.sha256(identity).hexdigest()[:20]
+
+
+def group_key(test_id: str, digest: str) -> str:
+    return compound_key(test_id, "group", digest)
+
+
+def levels_key(test_id: str, digest: str, metric: str) -> str:
+    return compound_key(test_id, "levels", digest, metric)
 
 
 def groups_key(test_id: str) -> str:
@@ -91,6 +111,10 @@ def groups_key(test_id: str) -> str:
 
 def flaky_key(test_id: str) -> str:
     return compound_key(test_id, "flaky")
+
+
+def _state(**values) -> AttributionState:
+    return AttributionState.trusted({"group": None, "levels": None, "groups": None, "flaky": None, **values})
 
 
 class FailureAttributionProcessor(Processor[AttributionState]):
@@ -106,45 +130,98 @@ class FailureAttributionProcessor(Processor[AttributionState]):
         assert isinstance(event, ResultEvent)
         if event.status not in FAILING | PASSING:
             return Step()
-        key = group_key(event)
+        test, digest = event.test_id, group_digest(event)
+        key = group_key(test, digest)
         held = state.get(key)
-        group = (held.group if held else None) or Group(bundle=event.bundle, hardware_revision=event.hardware_revision)
-        runs = list(group.runs)
+        group = held.group if held is not None and held.group is not None else Group.trusted(
+            {"bundle": event.bundle, "hardware_revision": event.hardware_revision, "passed": {}, "failures": (),
+             "metrics": ()})
         writes: dict[str, AttributionState | None] = {}
-        known = state.get(groups_key(event.test_id))
-        groups = tuple(known.groups or ()) if known else ()
-        if key not in groups:  # a new stack or config for this test; the oldest beyond MAX_GROUPS is forgotten
-            groups = (*groups, key)
-            writes.update({old: None for old in groups[:-MAX_GROUPS]})
-            writes[groups_key(event.test_id)] = AttributionState(groups=groups[-MAX_GROUPS:])
-        run = Run(result_id=event.id, node_id=event.node_id, outcome="fail" if event.status in FAILING else "pass",
-                  time=event.time, levels=_levels(event))
         outputs: list[Event] = []
-        if run.outcome == "pass":
-            outputs += _throughput(run, runs, event)
-        runs.append(run)
-        runs = _recent(runs, event.time)
-        flaky = state.get(flaky_key(event.test_id))
-        if not (flaky and flaky.flaky):
-            outputs += _judge_failures(group, runs, event.test_id, event.id)
-        writes[key] = AttributionState(group=group.model_copy(update={"runs": tuple(runs)}))
+        self._remember_group(state, test, digest, writes)
+        now = event.time
+        passed, failures = _recent(group, now)
+        if event.status in FAILING:
+            if any(f.result_id == event.id for f in failures):
+                return Step()  # applied before (the group is not the test's own entry: a crash can replay it)
+            failures.append(Failure.trusted({"result_id": event.id, "node_id": event.node_id, "time": now,
+                                             "decided": False, "attributed": False, "attribution_id": None}))
+        else:
+            previous = passed.get(event.node_id)
+            passed[event.node_id] = now if previous is None or now is None else max(previous, now)
+            metrics = group.metrics
+            for metric, level in _levels(event).items():
+                outputs += self._throughput(state, writes, test, digest, metric, level, event)
+                if metric not in metrics and len(metrics) < MAX_METRICS:
+                    metrics = (*metrics, metric)
+            group = Group.trusted({**group.__dict__, "metrics": metrics})
+        flaky = state.get(flaky_key(test))
+        if not (flaky is not None and flaky.flaky):
+            outputs += _judge(group, passed, failures, test, event.id, clearing=event.status in FAILING)
+        group = Group.trusted({**group.__dict__, "passed": passed, "failures": tuple(failures[-MAX_FAILURES:])})
+        writes[key] = _state(group=group)
         return Step(writes=writes, outputs=outputs)
 
+    def _remember_group(self, state, test: str, digest: str, writes) -> None:
+        """A new stack or config for the test: note it; the oldest beyond MAX_GROUPS is forgotten."""
+        known = state.get(groups_key(test))
+        digests = tuple(known.groups or ()) if known else ()
+        if digest in digests:
+            return
+        digests = (*digests, digest)
+        for old in digests[:-MAX_GROUPS]:
+            held = state.get(group_key(test, old))
+            for metric in held.group.metrics if held is not None and held.group is not None else ():
+                writes[levels_key(test, old, metric)] = None
+            writes[group_key(test, old)] = None
+        writes[groups_key(test)] = _state(groups=digests[-MAX_GROUPS:])
+
+    def _throughput(self, state, writes, test: str, digest: str, metric: str, level: float,
+                    event: ResultEvent) -> list[Event]:
+        """The run's level over its peers' (other nodes, the PEER_WINDOW before it); then note the level."""
+        key = levels_key(test, digest, metric)
+        held = state.get(key)
+        by_node = dict(held.levels.by_node) if held is not None and held.levels is not None else {}
+        now = event.time
+        peers: list[float] = []
+        runs = 0
+        for node, levels in by_node.items():
+            if node == event.node_id:
+                continue
+            recent = [v for t, v in levels if now is None or t is None or now - PEER_WINDOW <= t <= now]
+            if recent:
+                peers.append(float(np.median(recent)))
+                runs += len(recent)
+        if (now, level) not in by_node.get(event.node_id, ()):  # (a replayed result is noted once)
+            by_node[event.node_id] = (*by_node.get(event.node_id, ()), (now, level))[-LEVELS_PER_NODE:]
+        if now is not None:  # forget nodes with nothing in the window
+            by_node = {n: v for n, v in by_node.items() if any(t is None or t >= now - PEER_WINDOW for t, _ in v)}
+        writes[key] = _state(levels=Levels.trusted({"by_node": by_node}))
+        if len(peers) < MIN_PEER_NODES:
+            return []
+        ratio = level / float(np.median(peers))
+        return [NodeAttribution(
+            node_id=event.node_id, kind="throughput", result_id=event.id, cause_id=event.id, test_id=test,
+            bundle=event.bundle, hardware_revision=event.hardware_revision, time=now, metric=metric, ratio=ratio,
+            peer_runs=runs, detail=f"{metric}: {ratio:.3f}x the median of {len(peers)} other nodes",
+        )]
+
     def _verdict(self, state: StateReader[AttributionState], verdict: FlakyVerdict) -> Step[AttributionState]:
-        writes: dict[str, AttributionState] = {flaky_key(verdict.test_id): AttributionState(flaky=verdict.flaky)}
+        writes: dict[str, AttributionState | None] = {flaky_key(verdict.test_id): _state(flaky=verdict.flaky)}
         outputs: list[Event] = []
         if verdict.flaky:  # a flaky test's failures say nothing about nodes: withdraw what it said
             known = state.get(groups_key(verdict.test_id))
-            for key in known.groups or () if known else ():
+            for digest in known.groups or () if known else ():
+                key = group_key(verdict.test_id, digest)
                 held = state.get(key)
                 if held is None or held.group is None:
                     continue
-                runs = list(held.group.runs)
-                cleared = _clear(held.group, runs, [i for i, r in enumerate(runs) if r.attributed], verdict.test_id,
-                                 verdict.id, "the test was marked flaky")
+                failures = list(held.group.failures)
+                cleared = _clear(held.group, failures, [i for i, f in enumerate(failures) if f.attributed],
+                                 verdict.test_id, verdict.id, "the test was marked flaky")
                 if cleared:
                     outputs += cleared
-                    writes[key] = AttributionState(group=held.group.model_copy(update={"runs": tuple(runs)}))
+                    writes[key] = _state(group=Group.trusted({**held.group.__dict__, "failures": tuple(failures)}))
         return Step(writes=writes, outputs=outputs)
 
 
@@ -159,74 +236,60 @@ def _levels(event: ResultEvent) -> dict[str, float]:
     return levels
 
 
-def _recent(runs: list[Run], now: datetime | None) -> list[Run]:
-    if now is not None:
-        runs = [r for r in runs if r.time is None or r.time >= now - WINDOW - WINDOW]
-    return runs[-MAX_RUNS:]
+def _recent(group: Group, now: datetime | None) -> tuple[dict[str, datetime | None], list[Failure]]:
+    """Passes and failures a failure in the window could still be judged against (two windows back)."""
+    if now is None:
+        return dict(group.passed), list(group.failures)
+    horizon = now - 2 * WINDOW
+    passed = {n: t for n, t in group.passed.items() if t is None or t >= horizon}
+    return passed, [f for f in group.failures if f.time is None or f.time >= horizon]
 
 
-def _near(run: Run, other: Run, span: timedelta) -> bool:
-    return run.time is None or other.time is None or abs(other.time - run.time) <= span
+def _near(time: datetime | None, other: datetime | None) -> bool:
+    return time is None or other is None or abs(other - time) <= WINDOW
 
 
-def _judge_failures(group: Group, runs: list[Run], test_id: str, cause_id: str) -> list[Event]:
-    """Decide the failures that the runs now allow to be decided."""
+def _judge(group: Group, passed: dict[str, datetime | None], failures: list[Failure], test_id: str, cause_id: str,
+           clearing: bool) -> list[Event]:
+    """Decide the failures the new result lets us decide. A pass can only decide waiting failures; a
+    failure can also show that failures attributed earlier were a software regression."""
     outputs: list[Event] = []
-    for i, run in enumerate(runs):
-        if run.outcome != "fail" or (run.decided and not run.attributed):
+    for i, failure in enumerate(failures):
+        if failure.decided and not (clearing and failure.attributed):
             continue
-        around = [r for r in runs if _near(run, r, WINDOW)]
-        failing = {r.node_id for r in around if r.outcome == "fail"}
-        passing = {r.node_id for r in around if r.outcome == "pass"} - {run.node_id}
+        failing = {f.node_id for f in failures if _near(failure.time, f.time)}
         if len(failing) >= SOFTWARE_NODES:
-            if run.attributed:
-                outputs += _clear(group, runs, [i], test_id, cause_id,
+            if failure.attributed:
+                outputs += _clear(group, failures, [i], test_id, cause_id,
                                   f"the test failed on {len(failing)} nodes: a software regression, not a node fault")
             else:
-                runs[i] = run.model_copy(update={"decided": True})
-        elif not run.decided and len(failing) <= MAX_FAULTY_NODES and len(passing) >= MIN_PASSING_NODES:
+                failures[i] = Failure.trusted({**failure.__dict__, "decided": True})
+            continue
+        if failure.decided:
+            continue
+        passing = [n for n, t in passed.items() if n != failure.node_id and _near(failure.time, t)]
+        if len(failing) <= MAX_FAULTY_NODES and len(passing) >= MIN_PASSING_NODES:
             attribution = NodeAttribution(
-                node_id=run.node_id, kind="failure", result_id=run.result_id, cause_id=cause_id, test_id=test_id,
-                bundle=group.bundle, hardware_revision=group.hardware_revision, time=run.time,
+                node_id=failure.node_id, kind="failure", result_id=failure.result_id, cause_id=cause_id,
+                test_id=test_id, bundle=group.bundle, hardware_revision=group.hardware_revision, time=failure.time,
                 failing_nodes=len(failing), passing_nodes=len(passing),
-                detail=f"{test_id} failed on {run.node_id} and passed on {len(passing)} other node(s) "
+                detail=f"{test_id} failed on {failure.node_id} and passed on {len(passing)} other node(s) "
                        f"with the same bundle and config",
             )
-            runs[i] = run.model_copy(update={"decided": True, "attributed": True, "attribution_id": attribution.id})
+            failures[i] = Failure.trusted({**failure.__dict__, "decided": True, "attributed": True,
+                                           "attribution_id": attribution.id})
             outputs.append(attribution)
     return outputs
 
 
-def _clear(group: Group, runs: list[Run], indexes: list[int], test_id: str, cause_id: str, why: str) -> list[Event]:
+def _clear(group: Group, failures: list[Failure], indexes: list[int], test_id: str, cause_id: str, why: str) -> list[Event]:
     outputs: list[Event] = []
     for i in indexes:
-        run = runs[i]
+        failure = failures[i]
         outputs.append(NodeAttribution(
-            node_id=run.node_id, kind="cleared", result_id=run.result_id, cause_id=cause_id, test_id=test_id,
-            bundle=group.bundle, hardware_revision=group.hardware_revision, time=run.time, clears=run.attribution_id,
-            detail=f"withdrawn: {why}",
+            node_id=failure.node_id, kind="cleared", result_id=failure.result_id, cause_id=cause_id, test_id=test_id,
+            bundle=group.bundle, hardware_revision=group.hardware_revision, time=failure.time,
+            clears=failure.attribution_id, detail=f"withdrawn: {why}",
         ))
-        runs[i] = run.model_copy(update={"decided": True, "attributed": False})
-    return outputs
-
-
-def _throughput(run: Run, runs: list[Run], event: ResultEvent) -> list[Event]:
-    outputs: list[Event] = []
-    for metric, level in run.levels.items():
-        by_node: dict[str, list[float]] = {}
-        for other in runs:
-            if other.node_id == run.node_id or metric not in other.levels or other.outcome != "pass":
-                continue
-            if run.time is not None and other.time is not None and not (run.time - PEER_WINDOW <= other.time <= run.time):
-                continue
-            by_node.setdefault(other.node_id, []).append(other.levels[metric])
-        if len(by_node) < MIN_PEER_NODES:
-            continue
-        reference = float(np.median([np.median(values) for values in by_node.values()]))
-        outputs.append(NodeAttribution(
-            node_id=run.node_id, kind="throughput", result_id=run.result_id, cause_id=event.id, test_id=event.test_id,
-            bundle=event.bundle, hardware_revision=event.hardware_revision, time=run.time, metric=metric,
-            ratio=level / reference, peer_runs=sum(len(v) for v in by_node.values()),
-            detail=f"{metric}: {level / reference:.3f}x the median of {len(by_node)} other nodes",
-        ))
+        failures[i] = Failure.trusted({**failure.__dict__, "decided": True, "attributed": False})
     return outputs

@@ -26,7 +26,8 @@ from fastci.processors.base import Processor, StateReader, Step, compound_key
 
 NAME = "flaky-detector"
 RUNS_PER_GROUP = 32
-INDEXED_RESULTS = 256  # recent result ids of a test with their group, so an exclusion finds its run
+GROUPS = 32  # the newest (commit, bundle, config, seed) groups of a test kept; older ones are deleted
+INDEXED_FAILURES = 64  # recent failures with their group, so an exclusion finds its run
 
 
 class HeldOutcome(Record):
@@ -43,8 +44,11 @@ class TestFlakiness(Record):
     rule: str | None = None
     statuses: tuple[str, ...] = Field(default=(), max_length=RECENT)
     clean_runs: int = 0  # runs since the last flake evidence
-    index: tuple[tuple[str, str], ...] = Field(default=(), max_length=INDEXED_RESULTS)  # (result id, group key)
-    excluded: tuple[str, ...] = Field(default=(), max_length=INDEXED_RESULTS)  # exclusions that came first
+    groups: tuple[str, ...] = Field(default=(), max_length=GROUPS)  # digests of the newest groups, oldest first
+    failures: tuple[tuple[str, str], ...] = Field(default=(), max_length=INDEXED_FAILURES)  # (result id, digest)
+    excluded: tuple[str, ...] = Field(default=(), max_length=INDEXED_FAILURES)  # exclusions that came first
+    marked_by: str | None = None  # the digest of the group whose disagreeing runs made the test flaky
+    repo: str | None = None
 
 
 class FlakyState(Record):
@@ -56,9 +60,21 @@ def test_key(test_id: str) -> str:
     return compound_key(test_id, "flakiness")
 
 
-def outcomes_key(event: ResultEvent) -> str:
+def outcomes_digest(event: ResultEvent) -> str:
     identity = orjson.dumps([event.commit, event.bundle.model_dump(), event.config, event.seed], option=orjson.OPT_SORT_KEYS)
-    return compound_key(event.test_id, "runs", hashlib.sha256(identity).hexdigest()[:20])
+    return hashlib.sha256(identity).hexdigest()[:20]
+
+
+def outcomes_key(test_id: str, digest: str) -> str:
+    return compound_key(test_id, "runs", digest)
+
+
+_EMPTY_TEST = {"flaky": False, "rule": None, "statuses": (), "clean_runs": 0, "groups": (), "failures": (),
+               "excluded": (), "marked_by": None, "repo": None}
+
+
+def _held(test: TestFlakiness | None = None, outcomes: tuple[HeldOutcome, ...] | None = None) -> FlakyState:
+    return FlakyState.trusted({"test": test, "outcomes": outcomes})
 
 
 class FlakyDetectorProcessor(Processor[FlakyState]):
@@ -75,54 +91,78 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
         if event.status not in FAILING | PASSING:
             return Step()
         held = state.get(test_key(event.test_id))
-        test = (held.test if held else None) or TestFlakiness()
-        key = outcomes_key(event)
+        test = dict(held.test.__dict__) if held is not None and held.test is not None else dict(_EMPTY_TEST)
+        digest = outcomes_digest(event)
+        key = outcomes_key(event.test_id, digest)
         before = state.get(key)
         outcomes = tuple(before.outcomes or ()) if before else ()
+        if any(o.result_id == event.id for o in outcomes):
+            return Step()  # the group (not the test's own entry) already holds it: applied before a crash
         differed = outcomes_differ(_outcomes(outcomes))
-        outcome = HeldOutcome(result_id=event.id, node_id=event.node_id, status=event.status, trigger=event.trigger,
-                              excluded=event.id in test.excluded)
+        outcome = HeldOutcome.trusted({"result_id": event.id, "node_id": event.node_id, "status": event.status,
+                                       "trigger": event.trigger, "excluded": event.id in test["excluded"]})
         outcomes = (*outcomes, outcome)[-RUNS_PER_GROUP:]
         differs = outcomes_differ(_outcomes(outcomes))
-        statuses = (*test.statuses, event.status)[-RECENT:]
+        statuses = (*test["statuses"], event.status)[-RECENT:]
         retries = flaky_by_retries(statuses) and event.status == "flaky"
-        evidence = (differs and (not differed or event.status in FAILING)) or retries
-        index = (*test.index, (event.id, key))
-        kept = index[-INDEXED_RESULTS:]
-        forgotten = {group for _, group in index[:-INDEXED_RESULTS]} - {group for _, group in kept}
-        test = test.model_copy(update={
-            "statuses": statuses, "clean_runs": 0 if evidence else test.clean_runs + 1, "index": kept,
-        })
+        evidence = bool((differs and (not differed or event.status in FAILING)) or retries)
+        groups, forgotten = test["groups"], ()
+        if digest not in groups:
+            groups = (*groups, digest)
+            forgotten, groups = groups[:-GROUPS], groups[-GROUPS:]
+        failures = test["failures"]
+        if event.status in FAILING:
+            failures = (*failures, (event.id, digest))[-INDEXED_FAILURES:]
+        if forgotten:
+            failures = tuple(f for f in failures if f[1] not in forgotten)
+        test.update(statuses=statuses, clean_runs=0 if evidence else test["clean_runs"] + 1, groups=groups,
+                    failures=failures, repo=event.repo)
         verdict: FlakyVerdict | None = None
-        if evidence and not test.flaky:
+        if evidence and not test["flaky"]:
             rule = "outcomes-differ" if differs else "retries"
             reason = differs or f"{statuses.count('flaky')} of its last {len(statuses)} runs passed only on retry"
             verdict = _verdict(event, True, rule, reason, outcomes if differs else ())
-        elif test.flaky and test.clean_runs >= STABLE_AFTER:
-            verdict = _verdict(event, False, "stable", f"{test.clean_runs} runs in a row without a flake", ())
+        elif test["flaky"] and test["clean_runs"] >= STABLE_AFTER:
+            verdict = _verdict(event, False, "stable", f"{test['clean_runs']} runs in a row without a flake", ())
         if verdict is not None:
-            test = test.model_copy(update={"flaky": verdict.flaky, "rule": verdict.rule})
-        writes: dict[str, FlakyState | None] = {group: None for group in forgotten}  # runs too old to index
-        writes.update({test_key(event.test_id): FlakyState(test=test), key: FlakyState(outcomes=outcomes)})
+            test.update(flaky=verdict.flaky, rule=verdict.rule,
+                        marked_by=digest if verdict.rule == "outcomes-differ" else None)
+        writes: dict[str, FlakyState | None] = {outcomes_key(event.test_id, d): None for d in forgotten}  # too old
+        writes[test_key(event.test_id)] = _held(test=TestFlakiness.trusted(test))
+        writes[key] = _held(outcomes=outcomes)
         return Step(writes=writes, outputs=[verdict] if verdict else [])
 
     def _exclusion(self, state: StateReader[FlakyState], event: BaselineExclusion) -> Step[FlakyState]:
-        """A run on a sick node stops counting (an exclusion can also arrive before its result)."""
+        """A failure on a sick node stops counting. An exclusion can arrive before its result (then the
+        result arrives excluded) or after it (then the index of recent failures finds its group); one
+        that arrives after a passed result changes nothing: a pass is a pass on any node."""
         held = state.get(test_key(event.test_id))
-        test = (held.test if held else None) or TestFlakiness()
-        groups = [key for result_id, key in test.index if result_id == event.result_id]
-        if not groups:
+        test = held.test if held is not None and held.test is not None else TestFlakiness.trusted(dict(_EMPTY_TEST))
+        digests = [digest for result_id, digest in test.failures if result_id == event.result_id]
+        if not digests:
             if event.result_id in test.excluded:
                 return Step()
-            test = test.model_copy(update={"excluded": (*test.excluded, event.result_id)[-INDEXED_RESULTS:]})
-            return Step(writes={test_key(event.test_id): FlakyState(test=test)})
-        key = groups[-1]
+            excluded = (*test.excluded, event.result_id)[-INDEXED_FAILURES:]
+            return Step(writes={test_key(event.test_id): _held(test=TestFlakiness.trusted({**test.__dict__, "excluded": excluded}))})
+        digest = digests[-1]
+        key = outcomes_key(event.test_id, digest)
         outcomes = state.get(key)
         if outcomes is None or not outcomes.outcomes:
             return Step()
-        marked = tuple(o.model_copy(update={"excluded": True}) if o.result_id == event.result_id else o
+        marked = tuple(HeldOutcome.trusted({**o.__dict__, "excluded": True}) if o.result_id == event.result_id else o
                        for o in outcomes.outcomes)
-        return Step(writes={key: FlakyState(outcomes=marked)})
+        writes: dict[str, FlakyState | None] = {key: _held(outcomes=marked)}
+        if not (test.flaky and test.marked_by == digest and outcomes_differ(_outcomes(marked)) is None):
+            return Step(writes=writes)
+        # the disagreement that made the test flaky was a sick node's doing: withdraw the verdict
+        withdrawn = FlakyVerdict(
+            cause_id=event.id, test_id=event.test_id, repo=test.repo or "unknown", flaky=False, rule="withdrawn",
+            reason=f"the runs that disagreed no longer do without {event.node_id}'s, which ran while it was "
+                   f"{event.node_state}"[:4096],
+        )
+        writes[test_key(event.test_id)] = _held(test=TestFlakiness.trusted(
+            {**test.__dict__, "flaky": False, "rule": "withdrawn", "marked_by": None}))
+        return Step(writes=writes, outputs=[withdrawn])
 
 
 def _outcomes(held) -> list[Outcome]:

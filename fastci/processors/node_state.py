@@ -16,8 +16,9 @@ diagnosing node to service, and it starts the node's evidence afresh.
 On entering quarantine it asks for one ``run-requested`` per test that failed on the node in the
 ``rerun_window`` before (the newest failure of each test): work class 'rerun', the failed run's
 commit, bundle, config and seed, its hardware revision, and ``avoid_nodes`` naming the node. The
-request's id derives from the failed result's id (purpose 'quarantine-rerun'), so a replay never asks twice;
-a failure that arrives after the quarantine but ran before it is asked for when it arrives.
+request's id derives from the failed result's id (purpose 'quarantine-rerun'), so a replay never asks
+twice; a failure that ran in the window before the node's latest quarantine but arrives after it
+(even after the node is back) is asked for when it arrives.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class NodeHealth(Record):
     hot_readings: int = 0  # consecutive temperature readings over the limit
     failed: tuple[FailedRun, ...] = Field(default=(), max_length=HELD_FAILURES)
     rerun: tuple[str, ...] = Field(default=(), max_length=REMEMBERED_RERUNS)  # failed results already asked again
+    quarantined_at: datetime | None = None  # the latest entry into quarantine (late failures before it are rerun)
 
 
 class NodeStateProcessor(Processor[NodeHealth]):
@@ -89,6 +91,12 @@ class NodeStateProcessor(Processor[NodeHealth]):
     def process(self, state: StateReader[NodeHealth], event: Event) -> Step[NodeHealth]:
         node = self.partition_key(event)
         held = state.get(node) or NodeHealth()
+        if isinstance(event, NodeHealthEvent) and self._routine(held, event):  # most signals: only time moves
+            return Step(writes={node: _moved_on(held, event.time)})
+        if isinstance(event, ResultEvent) and held.state == "healthy" and event.status not in FAILING:
+            # a pass on a healthy node: nothing to hold, nothing to rerun, and time cannot make it suspect
+            return Step(writes={node: _moved_on(held, event.time, hardware_revision=event.hardware_revision,
+                                                pool=event.pool)})
         if isinstance(event, NodeHealthEvent):
             work = _Work(self.rules, node, held, event.time, event.id)
             work.signal(event)
@@ -100,6 +108,23 @@ class NodeStateProcessor(Processor[NodeHealth]):
             work = _Work(self.rules, node, held, event.time, event.id)
             work.attribution(event)
         return Step(writes={node: work.finish()}, outputs=work.outputs)
+
+    def _routine(self, held: NodeHealth, event: NodeHealthEvent) -> bool:
+        """A signal that says all is well, to a healthy node: nothing to hold, and the passing of time
+        cannot make a healthy node suspect (windows only forget)."""
+        if held.state != "healthy":
+            return False
+        if event.kind == "heartbeat":
+            return event.value <= self.rules.heartbeat_suspect_s
+        if event.kind == "temperature":
+            return event.value <= self.rules.temperature_limit_c and held.hot_readings == 0
+        return event.kind in ("ecc", "nccl_timeout") and event.value <= 0
+
+
+def _moved_on(held: NodeHealth, time: datetime | None, **updates) -> NodeHealth:
+    """The node's state with its clock moved to ``time`` (and ``updates``), nothing else changed."""
+    clock = held.clock if time is None else time if held.clock is None else max(held.clock, time)
+    return NodeHealth.trusted({**held.__dict__, "clock": clock, **updates})
 
 
 class _Work:
@@ -153,7 +178,8 @@ class _Work:
                 chips=event.chips,
             )
             self.held = self.held.model_copy(update={"failed": (*self.held.failed, failed)[-HELD_FAILURES:]})
-            if self.held.state in OUT_OF_SERVICE_STATES and self._rerunnable(failed, self.held.since):
+            late = failed.time is not None or self.held.state in OUT_OF_SERVICE_STATES
+            if late and self._rerunnable(failed, self.held.quarantined_at):  # ran before a quarantine, reported after
                 self._request_reruns([failed])
         self._reassess()
 
@@ -203,6 +229,8 @@ class _Work:
         previous = self.held.state
         time = self.time if self.held.since is None else max(self.time, self.held.since)
         self.held = self.held.model_copy(update={"state": state, "since": time, "rule": rule})
+        if state == "quarantined" and previous not in OUT_OF_SERVICE_STATES:
+            self.held = self.held.model_copy(update={"quarantined_at": time})
         change_index = len(self.outputs)
         reruns = self._request_reruns(self._failures_before(time)) if state == "quarantined" else 0
         self.outputs.insert(change_index, NodeStateChanged(
@@ -233,7 +261,7 @@ class _Work:
                 cause_id=failed.result_id, purpose=RERUN_PURPOSE, test_id=failed.test_id, repo=failed.repo,
                 commit=failed.commit, bundle=failed.bundle, hardware_revision=failed.hardware_revision,
                 work_class="rerun", repeats=failed.repeats, seed=failed.seed, config=failed.config,
-                avoid_nodes=(self.node,), requested_by=NAME, pool=self.held.pool, chips=failed.chips or None,
+                avoid_nodes=(self.node,), requested_by=NAME, pool=self.held.pool, chips=failed.chips,
                 reason=f"rerun {failed.run_id} on a healthy {failed.hardware_revision} node: it failed on "
                        f"{self.node}, quarantined ({self.held.rule})",
             ))

@@ -31,6 +31,7 @@ from fastci.regression.changepoint import change_points
 from fastci.regression.correctness import build_loss_band, check_loss_curve
 from fastci.regression.perfstats import metric_direction
 from fastci.report.health import CIHealth, build_health, render_section, summary_lines
+from fastci.report import fleet as fleet_report
 from fastci.report.svg import Band, Chart, Line, Point
 from fastci.views.schema import model_columns, quote, table_name
 from fastci.views.store import Views
@@ -90,6 +91,7 @@ class NightlyReport:
     nightly_results: int
     pending_requests: int
     health: CIHealth | None = None
+    fleet: fleet_report.FleetSummary | None = None
 
     @property
     def open(self) -> list[Regression]:
@@ -130,6 +132,7 @@ def build_report(views_path: Path) -> NightlyReport:
         loss_plots = _loss_plots(views, latest_gates, goldens)
         trends = _trends(views)
         health = build_health(views)
+        fleet = fleet_report.build_fleet(views)
     finally:
         views.close()
     regressions = _regressions(alerts, steps)
@@ -141,6 +144,7 @@ def build_report(views_path: Path) -> NightlyReport:
         gates_passed=sum(g.passed for g in latest_gates), gates_failed=[g for g in latest_gates if not g.passed],
         loss_plots=loss_plots, trends=trends, nightly_results=int(nightly), pending_requests=int(pending),
         health=health,
+        fleet=fleet,
     )
 
 
@@ -275,6 +279,8 @@ def render_html(report: NightlyReport) -> str:
             body.append(_loss_chart(plot))
     if report.health is not None:
         body.append(render_section(report.health))
+    if report.fleet is not None:
+        body.append(fleet_report.render_section(report.fleet))
     return "".join(head + body + ["</body></html>"])
 
 
@@ -419,6 +425,9 @@ def print_summary(report: NightlyReport, out: Console) -> None:
                            f"{trend.commits[index][:10]}: {after / before - 1:+.2%}"))
     if report.health is not None:
         for line in summary_lines(report.health):
+            out.print(Text(line))
+    if report.fleet is not None:
+        for line in fleet_report.summary_lines(report.fleet):
             out.print(Text(line))
 
 
