@@ -7,6 +7,7 @@ from fastci.events.fleet import NodeStateChanged
 from fastci.events.golden import GoldenReference, OwnerMap
 from fastci.events.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
 from fastci.events.outputs import DeadLetter, TestStatusChanged
+from fastci.events.plan import TestPlan
 from fastci.events.regression import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
 from fastci.events.runs import RunRequested
 from fastci.events.selection import Selection
@@ -19,6 +20,7 @@ OUTPUT_MODELS: tuple[type[Event], ...] = (
     NodeStateChanged,  # written by the fleet processor (node health)
     GateResult, BaselineExclusion, RegressionAlert, BisectPlan, BisectStep, RunRequested,
     Selection,
+    TestPlan,
 )
 DEAD_LETTERS = DeadLetter.TOPIC
 

@@ -7,6 +7,7 @@ from fastci.processors.bisect_planner import BisectPlannerProcessor
 from fastci.processors.correctness_gates import CorrectnessGatesProcessor
 from fastci.processors.regression_detector import RegressionDetectorProcessor
 from fastci.processors.selection import SelectionProcessor
+from fastci.processors.test_plan import TestPlanProcessor
 from fastci.processors.test_history import TestHistoryProcessor
 
 # Every processor both runtimes run, in an order where producers come before their consumers.
@@ -18,6 +19,7 @@ ALL_PROCESSORS: tuple[type[Processor], ...] = (
     BisectPlannerProcessor,
     BisectProcessor,
     SelectionProcessor,
+    TestPlanProcessor,  # reads selection
 )
 
 
