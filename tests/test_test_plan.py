@@ -173,7 +173,7 @@ def test_evidence_without_a_workload_forgets_the_declaration_and_shrunk_runs_cou
 
 def test_the_processor_runs_after_selection_in_both_runtimes():
     names = [p.name for p in ALL_PROCESSORS]
-    assert names.index("test-plan") > names.index("test-selection")
+    assert names.index("test-planner") > names.index("test-selection")
 
 
 def test_commits_through_selection_to_a_plan_in_the_embedded_runtime(tmp_path):

@@ -43,6 +43,22 @@ def at(dimension: str, index: int) -> Iterator[None]:
         POINT = tuple(sorted(_position.items()))
 
 
+@contextmanager
+def restored(point: tuple[tuple[str, int], ...]) -> Iterator[None]:
+    """Run deferred work (an autodiff backward step, a callback) at the point that created it, so its
+    code counts for that step and layer, not for wherever it happens to run."""
+    global POINT, _position
+    if point is POINT:
+        yield
+        return
+    saved = POINT, _position
+    POINT, _position = point, dict(point)
+    try:
+        yield
+    finally:
+        POINT, _position = saved
+
+
 def first_executions(points: Mapping[tuple[str, int], list[dict[str, int]]], root: str | Path, units_cache: Any,
                      cwd: str | Path | None = None, dimensions: set[str] | None = None) -> dict[str, list[dict[str, int]]]:
     """The tracer's points per (filename, line) as minimal points per unit ('path::qualname'),

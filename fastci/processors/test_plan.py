@@ -1,4 +1,4 @@
-"""test-plan: orders every selection riskiest-per-cost first, each test on the smallest config that proves the change.
+"""test-planner: orders every selection riskiest-per-cost first, each test on the smallest config that proves the change.
 
 Partitioned by repo (results and evidence are repartitioned by their ``repo`` field, as for
 test-selection), it keeps small values the repo owns:
@@ -82,7 +82,7 @@ def catalog_key(repo: str, test_id: str) -> str:
 class TestPlanProcessor(Processor[PlanState]):
     __test__ = False
 
-    name: ClassVar[str] = "test-plan"
+    name: ClassVar[str] = "test-planner"  # not "test-plan": that is the topic (and its view)
     inputs: ClassVar[tuple[str, ...]] = (
         ResultEvent.TOPIC, EvidenceEvent.TOPIC, CommitEvent.TOPIC, Selection.TOPIC,
     )
