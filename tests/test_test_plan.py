@@ -208,3 +208,15 @@ def test_the_driver_keeps_plans_identical_when_a_store_is_replayed_from_scratch(
         outputs.append([o for e in events for o in driver.handle(e)])
     assert outputs[0] == outputs[1] and outputs[0][0].TOPIC == "test-plan"
     assert SelectionProcessor.name in {p.name for p in ALL_PROCESSORS}
+
+
+def test_a_test_never_run_is_expected_to_cost_the_median_planned_test_not_the_selection_default():
+    events = [*runs("t/a.py::fast", "passed", seconds=0.002), *runs("t/b.py::fast2", "passed", seconds=0.004),
+              *runs("t/c.py::slow", "passed", seconds=0.5),
+              selection(changed("t/a.py::fast", "f.py::g"), changed("t/b.py::fast2", "f.py::g"),
+                        changed("t/c.py::slow", "f.py::g"), ("t/d.py::new", "changed-test", ()))]
+    plan = plan_of(events)
+    new = next(e for e in plan.entries if e.test_id == "t/d.py::new")
+    assert new.expected_s == 0.004  # the median of 2, 4 and 500 ms; selection said 10 s
+    order = [e.test_id for e in plan.entries]
+    assert order.index("t/d.py::new") < order.index("t/b.py::fast2")  # at the same cost its prior makes it riskier

@@ -98,3 +98,10 @@ def test_the_tracer_records_where_each_function_first_ran(tmp_path):
     assert dimensions.POINT == ()  # left as found
     only_steps = dimensions.first_executions(tracer.points, root, cache, dimensions={"steps"})
     assert only_steps["tests/test_workload_rule.py::helper_late"] == [{"steps": 3}]
+
+
+def test_the_share_no_dimension_shrinks_is_added_back_to_the_estimate_but_does_not_change_the_choice():
+    plain = smallest_config([STEPS, LAYERS], {"f": [{"steps": 30}]})
+    fixed = smallest_config([STEPS, LAYERS], {"f": [{"steps": 30}]}, fixed_share=0.1)
+    assert plain.values == fixed.values == {"steps": 31, "layers": 1}
+    assert fixed.scale == 0.1 + 0.9 * plain.scale

@@ -96,6 +96,10 @@ class WorkloadEvidence(Record):
         default_factory=dict, description="Dimensions the test exists to check, with their values: never shrunk."
     )
     dimensions: tuple[WorkloadDimension, ...] = Field(max_length=MAX_DIMENSIONS)
+    fixed_share: FiniteFloat = Field(
+        default=0.0, ge=0, le=1,
+        description="Share of the full run's duration no dimension shrinks (setup, data, per-call overheads).",
+    )
     first_executions: tuple[FirstExecution, ...] = Field(
         default=(),
         max_length=50_000,

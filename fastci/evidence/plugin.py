@@ -133,7 +133,7 @@ class EvidenceCollector:
         self.report: Any = None
         self._recording: Any = None
         self._traced: dict[int, Any] = {}
-        self._workloads: dict[int, tuple[dict[str, Any], dict[str, Any], Any]] = {}  # declaration, points
+        self._workloads: dict[int, tuple[dict[str, Any], Any]] = {}  # the marker's arguments, the points
         self._sampled: dict[int, list[Any]] = {}
         self._samples = self._outside = self._errors = 0
         if method == "sampling":
@@ -190,7 +190,7 @@ class EvidenceCollector:
                 if self.method != "tracing":
                     raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{WORKLOAD_MARKER} needs "
                                             "--fastci-evidence-method tracing (sampling cannot place calls at a step)")
-                self._workload(item.nodeid, marker.kwargs.get("scope", {}), marker.kwargs.get("dimensions", {}), {})
+                self._workload(item.nodeid, marker.kwargs, {})
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any):
@@ -210,8 +210,7 @@ class EvidenceCollector:
             if self.method == "tracing":
                 self._traced[index] = (self.tracer.end_test(), self.tracer.overflowed)
                 if workload is not None:
-                    self._workloads[index] = (workload.kwargs.get("scope", {}), workload.kwargs.get("dimensions", {}),
-                                              self.tracer.points)
+                    self._workloads[index] = (workload.kwargs, self.tracer.points)
 
     def pytest_sessionfinish(self, session: Any) -> None:
         from fastci.evidence.pyspy import PySpyError
@@ -250,9 +249,14 @@ class EvidenceCollector:
             ))
             self.published += 1
 
-    def _workload(self, test_id: str, scope: dict[str, Any], declared: dict[str, Any], points: Any) -> Any:
+    def _workload(self, test_id: str, marker: dict[str, Any], points: Any) -> Any:
         """The evidence's workload block from a test's marker and the points it ran at; a marker that
         does not validate is a usage error naming the field."""
+        scope, declared = marker.get("scope", {}), marker.get("dimensions", {})
+        unknown = sorted(set(marker) - {"scope", "dimensions", "fixed_share"})
+        if unknown:
+            raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: unknown argument(s) {', '.join(unknown)} "
+                                    "(it takes scope, dimensions, fixed_share)")
         from pydantic import ValidationError
 
         from fastci.events.inputs import WorkloadEvidence
@@ -265,6 +269,7 @@ class EvidenceCollector:
             return WorkloadEvidence.model_validate({
                 "scope": scope,
                 "dimensions": [{"name": name, **spec} for name, spec in declared.items()],
+                "fixed_share": marker.get("fixed_share", 0.0),
                 "first_executions": [{"unit": unit, "at": at} for unit, at in first.items()],
             })
         except (ValidationError, TypeError) as error:

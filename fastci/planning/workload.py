@@ -14,7 +14,9 @@ The search: each dimension's candidate values are its minimum and every ``index 
 point asks for; the grid of candidates is searched whole when small (a few units, a few points),
 greedily (one dimension at a time, from the full config down) when not. Cost is the duration
 ratio ``prod((value / full) ** cost_exponent)``; ties go to the config with the smaller values in
-declaration order, so the choice is deterministic.
+declaration order, so the choice is deterministic. The estimated duration adds back the share of
+the run no dimension shrinks: ``fixed + (1 - fixed) * prod(...)`` (measured per test; see
+bench/workload_scaling.py: with several dimensions at their minimum, per-call overheads dominate).
 """
 
 from __future__ import annotations
@@ -65,11 +67,14 @@ def add_point(points: list[dict[str, int]], point: dict[str, int], limit: int) -
     return True
 
 
-def scale_of(dimensions: Sequence[Dimension], values: Mapping[str, int]) -> float:
-    return math.prod((values[d.name] / d.full) ** d.cost_exponent for d in dimensions)
+def scale_of(dimensions: Sequence[Dimension], values: Mapping[str, int], fixed_share: float = 0.0) -> float:
+    """Estimated duration of a config as a share of the full config's."""
+    product = math.prod((values[d.name] / d.full) ** d.cost_exponent for d in dimensions)
+    return fixed_share + (1 - fixed_share) * product
 
 
-def smallest_config(dimensions: Sequence[Dimension], needed: Mapping[str, Sequence[Point]]) -> Shrink:
+def smallest_config(dimensions: Sequence[Dimension], needed: Mapping[str, Sequence[Point]],
+                    fixed_share: float = 0.0) -> Shrink:
     """The cheapest config, each dimension within [minimum, full], in which every unit of ``needed``
     (unit -> its first-execution points in the full run) still executes."""
     full = {d.name: d.full for d in dimensions}
@@ -98,4 +103,4 @@ def smallest_config(dimensions: Sequence[Dimension], needed: Mapping[str, Sequen
                 if feasible(trial):
                     best = trial
                     break
-    return Shrink(best, scale_of(dimensions, best))
+    return Shrink(best, scale_of(dimensions, best, fixed_share))

@@ -30,7 +30,7 @@ from fastci.events.inputs import WorkloadEvidence
 from fastci.events.plan import PAGE_SIZE, PlanMetrics, PlannedTest, TestPlan
 from fastci.events.selection import MAX_FUNCTIONS, Selection
 from fastci.planning import risk as riskmath
-from fastci.planning.workload import Dimension, smallest_config
+from fastci.planning.workload import Dimension, scale_of, smallest_config
 from fastci.processors.base import Processor, StateReader, Step, compound_key
 from fastci.processors.selection import DEFAULT_DURATION_S, removed_test_ids
 from fastci.selection.graph import short_id
@@ -129,12 +129,15 @@ def _config_scale(profile: WorkloadEvidence | None, config: dict) -> float:
     """How much shorter than its full config a run with ``config`` is expected to be (1: full)."""
     if profile is None:
         return 1.0
-    scale = 1.0
+    values = {}
     for d in profile.dimensions:
         value = config.get(d.name)
-        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < d.full:
-            scale *= (value / d.full) ** d.cost_exponent
-    return scale
+        ran = isinstance(value, int) and not isinstance(value, bool) and 0 < value < d.full
+        values[d.name] = value if ran else d.full
+    if all(values[d.name] == d.full for d in profile.dimensions):
+        return 1.0
+    return scale_of([Dimension(d.name, d.full, d.minimum, d.cost_exponent) for d in profile.dimensions], values,
+                    profile.fixed_share)
 
 
 def _record_evidence(state: StateReader[PlanState], event: EvidenceEvent) -> dict[str, PlanState | None]:
@@ -177,14 +180,20 @@ def plan(state: StateReader[PlanState], selection: Selection) -> list[TestPlan]:
     functions = {t: names for t, (reason, names, _) in kept.items() if reason in ("executes-changed-code", "module-code")}
     exposure = riskmath.exposures(functions)
     unknown = sum(exposure.values()) / len(exposure) if exposure else NO_EVIDENCE_EXPOSURE
+    records = {t: (state.get(test_key(repo, t)) or PlanState()).record for t in kept}
+    measured = sorted(s for r in records.values() if r is not None and (s := r.expected_s) is not None)
+    # A test never run (a new one) is expected to cost what the median planned test costs, not a
+    # constant that may be a thousand times the suite's typical test.
+    typical_s = measured[len(measured) // 2] if measured else None
     entries: dict[str, PlannedTest] = {}
     for test_id, (reason, names, selection_s) in kept.items():
-        record = (state.get(test_key(repo, test_id)) or PlanState()).record
+        record = records[test_id]
         counts = riskmath.weighted_counts(record.statuses if record else ())
         history = riskmath.history_risk(counts)
         flaky = riskmath.flaky_rate(counts)
         share = {"changed-test": 1.0, "no-evidence": unknown, "run-all": 0.0}.get(reason, exposure.get(test_id, 0.0))
-        expected_s = (record.expected_s if record else None) or selection_s or DEFAULT_DURATION_S
+        expected_s = next(s for s in (record.expected_s if record else None, typical_s, selection_s, DEFAULT_DURATION_S)
+                          if s is not None)
         chips = record.chips if record else 0
         profile = (state.get(workload_key(repo, test_id)) or PlanState()).workload
         config, shrunk, scale = _workload(profile, reason, names)
@@ -233,7 +242,7 @@ def _workload(profile: WorkloadEvidence | None, reason: str, names: tuple[str, .
         return full_config, {}, 1.0  # no evidence of what the change runs where: prove it on the full config
     requirements = {first.unit: first.at for first in profile.first_executions}
     needed = {unit: requirements[unit] for unit in needed_units(names, requirements)}
-    shrink = smallest_config(dimensions, needed)
+    shrink = smallest_config(dimensions, needed, profile.fixed_share)
     return {**full_config, **shrink.values}, shrink.shrunk(dimensions), shrink.scale
 
 

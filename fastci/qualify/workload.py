@@ -3,7 +3,7 @@
 Each model's training check declares a validation scope (what it exists to check: the precision
 it runs in, the LM's head count, the way tensor-parallel degree would be) and the dimensions that
 may shrink for a presubmit run, with their minimums and how its duration grows with each
-(``cost_exponent``, from ``bench/workload_scaling.py``). ``configured`` builds a model at any
+(``COST``: a fixed share and an exponent per dimension, from ``bench/workload_scaling.py``). ``configured`` builds a model at any
 point of that space; its default point is the qualification set's, whose numbers the pinned
 goldens hold.
 
@@ -35,9 +35,15 @@ from fastci.qualify.stack import RuntimeConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # units are named relative to it, as change analysis names them
 MIN_STEPS, MIN_BATCH = 20, 4
-# Measured by bench/workload_scaling.py (reference backend, this machine): duration ~ value ** exponent.
-COST_EXPONENT = {"steps": 1.0, "batch": 0.5, "layers": 0.9, "width": 0.6, "context": 0.6}
 LM_MINIMUM = {"layers": 1, "width": 8, "context": 4}
+# Measured by bench/workload_scaling.py (reference backend, CPU time, this machine): a fixed share
+# of the full run, and the rest ~ prod((value / full) ** exponent); steps is 1 by construction.
+COST: dict[str, dict] = {
+    "lm-tiny": {"fixed_share": 0.0, "exponents": {"steps": 1.0, "batch": 0.35, "layers": 1.3, "width": 0.5, "context": 0.6}},
+    "convnet-small": {"fixed_share": 0.05, "exponents": {"steps": 1.0, "batch": 0.48}},
+    "speech-conv-attn": {"fixed_share": 0.15, "exponents": {"steps": 1.0, "batch": 0.39}},
+    "dlrm-small": {"fixed_share": 0.07, "exponents": {"steps": 1.0, "batch": 0.0}},
+}
 
 
 def dimensions(name: str, full: dict[str, int] | None = None) -> list[Dimension]:
@@ -53,7 +59,8 @@ def dimensions(name: str, full: dict[str, int] | None = None) -> list[Dimension]
     unknown = sorted(set(values) - set(minimum))
     if unknown:
         raise ValueError(f"{name}: no shrinkable dimension {', '.join(unknown)} (it has {', '.join(minimum)})")
-    return [Dimension(d, values[d], min(minimum[d], values[d]), COST_EXPONENT[d]) for d in minimum]
+    exponents = COST[name]["exponents"]
+    return [Dimension(d, values[d], min(minimum[d], values[d]), exponents[d]) for d in minimum]
 
 
 def scope(name: str, precision: str) -> dict[str, str | int]:
@@ -110,6 +117,7 @@ def workload_evidence(name: str, precision: str, full: dict[str, int], traced: T
         scope=scope(name, precision),
         dimensions=tuple(WorkloadDimension(name=d.name, full=d.full, minimum=d.minimum, cost_exponent=d.cost_exponent)
                          for d in dimensions(name, full)),
+        fixed_share=COST[name]["fixed_share"],
         first_executions=tuple(FirstExecution(unit=unit, at=tuple(points)) for unit, points in traced.first.items()),
     )
 
