@@ -245,3 +245,42 @@ class ReplayWriter:
 
     def summary(self) -> str:
         return ", ".join(f"{count} {label}" for label, count in self.counts.items())
+
+
+# ----- checking a recording: python -m fastci.data.replay [NAME]
+
+
+def check(name: str = "more-itertools") -> dict[str, Any]:
+    """Replay the recording through the real selection processor and measure what the live run
+    measured: the share of the suite's test time kept, and whether every kept set is the same."""
+    replay = load(name)
+    kept_s = full_s = 0.0
+    differing: list[str] = []
+    run_all = 0
+    for step, selection in replay_selections(replay):
+        durations = step.durations
+        tests = set(durations)
+        kept = tests if selection.run_all else {k.test_id for k in selection.kept} & tests
+        run_all += selection.run_all
+        kept_s += sum(durations[t] for t in kept)
+        full_s += sum(durations.values())
+        if step.recorded is not None and tuple(sorted(kept)) != step.recorded.kept:
+            differing.append(step.commit.sha)
+    faults = [f for step in replay.commits for f in step.faults]
+    return {
+        "commits": len(replay.commits), "run_all": run_all, "kept_share": kept_s / full_s if full_s else 1.0,
+        "kept_s": kept_s, "full_s": full_s, "differing": differing, "faults": len(faults),
+        "faults_detected": sum(1 for f in faults if f.failing), "base_tests": len(replay.base_results),
+    }
+
+
+if __name__ == "__main__":
+    import sys
+
+    target = sys.argv[1] if len(sys.argv) > 1 else "more-itertools"
+    found = check(target)
+    print(f"{target}: {found['commits']} commits after a base of {found['base_tests']} tests; selection kept "
+          f"{found['kept_share']:.1%} of the suite's test time ({found['kept_s']:.1f} of {found['full_s']:.1f} s), "
+          f"{found['run_all']} commits ran everything; kept sets equal to the live run's at "
+          f"{found['commits'] - len(found['differing'])} of {found['commits']} commits; "
+          f"{found['faults']} mutants, {found['faults_detected']} detected by the full suite")
