@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from fastci.events.base import Config, Event, Name, Sha, Text
+from fastci.events.base import Config, Event, FiniteFloat, Name, Sha, Text
 from fastci.events.inputs import Bundle, Trigger
 
 
@@ -29,7 +29,7 @@ class RunRequested(Event):
     repo: Name
     commit: Sha = Field(description="The code to run.")
     bundle: Bundle = Field(description="The exact stack to run it on (every layer's version).")
-    hardware_revision: Name
+    hardware_revision: Name = Field(description="The revision to run on; 'any' accepts every revision.")
     work_class: Trigger = Field(description="Priority class; results carry it as their trigger.")
     repeats: int = Field(ge=1, le=100_000, description="Samples per metric wanted after warmup.")
     seed: int | None = None
@@ -38,3 +38,12 @@ class RunRequested(Event):
     regression_id: str | None = Field(default=None, max_length=64)
     requested_by: Name = Field(description="The processor that asked.")
     reason: Text = ""
+    pool: Name = Field(default="default", description="The accelerator pool to run it in.")
+    chips: int | None = Field(
+        default=None,
+        ge=0,
+        le=65_536,
+        description="Chips the run needs: None for one node's, 0 for CPU/simulator capacity; more than a node "
+        "holds means whole nodes placed together on one hardware revision.",
+    )
+    estimated_s: FiniteFloat | None = Field(default=None, ge=0, description="Expected seconds (for backfilling).")

@@ -1,0 +1,1 @@
+"""Scheduling policy: pure functions the pool-scheduler processor calls."""
