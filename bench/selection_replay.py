@@ -27,10 +27,12 @@ running again; a set that contains the kept set is not rerun for a mutant the ke
 ``--record FILE`` also writes the replay's inputs and ground truth to a gzipped JSON-lines file
 (``fastci.data.replay`` reads it; CI has neither network nor mirror): the commits, results and
 evidence events in the order they were fed to selection, what selection kept, and a fault matrix
-(each mutant's full run is then made without ``-x``, so every test that fails on it is known).
+(each mutant's full run is then made without ``-x``, so every test that fails on it is known; a test
+still running 20 times as long as it took without the mutant counts as hung and failed,
+``bench/hang_guard.py``; the run may use 6 GiB, so a runaway loop fails with MemoryError).
 
     .venv/bin/python bench/selection_replay.py [--mirror PATH] [--workdir /tmp/replay] [--commits 100]
-        [--base SHA] [--mutants-per-commit 2] [--record fastci/data/replay/more-itertools.jsonl.gz]
+        [--base SHA] [--mutants-per-commit 2] [--record fastci/data/replays/more-itertools.jsonl.gz]
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import json
 import os
 import random
+import resource
 import shlex
 import shutil
 import subprocess
@@ -75,8 +79,8 @@ BUNDLE = Bundle(compiler=f"cpython-{sys.version_info.major}.{sys.version_info.mi
                 runtime=f"cpython-{sys.version.split()[0]}", driver="none", firmware="none")
 FAILED = frozenset({"failed", "error"})
 STRATEGIES = ("fastci", "selected", "file-level", "run-all")
-TEST_TIMEOUT_S = 2  # per test, recording a mutant's full run (the slowest test takes 0.33 s)
 BENCH_DIR = Path(__file__).resolve().parent
+MUTANT_MEMORY_BYTES = 6 << 30  # a mutant's runaway loop fails its test with MemoryError, not the host
 
 
 class BytesStore(dict):
@@ -113,14 +117,15 @@ def pytest_env(checkout: Path, extra: dict[str, str] | None = None) -> dict[str,
 
 
 def run_pytest(checkout: Path, args: list[str], junit: Path | None = None, env: dict[str, str] | None = None,
-               timeout_s: float | None = None) -> SuiteRun:
+               timeout_s: float | None = None, memory_limit: int | None = None) -> SuiteRun:
     command = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args]
     if junit is not None:
         command += [f"--junitxml={junit}"]
     started = time.perf_counter()
     try:
+        limit = None if memory_limit is None else (lambda: resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit)))
         done = subprocess.run(command, cwd=checkout, env=env or pytest_env(checkout), capture_output=True,
-                              timeout=timeout_s)
+                              timeout=timeout_s, preexec_fn=limit)
         run = SuiteRun(returncode=done.returncode)
     except subprocess.TimeoutExpired:
         run = SuiteRun(returncode=-1, timed_out=True)
@@ -278,7 +283,7 @@ def mutants_for(tree: Path, commit: CommitEvent, count: int) -> list[Mutant]:
 
 
 def run_mutant(tree: Path, mutant: Mutant, sets: dict[str, list[str]], all_tests: set[str], timeout_s: float,
-               junit: Path | None = None) -> tuple[dict[str, bool], SuiteRun]:
+               junit: Path | None = None, baseline_s: dict[str, float] | None = None) -> tuple[dict[str, bool], SuiteRun]:
     """Killed (a failure, an error or a hang) by each strategy's set, with the mutant in place; and
     the full suite's run on it. With ``junit`` that run goes on past the first failure (so every
     test that fails on the mutant is known), otherwise it stops at the first (``-x``)."""
@@ -290,9 +295,12 @@ def run_mutant(tree: Path, mutant: Mutant, sets: dict[str, list[str]], all_tests
         if junit is None:
             full_run = run_pytest(tree, ["-x"], env=env, timeout_s=timeout_s)
         else:  # a test that hangs fails alone (bench/hang_guard.py) and the run goes on to the others
+            baseline = junit.with_suffix(".baseline.json")
+            baseline.write_text(json.dumps(baseline_s))
             guarded = {**env, "PYTHONPATH": os.pathsep.join((env["PYTHONPATH"], str(BENCH_DIR))),
-                       "FASTCI_HANG_LIMIT_S": str(TEST_TIMEOUT_S)}
-            full_run = run_pytest(tree, ["-p", "hang_guard"], junit, env=guarded, timeout_s=max(60.0, 4 * timeout_s))
+                       "FASTCI_HANG_BASELINE": str(baseline)}
+            full_run = run_pytest(tree, ["-p", "hang_guard"], junit, env=guarded, timeout_s=max(120.0, 8 * timeout_s),
+                                  memory_limit=MUTANT_MEMORY_BYTES)
         full = full_run.red
         killed = {"run-all": full}
         kept_killed = False
@@ -377,7 +385,7 @@ def replay_commit(index: int, sha: str, args, driver: Driver, store: BytesStore,
         runs = []
         for number, m in enumerate(mutants):
             junit = out / f"mutant-{sha[:12]}-{number}.xml" if recorder is not None else None
-            runs.append((m, *run_mutant(mutant_tree, m, sets, all_tests, timeout_s, junit)))
+            runs.append((m, *run_mutant(mutant_tree, m, sets, all_tests, timeout_s, junit, full.duration)))
         return runs
 
     with ThreadPoolExecutor(2) as pool:  # the traced run and the mutants' runs share the 2 cores
