@@ -204,12 +204,12 @@ def synthetic_cases(commits: int) -> tuple[list[Case], dict]:
 
 
 def table(title: str, cases: list[Case], seeds: int) -> str:
-    lines = [title, f"{'order':10s} {'APFD':>7s} {'APFDc':>7s} {'cost to first failure':>22s}   ({len(cases)} commits)"]
+    lines = [title, f"{'order':22s} {'APFD':>6s} {'APFDc':>6s} {'cost to first failure':>22s}   ({len(cases)} commits)"]
     for orders in ("risk", "declared", "random"):
         s = score(cases, orders, seeds)
-        label = f"random (mean of {seeds})" if orders == "random" else orders
-        lines.append(f"{label:10s} {statistics.fmean(s.apfd):7.3f} {statistics.fmean(s.apfdc):7.3f} "
-                     f"{statistics.fmean(s.first_failure_share):21.1%}")
+        label = {"risk": "risk (test-plan)", "declared": "declared (collection)"}.get(orders, f"random (mean of {seeds})")
+        lines.append(f"{label:22s} {statistics.fmean(s.apfd):6.3f} {statistics.fmean(s.apfdc):6.3f} "
+                     f"{statistics.fmean(s.first_failure_share):22.1%}")
     return "\n".join(lines)
 
 
