@@ -24,8 +24,15 @@ measured durations of the set's tests / sum of all tests' durations.
 Shortcuts, each exact: a set equal to the full suite reuses the full run's outcome instead of
 running again; a set that contains the kept set is not rerun for a mutant the kept set killed.
 
+``--record FILE`` also writes the replay's inputs and ground truth to a gzipped JSON-lines file
+(``fastci.data.replay`` reads it; CI has neither network nor mirror): the commits, results and
+evidence events in the order they were fed to selection, what selection kept, and a fault matrix
+(each mutant's full run is then made without ``-x``, so every test that fails on it is known; a test
+still running 20 times as long as it took without the mutant counts as hung and failed,
+``bench/hang_guard.py``; the run may use 6 GiB, so a runaway loop fails with MemoryError).
+
     .venv/bin/python bench/selection_replay.py [--mirror PATH] [--workdir /tmp/replay] [--commits 100]
-        [--base SHA] [--mutants-per-commit 2]
+        [--base SHA] [--mutants-per-commit 2] [--record fastci/data/replays/more-itertools.jsonl.gz]
 """
 
 from __future__ import annotations
@@ -33,8 +40,10 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import json
 import os
 import random
+import resource
 import shlex
 import shutil
 import subprocess
@@ -50,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_mutants import Mutant, make_mutant  # noqa: E402
 
+from fastci.data.replay import ReplayWriter as Recorder  # noqa: E402
 from fastci.events import CommitEvent, ResultEvent  # noqa: E402
 from fastci.events.codec import decode  # noqa: E402
 from fastci.events.inputs import Bundle  # noqa: E402
@@ -69,6 +79,8 @@ BUNDLE = Bundle(compiler=f"cpython-{sys.version_info.major}.{sys.version_info.mi
                 runtime=f"cpython-{sys.version.split()[0]}", driver="none", firmware="none")
 FAILED = frozenset({"failed", "error"})
 STRATEGIES = ("fastci", "selected", "file-level", "run-all")
+BENCH_DIR = Path(__file__).resolve().parent
+MUTANT_MEMORY_BYTES = 6 << 30  # a mutant's runaway loop fails its test with MemoryError, not the host
 
 
 class BytesStore(dict):
@@ -105,14 +117,15 @@ def pytest_env(checkout: Path, extra: dict[str, str] | None = None) -> dict[str,
 
 
 def run_pytest(checkout: Path, args: list[str], junit: Path | None = None, env: dict[str, str] | None = None,
-               timeout_s: float | None = None) -> SuiteRun:
+               timeout_s: float | None = None, memory_limit: int | None = None) -> SuiteRun:
     command = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args]
     if junit is not None:
         command += [f"--junitxml={junit}"]
     started = time.perf_counter()
     try:
+        limit = None if memory_limit is None else (lambda: resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit)))
         done = subprocess.run(command, cwd=checkout, env=env or pytest_env(checkout), capture_output=True,
-                              timeout=timeout_s)
+                              timeout=timeout_s, preexec_fn=limit)
         run = SuiteRun(returncode=done.returncode)
     except subprocess.TimeoutExpired:
         run = SuiteRun(returncode=-1, timed_out=True)
@@ -196,12 +209,20 @@ def commit_range(checkout: Path, base: str, count: int) -> list[str]:
 # ----- feeding fastci
 
 
-def feed_results(driver: Driver, store: BytesStore, run: SuiteRun, sha: str) -> None:
-    for test, status in run.status.items():
-        driver.handle(ResultEvent(
+def result_events(run: SuiteRun, sha: str) -> list[ResultEvent]:
+    """The run's results, in the order pytest collected the tests (junitxml's order)."""
+    return [
+        ResultEvent(
             test_id=test, run_id=f"replay-{sha[:12]}", repo=REPO, commit=sha, bundle=BUNDLE, node_id="localhost",
             hardware_revision="cpu", trigger="presubmit", status=status, duration_s=run.duration.get(test, 0.0),
-        ))
+        )
+        for test, status in run.status.items()
+    ]
+
+
+def feed_results(driver: Driver, store: BytesStore, run: SuiteRun, sha: str) -> None:
+    for event in result_events(run, sha):
+        driver.handle(event)
     store.update(driver.drain_writes())
 
 
@@ -261,14 +282,26 @@ def mutants_for(tree: Path, commit: CommitEvent, count: int) -> list[Mutant]:
     return mutants
 
 
-def run_mutant(tree: Path, mutant: Mutant, sets: dict[str, list[str]], all_tests: set[str], timeout_s: float) -> dict[str, bool]:
-    """Killed (a failure, an error or a hang) by each strategy's set, with the mutant in place."""
+def run_mutant(tree: Path, mutant: Mutant, sets: dict[str, list[str]], all_tests: set[str], timeout_s: float,
+               junit: Path | None = None, baseline_s: dict[str, float] | None = None) -> tuple[dict[str, bool], SuiteRun]:
+    """Killed (a failure, an error or a hang) by each strategy's set, with the mutant in place; and
+    the full suite's run on it. With ``junit`` that run goes on past the first failure (so every
+    test that fails on the mutant is known), otherwise it stops at the first (``-x``)."""
     target = tree / mutant.path
     original = target.read_bytes()
     target.write_bytes(mutant.source)
     try:
         env = pytest_env(tree)
-        full = run_pytest(tree, ["-x"], env=env, timeout_s=timeout_s).red
+        if junit is None:
+            full_run = run_pytest(tree, ["-x"], env=env, timeout_s=timeout_s)
+        else:  # a test that hangs fails alone (bench/hang_guard.py) and the run goes on to the others
+            baseline = junit.with_suffix(".baseline.json")
+            baseline.write_text(json.dumps(baseline_s))
+            guarded = {**env, "PYTHONPATH": os.pathsep.join((env["PYTHONPATH"], str(BENCH_DIR))),
+                       "FASTCI_HANG_BASELINE": str(baseline)}
+            full_run = run_pytest(tree, ["-p", "hang_guard"], junit, env=guarded, timeout_s=max(120.0, 8 * timeout_s),
+                                  memory_limit=MUTANT_MEMORY_BYTES)
+        full = full_run.red
         killed = {"run-all": full}
         kept_killed = False
         for strategy in ("fastci", "selected", "file-level"):
@@ -280,7 +313,7 @@ def run_mutant(tree: Path, mutant: Mutant, sets: dict[str, list[str]], all_tests
             else:
                 killed[strategy] = run_tests(tree, tests, stop_first=True, env=env, timeout_s=timeout_s).red
             kept_killed = kept_killed or (strategy == "fastci" and killed[strategy])
-        return killed
+        return killed, full_run
     finally:
         target.write_bytes(original)
 
@@ -324,11 +357,13 @@ class Row:
 
 
 def replay_commit(index: int, sha: str, args, driver: Driver, store: BytesStore, checkout: Path, mutant_tree: Path,
-                  out: Path, mutant_log: list[dict]) -> Row:
+                  out: Path, mutant_log: list[dict], recorder: Recorder | None = None) -> Row:
     commit = analyze_commit(checkout, sha, repo_name=REPO)
     started = time.perf_counter()
     selection = select(driver, store, commit)
     selection_ms = (time.perf_counter() - started) * 1e3
+    if recorder is not None:
+        recorder.event(commit)
 
     check_out(checkout, sha)
     full = run_pytest(checkout, [], out / f"full-{sha[:12]}.xml")
@@ -347,7 +382,11 @@ def replay_commit(index: int, sha: str, args, driver: Driver, store: BytesStore,
         check_out(mutant_tree, sha)
         mutants = mutants_for(mutant_tree, commit, args.mutants_per_commit)
         timeout_s = max(15.0, 5 * full.wall_s)  # a mutant that hangs is killed (CI times out)
-        return [(m, run_mutant(mutant_tree, m, sets, all_tests, timeout_s)) for m in mutants]
+        runs = []
+        for number, m in enumerate(mutants):
+            junit = out / f"mutant-{sha[:12]}-{number}.xml" if recorder is not None else None
+            runs.append((m, *run_mutant(mutant_tree, m, sets, all_tests, timeout_s, junit, full.duration)))
+        return runs
 
     with ThreadPoolExecutor(2) as pool:  # the traced run and the mutants' runs share the 2 cores
         evidence = pool.submit(traced_evidence, checkout, sha, out / "evidence-data") if py_changed else None
@@ -356,8 +395,15 @@ def replay_commit(index: int, sha: str, args, driver: Driver, store: BytesStore,
         events = evidence.result() if evidence is not None else []
     feed_results(driver, store, full, sha)
     feed_evidence(driver, store, events)
+    if recorder is not None:
+        recorder.selection(selection, kept, sum(full.duration[t] for t in kept), sum(full.duration.values()))
+        recorder.results(result_events(full, sha))
+        recorder.evidence(events, present=all_tests)
+        for mutant, _, run in mutants:
+            recorder.fault(sha, mutant, run.failed, run.timed_out)
+        recorder.flush()
 
-    for mutant, killed in mutants:
+    for mutant, killed, _ in mutants:
         mutant_log.append({"sha": sha, "path": mutant.path, "qualname": mutant.qualname, "operator": mutant.operator,
                            "line": mutant.line, "change": mutant.description, **{f"killed_{s}": killed[s] for s in STRATEGIES}})
     duration = full.duration
@@ -372,7 +418,7 @@ def replay_commit(index: int, sha: str, args, driver: Driver, store: BytesStore,
         full_failures=len(failures), misses_fastci=len(missed), misses_selected=len(failures - selected),
         misses_file_level=len(failures - file_level), kept_red=bool(kept_outcome.failed) or kept_outcome.red,
         full_red=full.red, mutants=len(mutants),
-        **{f"killed_{s.replace('-', '_')}": sum(k[s] for _, k in mutants) for s in STRATEGIES},
+        **{f"killed_{s.replace('-', '_')}": sum(k[s] for _, k, _ in mutants) for s in STRATEGIES},
         evidence_refreshed=bool(events), selection_ms=selection_ms, missed_tests=" ".join(sorted(missed))[:2000],
     )
 
@@ -428,6 +474,8 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=100)
     parser.add_argument("--base", default=DEFAULT_BASE, help="evidence is collected here first; replay starts after it")
     parser.add_argument("--mutants-per-commit", type=int, default=2)
+    parser.add_argument("--record", type=Path, default=None, metavar="FILE",
+                        help="also write the replay's events and fault matrix here (gzipped JSON lines)")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -439,12 +487,18 @@ def main() -> None:
     out.mkdir()
     store = BytesStore()
     driver = Driver(SelectionProcessor(), store)
+    recorder = Recorder(args.record, repo=REPO, base=base, shas=shas, mutants_per_commit=args.mutants_per_commit,
+                        python=sys.version.split()[0]) if args.record else None
 
     check_out(checkout, base)
     base_run = run_pytest(checkout, [], out / "full-base.xml")
     feed_results(driver, store, base_run, base)
     base_evidence = traced_evidence(checkout, base, out / "evidence-data")
     feed_evidence(driver, store, base_evidence)
+    if recorder is not None:
+        recorder.results(result_events(base_run, base))
+        recorder.evidence(base_evidence, present=set(base_run.status))
+        recorder.flush()
     print(f"base {base[:10]}: {len(base_run.status)} tests, {len(base_run.failed)} failing, full run {base_run.wall_s:.1f} s; "
           f"evidence of {len(base_evidence)} tests (tracing) in {time.perf_counter() - started:.0f} s", flush=True)
 
@@ -452,12 +506,14 @@ def main() -> None:
     mutant_log: list[dict] = []
     rows_csv, mutants_csv = args.workdir / "selection_replay.csv", args.workdir / "selection_replay_mutants.csv"
     for index, sha in enumerate(shas, 1):
-        rows.append(replay_commit(index, sha, args, driver, store, checkout, mutant_tree, out, mutant_log))
+        rows.append(replay_commit(index, sha, args, driver, store, checkout, mutant_tree, out, mutant_log, recorder))
         print(progress_line(rows[-1], len(shas), time.perf_counter() - started), flush=True)
         write_csv(rows_csv, [vars(r) for r in rows])
         write_csv(mutants_csv, mutant_log)
 
     wall = time.perf_counter() - started
+    if recorder is not None:
+        recorder.close()
     run_all = [r for r in rows if r.run_all]
     reasons: dict[str, int] = {}
     for r in run_all:
@@ -475,9 +531,12 @@ def main() -> None:
     print(final_table(rows))
     print()
     print(f"per-commit rows: {rows_csv}\nmutants: {mutants_csv}\nwall time: {wall / 60:.1f} min")
+    if recorder is not None:
+        print(f"recorded: {args.record} ({args.record.stat().st_size / 1e6:.2f} MB; {recorder.summary()})")
     print("reproduce: .venv/bin/python bench/selection_replay.py " + shlex.join([
         "--mirror", str(args.mirror), "--workdir", str(args.workdir), "--commits", str(args.commits),
-        "--base", base, "--mutants-per-commit", str(args.mutants_per_commit)]))
+        "--base", base, "--mutants-per-commit", str(args.mutants_per_commit),
+        *(["--record", str(args.record)] if args.record else [])]))
 
 
 if __name__ == "__main__":

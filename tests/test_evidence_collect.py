@@ -256,3 +256,66 @@ def test_collect_refuses_a_command_it_cannot_find(sample, tmp_path, monkeypatch)
     args = collect_parser().parse_args(["--data-dir", str(tmp_path / "data"), "collect", "--test-id", "t", "--", "no-such-command-x"])
     with pytest.raises(UsageError, match="command not found: no-such-command-x"):
         args.func(args)
+
+
+TRAINING = """
+from fastci.evidence.dimensions import at
+
+
+def step_math():
+    return 1
+
+
+def late_phase():
+    return 2
+
+
+def train(steps):
+    for step in range(steps):
+        with at("steps", step):
+            step_math()
+            if step >= 4:
+                late_phase()
+"""
+
+WORKLOAD_TESTS = """
+import pytest
+
+from pkg import training
+
+
+@pytest.mark.fastci_workload(scope={"precision": "bf16"},
+                             dimensions={"steps": {"full": 10, "minimum": 2, "cost_exponent": 1.0}})
+def test_train():
+    training.train(10)
+
+
+def test_plain():
+    training.train(10)
+"""
+
+
+def test_a_declared_workload_records_from_which_step_each_unit_runs(sample, tmp_path):
+    (sample / "pkg" / "training.py").write_text(textwrap.dedent(TRAINING))
+    (sample / "tests" / "test_mod.py").write_text(textwrap.dedent(WORKLOAD_TESTS))
+    run = run_pytest(sample, tmp_path / "data", "--fastci-evidence-method", "tracing")
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = evidence(tmp_path / "data")
+    declared = found["tests/test_mod.py::test_train"]["workload"]
+    assert declared == {
+        "scope": {"precision": "bf16"},
+        "dimensions": [{"name": "steps", "full": 10, "minimum": 2, "cost_exponent": 1.0}],
+        "first_executions": [{"unit": "pkg/training.py::late_phase", "at": [{"steps": 4}]}],  # step_math: from step 0
+    }
+    assert found["tests/test_mod.py::test_plain"]["workload"] is None  # no declaration, no block
+
+
+def test_a_workload_marker_that_does_not_validate_stops_the_session_naming_the_field(sample, tmp_path):
+    (sample / "pkg" / "training.py").write_text(textwrap.dedent(TRAINING))
+    (sample / "tests" / "test_mod.py").write_text(textwrap.dedent(WORKLOAD_TESTS).replace('"minimum": 2', '"minimum": 20'))
+    run = run_pytest(sample, tmp_path / "data", "--fastci-evidence-method", "tracing")
+    assert run.returncode == 4  # usage error: no test ran
+    assert "tests/test_mod.py::test_train: @pytest.mark.fastci_workload" in run.stderr
+    assert "minimum 20 of dimension 'steps' is above its full value 10" in run.stderr
+    sampled = run_pytest(sample, tmp_path / "data2")
+    assert sampled.returncode == 4 and "needs --fastci-evidence-method tracing" in sampled.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from fastci.events.base import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
 
@@ -60,6 +60,71 @@ class FoldedStack(Record):
     count: int = Field(ge=1)
 
 
+MAX_DIMENSIONS = 16
+MAX_POINTS = 8  # minimal first-execution points kept per unit (dropping one only asks for more)
+
+
+class WorkloadDimension(Record):
+    """A dimension of a test's config that may shrink (steps, layers, hidden size, context...)."""
+
+    name: Name
+    full: int = Field(ge=1, description="Its value in the full config (the run this evidence is of).")
+    minimum: int = Field(ge=1, description="The smallest value the test accepts.")
+    cost_exponent: FiniteFloat = Field(
+        default=1.0, ge=0, le=4, description="Duration grows as value ** cost_exponent (measured by the test's owner)."
+    )
+
+    @model_validator(mode="after")
+    def _minimum_within_full(self) -> "WorkloadDimension":
+        if self.minimum > self.full:
+            raise ValueError(f"minimum {self.minimum} of dimension {self.name!r} is above its full value {self.full}")
+        return self
+
+
+class FirstExecution(Record):
+    """Where along the dimensions a unit first executed: the minimal points (0-based indices: step,
+    layer...) of its executions. It runs in a config that reaches one of them (every index below
+    the config's value). A dimension missing from a point: it ran outside that dimension's loop."""
+
+    unit: Name = Field(description="'path::qualname', as in stacks and commits.")
+    at: tuple[dict[Name, Annotated[int, Field(ge=0)]], ...] = Field(min_length=1, max_length=MAX_POINTS)
+
+
+class WorkloadEvidence(Record):
+    """A test's declared validation scope and shrinkable dimensions, and where its units first ran."""
+
+    scope: Config = Field(
+        default_factory=dict, description="Dimensions the test exists to check, with their values: never shrunk."
+    )
+    dimensions: tuple[WorkloadDimension, ...] = Field(max_length=MAX_DIMENSIONS)
+    fixed_share: FiniteFloat = Field(
+        default=0.0, ge=0, le=1,
+        description="Share of the full run's duration no dimension shrinks (setup, data, per-call overheads).",
+    )
+    first_executions: tuple[FirstExecution, ...] = Field(
+        default=(),
+        max_length=50_000,
+        description="Units whose first execution lies past the first index of some dimension (the rest run "
+        "in any config).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "WorkloadEvidence":
+        full = {d.name: d.full for d in self.dimensions}
+        if len(full) != len(self.dimensions):
+            raise ValueError("dimension names must be unique")
+        if overlap := sorted(set(full) & set(self.scope)):
+            raise ValueError(f"{', '.join(overlap)}: in the validation scope, so not shrinkable")
+        for first in self.first_executions:
+            for point in first.at:
+                for name, index in point.items():
+                    if name not in full:
+                        raise ValueError(f"{first.unit}: dimension {name!r} is not declared")
+                    if index >= full[name]:
+                        raise ValueError(f"{first.unit}: index {index} of {name!r} is not below its full value {full[name]}")
+        return self
+
+
 class EvidenceEvent(Event):
     """What one test executed during one run. Key: test_id."""
 
@@ -77,6 +142,9 @@ class EvidenceEvent(Event):
     sampling_rate_hz: FiniteFloat | None = Field(default=None, gt=0)
     stacks: tuple[FoldedStack, ...] = Field(max_length=200_000)
     config: Config = Field(default_factory=dict)
+    workload: WorkloadEvidence | None = Field(
+        default=None, description="The test's shrinkable dimensions and where its units first ran (tracing only)."
+    )
 
 
 class Bundle(Record):

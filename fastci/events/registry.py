@@ -7,6 +7,7 @@ from fastci.events.fleet import FlakyTest, FlakyVerdict, NodeAttribution, NodeSt
 from fastci.events.golden import GoldenReference, OwnerMap
 from fastci.events.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
 from fastci.events.outputs import DeadLetter, TestStatusChanged
+from fastci.events.plan import TestPlan
 from fastci.events.release import ReleaseEvent
 from fastci.events.regression import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
 from fastci.events.runs import RunRequested
@@ -23,6 +24,7 @@ OUTPUT_MODELS: tuple[type[Event], ...] = (
     NodeStateChanged, NodeAttribution, FlakyVerdict, FlakyTest,  # the fleet processors
     GateResult, BaselineExclusion, RegressionAlert, BisectPlan, BisectStep, RunRequested,
     Selection,
+    TestPlan,
     ScheduleEvent,
 )
 DEAD_LETTERS = DeadLetter.TOPIC

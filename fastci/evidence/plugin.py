@@ -21,6 +21,11 @@ pluggy runs the wrapped hooks after the wrapper's generator yielded, so its fram
 stack; and implementing ``pytest_runtest_protocol`` would bypass rerun plugins. Everything a
 phase runs, other plugins' hooks included, is inside the marker; only project files count.
 
+Workload (tracing only): a test marked ``@pytest.mark.fastci_workload(scope={...}, dimensions={name:
+{"full": F, "minimum": M, "cost_exponent": E}})`` whose code marks its loops with
+``fastci.evidence.dimensions.at`` gets a ``workload`` block on its evidence: its declaration and,
+per unit, the minimal (step, layer...) points it first ran at (``fastci.planning.workload``).
+
 Events are published at the end of the session (the results plugin's spool and targets; the
 results' run id when ``--fastci-results`` is on too, so both join on it).
 """
@@ -60,7 +65,14 @@ def addoption(group: Any) -> None:
                     help="spool directory for evidence not yet acknowledged (default <data dir>/spool/<target>)")
 
 
+WORKLOAD_MARKER = "fastci_workload"
+
+
 def configure(config: Any) -> None:
+    config.addinivalue_line(
+        "markers", f"{WORKLOAD_MARKER}(scope, dimensions): the test's validation scope and shrinkable dimensions "
+        "(name -> full, minimum, cost_exponent), for --fastci-evidence tracing",
+    )
     if not config.getoption("fastci_evidence"):
         return
     if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
@@ -121,6 +133,7 @@ class EvidenceCollector:
         self.report: Any = None
         self._recording: Any = None
         self._traced: dict[int, Any] = {}
+        self._workloads: dict[int, tuple[dict[str, Any], Any]] = {}  # the marker's arguments, the points
         self._sampled: dict[int, list[Any]] = {}
         self._samples = self._outside = self._errors = 0
         if method == "sampling":
@@ -169,11 +182,23 @@ class EvidenceCollector:
             self.problem, self._recording = str(error), None
             self._output.parent.rmdir()
 
+    def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
+        """A workload marker that does not validate stops the session before any test runs."""
+        for item in items:
+            marker = item.get_closest_marker(WORKLOAD_MARKER)
+            if marker is not None:
+                if self.method != "tracing":
+                    raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{WORKLOAD_MARKER} needs "
+                                            "--fastci-evidence-method tracing (sampling cannot place calls at a step)")
+                self._workload(item.nodeid, marker.kwargs, {})
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any):
         index = len(self.test_ids)
         self.test_ids.append(item.nodeid)
+        workload = item.get_closest_marker(WORKLOAD_MARKER)
         if self.method == "tracing":
+            self.tracer.dimensions = workload is not None  # a point per call costs: only where declared
             self.tracer.begin_test()
             self.phase_runner = self.tracer.run
         elif self._recording is not None:
@@ -184,6 +209,8 @@ class EvidenceCollector:
             self.phase_runner = None
             if self.method == "tracing":
                 self._traced[index] = (self.tracer.end_test(), self.tracer.overflowed)
+                if workload is not None:
+                    self._workloads[index] = (workload.kwargs, self.tracer.points)
 
     def pytest_sessionfinish(self, session: Any) -> None:
         from fastci.evidence.pyspy import PySpyError
@@ -210,14 +237,45 @@ class EvidenceCollector:
     def _publish(self) -> None:
         from fastci.evidence.publish import evidence_event
 
+        workloads = {self.test_ids[index]: self._workload(self.test_ids[index], *declared)
+                     for index, declared in self._workloads.items()}
         for test_id, (stacks, config) in self._evidence().items():
             if not stacks and self.method == "sampling":
                 self.without_evidence += 1
                 continue
             self.producer.publish(evidence_event(
                 test_id, self.run_id, self.repo, self.commit, self.method, stacks, self.rate_hz, config,
+                workloads.get(test_id),
             ))
             self.published += 1
+
+    def _workload(self, test_id: str, marker: dict[str, Any], points: Any) -> Any:
+        """The evidence's workload block from a test's marker and the points it ran at; a marker that
+        does not validate is a usage error naming the field."""
+        scope, declared = marker.get("scope", {}), marker.get("dimensions", {})
+        unknown = sorted(set(marker) - {"scope", "dimensions", "fixed_share"})
+        if unknown:
+            raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: unknown argument(s) {', '.join(unknown)} "
+                                    "(it takes scope, dimensions, fixed_share)")
+        from pydantic import ValidationError
+
+        from fastci.events.inputs import WorkloadEvidence
+        from fastci.evidence.dimensions import first_executions
+
+        if not isinstance(declared, dict) or not isinstance(scope, dict):
+            raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: scope and dimensions must be dicts")
+        first = first_executions(points, self.root, self.units, self.cwd, dimensions=set(declared))
+        try:
+            return WorkloadEvidence.model_validate({
+                "scope": scope,
+                "dimensions": [{"name": name, **spec} for name, spec in declared.items()],
+                "fixed_share": marker.get("fixed_share", 0.0),
+                "first_executions": [{"unit": unit, "at": at} for unit, at in first.items()],
+            })
+        except (ValidationError, TypeError) as error:
+            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'workload'}: {e['msg']}" for e in error.errors()) \
+                if isinstance(error, ValidationError) else str(error)
+            raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: {detail}") from None
 
     def _evidence(self) -> dict[str, tuple[list[tuple[str, int]], dict[str, Any]]]:
         """Merged stacks and config by test id (a test run twice in the session counts once)."""

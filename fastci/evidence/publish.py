@@ -32,7 +32,7 @@ def code_under_test(root: Path) -> tuple[str, str]:
 
 def evidence_event(
     test_id: str, run_id: str, repo: str, commit: str, method: str, stacks: list[tuple[str, int]],
-    rate_hz: float | None = None, config: dict[str, Any] | None = None,
+    rate_hz: float | None = None, config: dict[str, Any] | None = None, workload: Any = None,
 ) -> EvidenceEvent:
     """The event, with its stacks shortened when it would not fit in one Kafka message."""
     if sum(len(stack) + 24 for stack, _ in stacks) > STACK_BUDGET:
@@ -43,6 +43,7 @@ def evidence_event(
         sampling_rate_hz=rate_hz if method == "sampling" else None,
         stacks=tuple(FoldedStack(stack=stack, count=count) for stack, count in stacks),
         config=config or {},
+        workload=workload,
     )
 
 

@@ -15,6 +15,9 @@ about 2x slower), which ``sys.monitoring`` (3.12) ends.
 
 setprofile rather than settrace: it leaves ``sys.settrace`` to coverage and debuggers. Threads
 a test starts are traced too (``threading.setprofile``) and count for that test.
+
+With ``dimensions=True`` it also keeps, per called (filename, line), the minimal points of
+``fastci.evidence.dimensions`` (step, layer...) it was called at: ``points`` after ``end_test``.
 """
 
 from __future__ import annotations
@@ -24,14 +27,22 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from fastci.evidence import dimensions as _dimensions
+from fastci.planning.workload import add_point
+
+POINT_LIMIT = 8  # minimal points per call site: fastci.events.inputs.MAX_POINTS
+
 T = TypeVar("T")
 RawStack = tuple[tuple[str, int], ...]  # (filename, line) root first
 _ROOT = 0
 
 
 class Tracer:
-    def __init__(self, is_project: Callable[[str], bool], max_depth: int = 16, max_stacks: int = 20_000) -> None:
+    def __init__(self, is_project: Callable[[str], bool], max_depth: int = 16, max_stacks: int = 20_000,
+                 dimensions: bool = False) -> None:
         self.is_project = is_project
+        self.dimensions = dimensions
+        self.points: dict[tuple[str, int], list[dict[str, int]]] = {}  # of the last test ended
         self.max_depth, self.max_stacks = max_depth, max_stacks
         self._project: dict[str, bool] = {}  # co_filename -> project code? (decided once per file)
         self._boundary: Any = None
@@ -45,6 +56,8 @@ class Tracer:
         self._parents, self._frames = [-1], [("", 0)]  # by node; node 0 is the empty stack
         self._callers: dict[int, int] = {}  # id(frame) -> the node of its callers when it was called
         self._leaves: set[int] = set()
+        self._points: dict[tuple[str, int], list[dict[str, int]]] = {}
+        self._last_point: dict[tuple[str, int], tuple] = {}  # the point object a call was last seen at
 
     def begin_test(self) -> None:
         self._reset()
@@ -55,6 +68,7 @@ class Tracer:
         """The distinct stacks of the test since ``begin_test`` (innermost max_depth frames)."""
         self._recording = False
         stacks = {self._stack(leaf) for leaf in self._leaves}
+        self.points = self._points
         self._reset()
         return stacks
 
@@ -77,6 +91,15 @@ class Tracer:
             threading.setprofile(None)  # type: ignore[arg-type]
             self._boundary = None
 
+    def _record_point(self, filename: str, line: int) -> None:
+        point = _dimensions.POINT
+        key = (filename, line)
+        if self._last_point.get(key) is point:  # the usual case: called again at the same step
+            return
+        self._last_point[key] = point
+        with self._lock:
+            add_point(self._points.setdefault(key, []), dict(point), POINT_LIMIT)
+
     def _new_node(self, key: tuple[int, str, int]) -> int:
         with self._lock:  # a thread the test started may add nodes too
             node = self._nodes.get(key)
@@ -94,7 +117,11 @@ class Tracer:
         keep = project.get(filename)
         if keep is None:
             keep = project[filename] = self.is_project(filename)
-        if not keep or not self._recording or self.overflowed:
+        if not keep or not self._recording:
+            return
+        if self.dimensions:
+            self._record_point(filename, frame.f_lineno)
+        if self.overflowed:
             return
         # The nearest project caller, below the frame tracing started in.
         caller, boundary = frame.f_back, self._boundary

@@ -12,6 +12,7 @@ from fastci.processors.node_state import NodeStateProcessor
 from fastci.processors.pool_scheduler import PoolSchedulerProcessor
 from fastci.processors.regression_detector import RegressionDetectorProcessor
 from fastci.processors.selection import SelectionProcessor
+from fastci.processors.test_plan import TestPlanProcessor
 from fastci.processors.test_history import TestHistoryProcessor
 
 # Every processor both runtimes run, in an order where producers come before their consumers. The fleet
@@ -27,6 +28,7 @@ ALL_PROCESSORS: tuple[type[Processor], ...] = (
     BisectPlannerProcessor,
     BisectProcessor,
     SelectionProcessor,
+    TestPlanProcessor,  # reads selection
     FailureAttributionProcessor,
     NodeStateProcessor,
     PoolSchedulerProcessor,  # reads run-requested and node-state-changed, so after their writers

@@ -241,6 +241,11 @@ def _catalog(state: StateReader[SelectionState], repo: str) -> dict[str, Catalog
 def removed_tests(commit: CommitEvent, catalog: dict[str, CatalogEntry]) -> set[str]:
     """Known tests the commit deletes: deleted test functions, and every test of a deleted test
     class or of a test file deleted or renamed (its node ids change with its path)."""
+    return removed_test_ids(commit, {entry.test_id for entry in catalog.values()})
+
+
+def removed_test_ids(commit: CommitEvent, known: set[str]) -> set[str]:
+    """Of the ``known`` test ids, those the commit deletes (see ``removed_tests``)."""
     gone = {test for c in commit.changed_functions if c.change == "deleted" and (test := test_of(c.path, c.qualname))}
     prefixes = [
         f"{c.path}::{c.qualname.removesuffix(f'.{BODY}').replace('.', '::')}::"
@@ -252,7 +257,6 @@ def removed_tests(commit: CommitEvent, catalog: dict[str, CatalogEntry]) -> set[
         for f in commit.changed_files
         if f.change in ("deleted", "renamed") and is_test_file(f.old_path or f.path)
     ]
-    known = {entry.test_id for entry in catalog.values()}
     return {test for test in known if test in gone or (prefixes and test.startswith(tuple(prefixes)))}
 
 
@@ -356,6 +360,7 @@ def select(
         commit_id=commit.id,
         repo=repo,
         sha=commit.sha,
+        hardware_path=commit.hardware_path,
         run_all=run_all,
         run_all_reason=run_all_reason or "",
         kept=kept,

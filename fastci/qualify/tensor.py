@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from fastci.evidence import dimensions
 from fastci.qualify.backend import Backend
 
 Grads = tuple[np.ndarray | None, ...]
@@ -19,7 +20,7 @@ FLOAT = np.float32  # the type of every value and gradient; a gradient check swi
 
 
 class Tensor:
-    __slots__ = ("value", "grad", "parents", "backward_fn")
+    __slots__ = ("value", "grad", "parents", "backward_fn", "point")
 
     def __init__(
         self,
@@ -31,6 +32,7 @@ class Tensor:
         self.grad: np.ndarray | None = None
         self.parents = parents
         self.backward_fn = backward_fn
+        self.point = dimensions.POINT  # the step and layer it was computed at: its backward counts there
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -56,7 +58,9 @@ def backward(loss: Tensor) -> None:
     for node in reversed(order):
         if node.backward_fn is None or node.grad is None:
             continue
-        for parent, grad in zip(node.parents, node.backward_fn(node.grad), strict=True):
+        with dimensions.restored(node.point):
+            grads = node.backward_fn(node.grad)
+        for parent, grad in zip(node.parents, grads, strict=True):
             if grad is None:
                 continue
             grad = grad.astype(FLOAT, copy=False)

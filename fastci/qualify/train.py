@@ -16,19 +16,30 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from fastci.evidence.dimensions import at
 from fastci.qualify.backend import Backend
 from fastci.qualify.models.base import Dataset, Family, Params
 from fastci.qualify.stack import RuntimeConfig
 from fastci.qualify.tensor import Ops, Tensor, backward
 
 EVAL_CHUNK = 256
+CHECKPOINT_EVERY = 100  # steps between in-memory checkpoints of the weights and optimizer moments
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
 
 
 def learning_rate(step: int, steps: int, peak: float) -> float:
     warmup = max(1, steps // 10)
     if step < warmup:
-        return peak * (step + 1) / warmup
+        return warmup_rate(step, warmup, peak)
+    return cosine_rate(step, warmup, steps, peak)
+
+
+def warmup_rate(step: int, warmup: int, peak: float) -> float:
+    return peak * (step + 1) / warmup
+
+
+def cosine_rate(step: int, warmup: int, steps: int, peak: float) -> float:
+    """From the end of warmup on: code that runs only once a run is past its first 10% of steps."""
     progress = (step - warmup) / max(1, steps - warmup)
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
@@ -103,12 +114,20 @@ class Trainer:
         self.throughput = Throughput(runtime)
         self.loss_curve: list[float] = []
         self.step_kernel_seconds: list[float] = []
+        self.checkpoint: Checkpoint | None = None
 
     @property
     def done(self) -> bool:
         return len(self.loss_curve) >= self.steps
 
     def step(self) -> None:
+        index = len(self.loss_curve)
+        with at("steps", index):  # evidence says from which step on each unit runs
+            self._step()
+            if (index + 1) % CHECKPOINT_EVERY == 0:
+                self.checkpoint = save_checkpoint(self.params, self.optimizer, index + 1)
+
+    def _step(self) -> None:
         family, backend = self.family, self.backend
         x, y = self.data.batch(self.rng, family.batch_size)
         before = backend.kernel_seconds
@@ -125,6 +144,22 @@ class Trainer:
     def finish(self, started: float) -> TrainingRun:
         score = evaluate(self.family, self.backend, self.params, self.data)
         return TrainingRun(self.loss_curve, score, self.params, self.throughput.samples, time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a long run would write to storage to resume from: weights and optimizer moments."""
+
+    step: int
+    params: Params
+    first: Params
+    second: Params
+
+
+def save_checkpoint(params: Params, optimizer: Adam, step: int) -> Checkpoint:
+    """Runs only once a run reaches CHECKPOINT_EVERY steps: shorter runs never checkpoint."""
+    copy = lambda arrays: {k: v.copy() for k, v in arrays.items()}  # noqa: E731
+    return Checkpoint(step, copy(params), copy(optimizer.first), copy(optimizer.second))
 
 
 def train(family: Family, backend: Backend, seed: int, runtime: RuntimeConfig, data: Dataset | None = None,

@@ -1,0 +1,1 @@
+"""Data shipped with the package: recorded replays of real repositories (``fastci.data.replay``)."""
