@@ -305,6 +305,7 @@ def test_a_declared_workload_records_from_which_step_each_unit_runs(sample, tmp_
     assert declared == {
         "scope": {"precision": "bf16"},
         "dimensions": [{"name": "steps", "full": 10, "minimum": 2, "cost_exponent": 1.0}],
+        "fixed_share": 0.0,  # not declared: the whole cost scales with the dimensions
         "first_executions": [{"unit": "pkg/training.py::late_phase", "at": [{"steps": 4}]}],  # step_math: from step 0
     }
     assert found["tests/test_mod.py::test_plain"]["workload"] is None  # no declaration, no block
