@@ -239,4 +239,5 @@ def plan(name: str, entries, hardware_path: bool):
 
     tests = [SimpleNamespace(test_id=t, config={}, estimated_s=s, chips=c) for t, c, s in entries]
     return SimpleNamespace(TOPIC="test-plan", id=derive_id("test-plan", name), key="default", pool="default",
-                           repo="acme/stack", sha="abcdef1", hardware_path=hardware_path, tests=tests)
+                           repo="acme/stack", sha="abcdef1", hardware_path=hardware_path, entries=tests,
+                           page=0, pages=1)

@@ -263,15 +263,17 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
         return Step(writes=work.writes, outputs=work.outputs)
 
 
-def plan_of(event: Event) -> tuple[str, str, str | None, bool, list[PlanEntry]] | None:
-    """(request id, repo, sha, hardware_path, entries) of a test-plan event; None for any other."""
+def plan_of(event: Event) -> tuple[str, str, str | None, bool, list[PlanEntry], bool] | None:
+    """(request id, repo, sha, hardware_path, entries, whole plan) of a test-plan event; None for any
+    other. A plan may come in pages; ``whole plan`` is False for every page but the last."""
     if event.TOPIC != "test-plan":
         return None
     entries = [
         PlanEntry(test_id=e.test_id, config=dict(e.config), estimated_s=e.estimated_s, chips=e.chips)
-        for e in getattr(event, "tests")
+        for e in getattr(event, "entries")
     ]
-    return event.id, getattr(event, "repo"), getattr(event, "sha", None), bool(getattr(event, "hardware_path", True)), entries
+    last = getattr(event, "page", 0) + 1 >= getattr(event, "pages", 1)
+    return event.id, getattr(event, "repo"), getattr(event, "sha", None), bool(getattr(event, "hardware_path")), entries, last
 
 
 class _Work:
@@ -408,10 +410,12 @@ class _Work:
         )
 
     def enqueue_plan(self, plan_id: str, repo: str, sha: str | None, hardware_path: bool,
-                     entries: Sequence[PlanEntry]) -> None:
+                     entries: Sequence[PlanEntry], last_page: bool = True) -> None:
         hardware = [e for e in entries if e.chips > 0 and hardware_path]
         cpu = [e for e in entries if not (e.chips > 0 and hardware_path)]
-        if hardware_path and not hardware and self.pool.smoke_test:
+        # The smoke floor is judged per page: a plan long enough to have pages is a run of everything,
+        # which lists the hardware tests (a page without any then adds one smoke run, not a miss).
+        if hardware_path and not hardware and self.pool.smoke_test and last_page:
             hardware = [PlanEntry(test_id=self.pool.smoke_test, estimated_s=self.pool.smoke_estimated_s,
                                   chips=self.pool.smoke_chips)]
         for position, entry in enumerate(hardware):

@@ -1,0 +1,115 @@
+"""``fastci simulate``: the fleet-scale CI simulator's ablation, one command."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import Any
+
+from fastci.cli import UsageError, console, print_rows
+
+PAPER_LATENCY_CUT = 0.775  # FastCI (Qiao et al.): CI latency -77.5%
+PAPER_CHIP_CUT = 0.639  # and GPU usage -63.9%, against running everything
+PRESUBMIT_P90_TARGET_S = 45 * 60
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "simulate",
+        help="simulate the CI on the shared pool: the ablation from run-everything to every part on",
+        description="Replay a recorded repository's change stream, scaled to --changes-per-day, through the real "
+        "selection, test-plan and pool-scheduler processors on a 16 x 8-chip pool with nightly qualification, "
+        "developer experiments and injected faults; print the ablation table.",
+    )
+    parser.add_argument("--replay", default="more-itertools", help="a packaged replay or a replay file")
+    parser.add_argument("--days", type=int, default=2, help="simulated days; the last one is measured")
+    parser.add_argument("--changes-per-day", type=float, default=400.0)
+    parser.add_argument("--hardware-share", type=float, default=0.6, help="share of changes on the hardware path")
+    parser.add_argument("--faults-per-day", type=int, default=20)
+    parser.add_argument("--experiments-per-day", type=int, default=40)
+    parser.add_argument("--variant", action="append", help="run only this variant (repeatable); default: all five")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import orjson
+
+    from fastci.simulate.ablation import load_inputs, simulate_variant
+    from fastci.simulate.sim import VARIANTS
+    from fastci.simulate.workload import Settings
+
+    if args.days < 1:
+        raise UsageError("--days must be at least 1")
+    if not 0 <= args.hardware_share <= 1:
+        raise UsageError("--hardware-share must be between 0 and 1")
+    if args.changes_per_day <= 0:
+        raise UsageError("--changes-per-day must be positive")
+    known = {v.name: v for v in VARIANTS}
+    wanted = args.variant or list(known)
+    unknown = [name for name in wanted if name not in known]
+    if unknown:
+        raise UsageError(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    settings = Settings(changes_per_day=args.changes_per_day, hardware_share=args.hardware_share, days=args.days,
+                        faults_per_day=args.faults_per_day, experiments_per_day=args.experiments_per_day,
+                        seed=args.seed)
+    try:
+        inputs = load_inputs(args.replay)
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+    console.print(f"replay {args.replay}: {len(inputs.replay.commits)} commits, "
+                  f"{len(inputs.replay.base_results)} tests; {args.days} day(s) at {args.changes_per_day:g} changes/day")
+    reports: dict[str, dict[str, Any]] = {}
+    for name in wanted:
+        started = time.perf_counter()
+        console.print(f"simulating {name} ...")
+        reports[name] = simulate_variant(inputs, known[name], settings)
+        reports[name]["wall_s"] = time.perf_counter() - started
+        console.print(f"  done in {reports[name]['wall_s']:.0f} s")
+    print_table(reports)
+    if args.json:
+        with open(args.json, "wb") as file:
+            file.write(orjson.dumps(reports, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    return 0
+
+
+def minutes(seconds: float | None) -> str:
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "-"
+    return f"{seconds / 60:.1f}"
+
+
+def print_table(reports: dict[str, dict[str, Any]]) -> None:
+    baseline = reports.get("run-everything")
+    rows = []
+    for name, r in reports.items():
+        latency_cut = chip_cut = ""
+        if baseline and name != "run-everything":
+            latency_cut = f"{1 - r['ci_latency_mean_s'] / baseline['ci_latency_mean_s']:.1%}"
+            chip_cut = f"{1 - r['presubmit_chip_hours'] / baseline['presubmit_chip_hours']:.1%}"
+        nightly = "not done" if r["nightly_done_h"] is None else f"{r['nightly_done_h']:.2f} h"
+        waits = " ".join(f"{k[:4]} {minutes(v)}" for k, v in r["waits_p90_s"].items())
+        rows.append([
+            name, f"{r['kept_share']:.1%}", minutes(r["ci_latency_mean_s"]), latency_cut,
+            f"{minutes(r['hardware_p50_s'])} / {minutes(r['hardware_p90_s'])}", f"{r['presubmit_chip_hours']:.0f}",
+            chip_cut, nightly, waits, f"{r['caught']}/{r['faults']}",
+            f"{minutes(r['first_failure_p50_s'])} / {minutes(r['first_failure_p90_s'])}",
+            str(r["unfinished"]),
+        ])
+    print_rows(
+        ["variant", "kept", "CI latency mean (min)", "cut", "hw result p50 / p90 (min)", "presubmit chip-h", "cut",
+         "nightly done", "queue wait p90 by class (min)", "faults caught", "first failure p50 / p90 (min)",
+         "unfinished"],
+        rows,
+    )
+    final = reports.get("+workload optimisation")
+    if baseline and final:
+        latency = 1 - final["ci_latency_mean_s"] / baseline["ci_latency_mean_s"]
+        chips = 1 - final["presubmit_chip_hours"] / baseline["presubmit_chip_hours"]
+        console.print(
+            f"every part on vs run-everything: CI latency -{latency:.1%} (paper -{PAPER_LATENCY_CUT:.1%}), "
+            f"presubmit chip-hours -{chips:.1%} (paper -{PAPER_CHIP_CUT:.1%}), presubmit hardware p90 "
+            f"{minutes(final['hardware_p90_s'])} min (target 45)"
+        )
