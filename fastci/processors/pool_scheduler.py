@@ -127,6 +127,7 @@ class PoolRecord(Record):
     running: dict[str, RunningRecord] = Field(default_factory=dict)
     queues: dict[str, QueueIndex] = Field(default_factory=dict)
     counts: dict[str, int] = Field(default_factory=dict, description="Decisions so far, by action.")
+    settled: bool = Field(default=False, description="Nothing changed since the last pass but the time.")
 
 
 class JobRecord(Record):
@@ -165,6 +166,14 @@ class PoolSchedulerState(Record):
     pool: PoolRecord | None = None
     job: JobRecord | None = None
     segment: tuple[QueueEntry, ...] | None = None
+
+
+def _wrap(**value: Any) -> PoolSchedulerState:
+    """A state value around a record this module built from validated parts (not validated again)."""
+    return PoolSchedulerState.model_construct(**{**_NO_VALUES, **value})
+
+
+_NO_VALUES = dict.fromkeys(PoolSchedulerState.model_fields)
 
 
 def pool_record(config: PoolConfig, previous: PoolRecord | None = None) -> PoolRecord:
@@ -245,6 +254,9 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
             if work.pool.now is not None and seconds(event.time) <= work.pool.now:
                 return Step()
             work.set_pool(now=seconds(event.time))
+            if work.pool.settled:
+                # Time alone frees nothing (a backfill only gets harder as it passes): no pass needed.
+                return Step(writes=work.finish())
         elif isinstance(event, PoolConfig):
             work.configure(event)
         elif isinstance(event, RunRequested):
@@ -253,14 +265,14 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
             work.node_state(event)
         elif isinstance(event, ResultEvent):
             if not work.result(event):
-                return Step(writes=work.writes)  # counted (or ignored); the pool did not change
+                return Step(writes=work.finish())  # counted (or ignored); the pool did not change
         else:
             plan = plan_of(event)
             if plan is None:
                 return Step()
             work.enqueue_plan(*plan)
         work.schedule()
-        return Step(writes=work.writes, outputs=work.outputs)
+        return Step(writes=work.finish(), outputs=work.outputs)
 
 
 def plan_of(event: Event) -> tuple[str, str, str | None, bool, list[PlanEntry], bool] | None:
@@ -287,7 +299,9 @@ class _Work:
         self.writes: dict[str, PoolSchedulerState | None] = {}
         self.outputs: list[ScheduleEvent] = []
         self.test_index = test_index
+        self.counts: dict[str, int] = {}
         stored = self._get(pool_key(pool))
+        self.pool_changed = stored.pool is None
         self.pool: PoolRecord = stored.pool if stored.pool is not None else pool_record(default_config(pool))
 
     # ----- state access
@@ -299,29 +313,38 @@ class _Work:
 
     def set_pool(self, **changes: Any) -> None:
         self.pool = self.pool.model_copy(update=changes)
-        self.writes[pool_key(self.name)] = PoolSchedulerState(pool=self.pool)
+        self.pool_changed = True
+
+    def finish(self) -> dict[str, PoolSchedulerState | None]:
+        """The writes of this input: the pool's own value once, with its decision counts."""
+        if self.counts:
+            counts = dict(self.pool.counts)
+            for action, number in self.counts.items():
+                counts[action] = counts.get(action, 0) + number
+            self.set_pool(counts=counts)
+        if self.pool_changed:
+            self.writes[pool_key(self.name)] = _wrap(pool=self.pool)
+        return self.writes
 
     def job(self, job_id: str) -> JobRecord | None:
         return self._get(job_key(self.name, job_id)).job
 
     def set_job(self, job_id: str, job: JobRecord) -> None:
-        self.writes[job_key(self.name, job_id)] = PoolSchedulerState(job=job)
+        self.writes[job_key(self.name, job_id)] = _wrap(job=job)
 
     def segment(self, work_class: str, number: int) -> list[QueueEntry]:
         return list(self._get(segment_key(self.name, work_class, number)).segment or ())
 
     def set_segment(self, work_class: str, number: int, entries: list[QueueEntry]) -> None:
         key = segment_key(self.name, work_class, number)
-        self.writes[key] = PoolSchedulerState(segment=tuple(entries)) if entries else None
+        self.writes[key] = _wrap(segment=tuple(entries)) if entries else None
 
     @property
     def now(self) -> float:
         return self.pool.now if self.pool.now is not None else 0.0
 
     def count(self, action: str) -> None:
-        counts = dict(self.pool.counts)
-        counts[action] = counts.get(action, 0) + 1
-        self.set_pool(counts=counts)
+        self.counts[action] = self.counts.get(action, 0) + 1
 
     # ----- the queue: segments first..last per class
 
@@ -384,7 +407,7 @@ class _Work:
 
     def configure(self, config: PoolConfig) -> None:
         self.pool = pool_record(config, self.pool)
-        self.writes[pool_key(self.name)] = PoolSchedulerState(pool=self.pool)
+        self.pool_changed = True
         present = {node.node_id for node in config.nodes}
         for job_id, running in sorted(self.pool.running.items()):
             gone = sorted({node for node, _ in running.placement} - present)
@@ -537,9 +560,13 @@ class _Work:
                 for _, e in listed
             ]
         if not queues:
+            self.set_pool(settled=True)
             return
         rules = {p.work_class: ClassRule(p.priority, p.quota) for p in pool.classes}
         decided = schedule_pass(self.now, nodes, running_views, queues, rules, pool.cpu_slots)
+        # A pass that decided nothing is a fixed point: ticks need not run another until something
+        # changes. One that decided something may have brought further queued jobs into its window.
+        self.set_pool(settled=not (decided.placements or decided.preempted))
         for victim, by in decided.preempted.items():
             self.evict(victim, reason=f"preempted by {self.job(by).work_class} job {by}", by=by)  # type: ignore[union-attr]
         removals: dict[str, dict[int, set[str]]] = {}
