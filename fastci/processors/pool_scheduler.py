@@ -54,13 +54,12 @@ from fastci.scheduling.pool import (
     ClassRule,
     NodeView,
     RunningView,
-    WaitingView,
     checkpointed,
     schedule_pass,
 )
 
 SEGMENT = 64  # queue entries per stored value
-LOOKAHEAD = 512  # queued jobs per class one pass considers (FIFO with backfill over this window)
+LOOKAHEAD = 256  # queued jobs per class one pass considers (FIFO with backfill over this window)
 DEFAULT_ESTIMATE_S = 1800.0  # a run request that gives no estimate
 NO_NEW_WORK = frozenset({"suspect", "quarantined", "diagnosing"})
 EVICTING = frozenset({"quarantined", "diagnosing"})
@@ -83,13 +82,15 @@ def default_config(pool: str = DEFAULT_POOL) -> PoolConfig:
     )
 
 
+# Shares follow each class's steady demand on a 128-chip pool: presubmit the largest in the day,
+# nightly and release enough for their multi-node runs (32 chips), developers one node and a half.
 DEFAULT_CLASSES = (
     ClassPolicy(work_class="release", priority=0, quota=0.25, checkpoint_every_s=900.0),
-    ClassPolicy(work_class="presubmit", priority=1, quota=0.35),
+    ClassPolicy(work_class="presubmit", priority=1, quota=0.30),
     ClassPolicy(work_class="bisect", priority=2, quota=0.05),
     ClassPolicy(work_class="rerun", priority=3, quota=0.05),
     ClassPolicy(work_class="nightly", priority=4, quota=0.25, checkpoint_every_s=600.0),
-    ClassPolicy(work_class="dev", priority=5, quota=0.05, checkpoint_every_s=600.0),
+    ClassPolicy(work_class="dev", priority=5, quota=0.10, checkpoint_every_s=600.0),
 )
 
 
@@ -153,7 +154,10 @@ class JobRecord(Record):
 
 
 class QueueEntry(Record):
+    """A queued job as the policy sees it (it is a ``WaitingView``: the pass reads entries as they are stored)."""
+
     job_id: str
+    work_class: str
     chips: int
     revision: str = ANY_REVISION
     avoid: tuple[str, ...] = ()
@@ -468,8 +472,8 @@ class _Work:
             self.emit(job_id, job, "refused", reason=problem, tests=tests)
             return
         self.set_job(job_id, job)
-        self.push(work_class, QueueEntry(job_id=job_id, chips=chips, revision=revision, avoid=job.avoid,
-                                         remaining_s=estimated))
+        self.push(work_class, QueueEntry(job_id=job_id, work_class=work_class, chips=chips, revision=revision,
+                                         avoid=job.avoid, remaining_s=estimated))
         self.emit(job_id, job, "queued", tests=tests)
 
     def result(self, event: ResultEvent) -> bool:
@@ -530,8 +534,9 @@ class _Work:
         nodes = tuple(node for node, _ in held.placement)
         self.emit(job_id, job, "preempted", chips=held.chips, nodes=nodes, lost_s=ran - kept, preempted_by=by,
                   reason=reason)
-        self.push(job.work_class, QueueEntry(job_id=job_id, chips=job.chips, revision=job.revision, avoid=job.avoid,
-                                             remaining_s=max(0.0, job.estimated_s - job.done_s)), front=True)
+        entry = QueueEntry(job_id=job_id, work_class=job.work_class, chips=job.chips, revision=job.revision,
+                           avoid=job.avoid, remaining_s=max(0.0, job.estimated_s - job.done_s))
+        self.push(job.work_class, entry, front=True)
         self.emit(job_id, job, "requeued", resume_from_s=job.done_s, reason=reason)
 
     def schedule(self) -> None:
@@ -549,16 +554,8 @@ class _Work:
             RunningView(job_id, r.work_class, r.chips, r.placement, r.started, r.expected_end)
             for job_id, r in pool.running.items()
         ]
-        # Jobs on CPU capacity are running views too (they hold a slot).
-        segments: dict[str, dict[str, int]] = {}
-        queues: dict[str, list[WaitingView]] = {}
-        for work_class in pool.queues:
-            listed = self.waiting(work_class)
-            segments[work_class] = {entry.job_id: number for number, entry in listed}
-            queues[work_class] = [
-                WaitingView(e.job_id, work_class, e.chips, e.revision, frozenset(e.avoid), e.remaining_s)
-                for _, e in listed
-            ]
+        listed = {work_class: self.waiting(work_class) for work_class in pool.queues}
+        queues = {work_class: [entry for _, entry in entries] for work_class, entries in listed.items()}
         if not queues:
             self.set_pool(settled=True)
             return
@@ -569,12 +566,12 @@ class _Work:
         self.set_pool(settled=not (decided.placements or decided.preempted))
         for victim, by in decided.preempted.items():
             self.evict(victim, reason=f"preempted by {self.job(by).work_class} job {by}", by=by)  # type: ignore[union-attr]
+        placed = {placement.job_id for placement in decided.placements}
         removals: dict[str, dict[int, set[str]]] = {}
-        for placement in decided.placements:
-            job = self.job(placement.job_id)
-            assert job is not None
-            removals.setdefault(job.work_class, {}).setdefault(
-                segments[job.work_class][placement.job_id], set()).add(placement.job_id)
+        for work_class, entries in listed.items():
+            for number, entry in entries:
+                if entry.job_id in placed:
+                    removals.setdefault(work_class, {}).setdefault(number, set()).add(entry.job_id)
         for work_class, by_segment in removals.items():
             self.remove(work_class, by_segment)
         for placement in decided.placements:

@@ -192,7 +192,8 @@ def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> di
     # partition key, whose dedup window would catch it).
     recent = {**entry.recent_s, event.run_id: event.duration_s}
     recent = dict(list(recent.items())[-RECENT_RUNS:])
-    updated = entry.model_copy(update={"recent_s": recent, "chips": event.chips})
+    # A hardware test run in its CPU/simulator form holds no chips; that says nothing of what it needs.
+    updated = entry.model_copy(update={"recent_s": recent, "chips": event.chips or entry.chips})
     return {key: _catalog_state(_with(catalog, tid, updated))}
 
 

@@ -27,7 +27,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--changes-per-day", type=float, default=400.0)
     parser.add_argument("--hardware-share", type=float, default=0.6, help="share of changes on the hardware path")
     parser.add_argument("--faults-per-day", type=int, default=20)
-    parser.add_argument("--experiments-per-day", type=int, default=40)
+    parser.add_argument("--experiments-per-day", type=int, default=20)
     parser.add_argument("--variant", action="append", help="run only this variant (repeatable); default: all five")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the figures to this file")

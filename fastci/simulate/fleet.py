@@ -19,7 +19,7 @@ what the repository lacks: accelerator work. The mapping, stated once:
   the spread between runs and precisions is the measured one) and scales it to a fleet-size run by
   one factor, an assumption stated here and nowhere tuned: **the median single-node model's
   nightly run takes 30 minutes on the fleet.** Multi-node models run twice as long as their family
-  (bigger models); developer experiments are training runs of 2 to 8 nightly lengths.
+  (bigger models); developer experiments are training runs of 1 to 4 nightly lengths.
 """
 
 from __future__ import annotations
@@ -110,9 +110,6 @@ class Durations:
 
     def nightly(self, model: FleetModel, rng: random.Random) -> float:
         return self._run(model, rng).nightly_s * self.scale * (MULTI_NODE_TIME if model.multi_node else 1.0)
-
-    def experiment(self, model: FleetModel, rng: random.Random) -> float:
-        return self.nightly(model, rng) * rng.uniform(2.0, 8.0)
 
     def mean_smoke(self, model: FleetModel) -> float:
         runs = self.measured[model.family]

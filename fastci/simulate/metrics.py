@@ -121,7 +121,6 @@ class Metrics:
         stats.pages.add(plan.page)
         stats.pages_total = plan.pages
         stats.planned_models += sum(1 for e in plan.entries if e.test_id in self.sim.model_of)
-        self._maybe_done(stats, stats.change.arrival_s)
 
     def on_schedule(self, event: ScheduleEvent) -> None:
         now = event.time.timestamp()
@@ -181,6 +180,12 @@ class Metrics:
         stats = self.change_of_job.get(event.job_id)
         if stats is not None and stats.change.day == self.measured_day:
             self.presubmit_chip_s += placed.chips * (now - began)
+
+    def settled(self, change: Change) -> None:
+        """After a change's arrival was processed: a plan that asked for no work is done at once."""
+        stats = self.by_commit.get(change.commit_id)
+        if stats is not None and stats.jobs == 0:
+            self._maybe_done(stats, change.arrival_s)
 
     def _maybe_done(self, stats: ChangeStats, now: float) -> None:
         if stats.done_s is None and stats.planned and stats.completed == stats.jobs:

@@ -98,7 +98,8 @@ class Simulation:
         if placed.work_class != "presubmit":
             kind, _, seconds = self.requested[test_id]
             return TestRun(test_id, seconds)
-        change = self.metrics.change_of_job.get(placed.job_id)
+        stats = self.metrics.change_of_job.get(placed.job_id)
+        change = stats.change if stats is not None else None
         model = self.model_of.get(test_id)
         if model is not None and not placed.cpu:
             config = next((t.config for t in placed.tests if t.test_id == test_id), {})
@@ -162,6 +163,7 @@ class Simulation:
         change.commit_id = commit.id
         self.metrics.arrived(change)
         self.bus.publish(commit)
+        self.metrics.settled(change)
         self.bus.publish(*(self.with_workload(e) for e in recorded.evidence))
 
     def nightly(self, day: int) -> None:
