@@ -72,7 +72,7 @@ class PoolConfig(Event):
     cpu_slots: int = Field(default=64, ge=0, le=100_000, description="Concurrent jobs on CPU/simulator capacity.")
     classes: tuple[ClassPolicy, ...] = Field(min_length=len(WORK_CLASSES), max_length=len(WORK_CLASSES))
     cpu_shard_s: FiniteFloat = Field(
-        default=600.0, gt=0, description="A plan's CPU tests are placed in shards of about this many estimated seconds."
+        default=300.0, gt=0, description="A plan's CPU tests are placed in shards of about this many estimated seconds."
     )
     smoke_test: Name | None = Field(
         default=None,

@@ -36,9 +36,15 @@ def load_inputs(name: str = "more-itertools") -> Inputs:
     return Inputs(replay, durations, choose_models(r.test_id for r in replay.base_results))
 
 
-def simulate_variant(inputs: Inputs, variant: Variant, settings: Settings) -> dict[str, Any]:
-    from fastci.simulate.models import shrink_ratio, workload_evidence
+def build(replay: Any, durations: Durations, variant: Variant, settings: Settings,
+          models: list[FleetModel] | None = None) -> Simulation:
+    """A simulation whose model tests declare their family's workload (``fastci.simulate.models``)."""
+    from fastci.simulate.models import shrink_ratio, smoke_config, workload_evidence
 
-    simulation = Simulation(inputs.replay, inputs.durations, variant, settings, models=inputs.models,
-                            shrink_ratio=shrink_ratio, workload_evidence=workload_evidence)
+    return Simulation(replay, durations, variant, settings, models=models, shrink_ratio=shrink_ratio,
+                      workload_evidence=workload_evidence, smoke_config=smoke_config)
+
+
+def simulate_variant(inputs: Inputs, variant: Variant, settings: Settings) -> dict[str, Any]:
+    simulation = build(inputs.replay, inputs.durations, variant, settings, inputs.models)
     return simulation.run().report()

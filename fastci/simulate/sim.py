@@ -61,7 +61,8 @@ class Simulation:
     def __init__(self, replay: Any, durations: Durations, variant: Variant, settings: Settings,
                  pool: PoolConfig | None = None, models: list[FleetModel] | None = None,
                  shrink_ratio: Callable[[FleetModel, dict], float] | None = None,
-                 workload_evidence: Callable[[FleetModel], Any] | None = None) -> None:
+                 workload_evidence: Callable[[FleetModel, EvidenceEvent], Any] | None = None,
+                 smoke_config: Callable[[FleetModel], dict] | None = None) -> None:
         self.replay = replay
         self.durations = durations
         self.variant = variant
@@ -72,6 +73,7 @@ class Simulation:
         self.model_of = {m.stand_in: m for m in self.models}
         self.shrink_ratio = shrink_ratio or (lambda model, config: 1.0)
         self.workload_evidence = workload_evidence
+        self.smoke_config = smoke_config or (lambda model: {})
         smoke = min((m for m in self.models if m.family == "lm-tiny" and not m.multi_node), key=lambda m: m.chips)
         self.pool = pool or default_config().model_copy(update={
             "version": "simulated", "smoke_test": smoke.stand_in, "smoke_chips": smoke.chips,
@@ -101,11 +103,9 @@ class Simulation:
         stats = self.metrics.change_of_job.get(placed.job_id)
         change = stats.change if stats is not None else None
         model = self.model_of.get(test_id)
-        if model is not None and not placed.cpu:
+        if model is not None:  # on hardware, or off the hardware path in its CPU/simulator form, as long
             config = next((t.config for t in placed.tests if t.test_id == test_id), {})
             seconds = self.durations.smoke(model, rng) * self.shrink_ratio(model, dict(config))
-        elif model is not None:  # a model off the hardware path runs in its CPU/simulator form
-            seconds = self.durations.smoke(model, rng)
         else:
             seconds = self.durations.unit_test(test_id, rng)
         failing = change is not None and change.fault is not None and test_id in change.fault.failing
@@ -138,6 +138,7 @@ class Simulation:
                 node_id="history", hardware_revision="any", trigger="presubmit", status="passed",
                 duration_s=self.durations.mean_smoke(model) if model else self.durations.mean_unit_test(base.test_id),
                 chips=model.chips if model else 0, time=at_seconds(START_S - DAY),
+                config=self.smoke_config(model) if model else {},
             ))
         self.bus.publish(*history)
         self.bus.publish(*self.base_evidence())
@@ -149,7 +150,7 @@ class Simulation:
         model = self.model_of.get(event.test_id)
         if model is None or self.workload_evidence is None:
             return event
-        return event.model_copy(update={"workload": self.workload_evidence(model)})
+        return event.model_copy(update={"workload": self.workload_evidence(model, event)})
 
     def arrive(self, change: Change) -> None:
         recorded = self.replay.commits[change.index]
