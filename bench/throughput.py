@@ -1,6 +1,7 @@
 """Throughput of the stream processor against raw Kafka, all measured in one run.
 
     python bench/throughput.py [--events 200000] [--partitions 4] [--bootstrap 127.0.0.1:19092]
+        [--parts raw,naive,worker1,worker2,embedded,replay] [--probes 200] [--replay-results 60000]
 
 Produces a realistic mix of results, evidence and node-health events (plus the commits they refer
 to) into fresh topics on the broker, then measures on that same data:
@@ -8,9 +9,11 @@ to) into fresh topics on the broker, then measures on that same data:
   naive    a faust agent handling one event at a time: one Table write and one send per event (the floor)
   worker   fastci's faust worker with every processor on, one worker, then two
   embedded fastci's embedded runtime on the same events in a local log
-and prints events/s and the ratio of each to raw. With a processor that answers commits with a
-`selection` event on, it also prints p50/p99 latency from a commit being produced to its selection
-being readable. Needs the broker: export $(docker/kafka/kafka.sh start).
+and prints events/s and the ratio of each to raw. While the single worker is still up (its graph
+warm), it produces commits one at a time and prints p50/p99 latency from a commit being produced to
+its `selection` event being readable. Last, the replay: a results-only history through the embedded
+runtime (every processor on), extrapolated to a year of a 400-changes/day fleet (40 million results).
+Needs the broker: export $(docker/kafka/kafka.sh start).
 """
 
 from __future__ import annotations
@@ -28,37 +31,63 @@ from dataclasses import replace
 from pathlib import Path
 
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.config import KafkaSettings  # noqa: E402
-from fastci.events import TOPICS, Event, EvidenceEvent, FoldedStack  # noqa: E402
+from fastci.events import TOPICS, ChangedFunction, CommitEvent, Event, EvidenceEvent, FoldedStack, encode  # noqa: E402
 from fastci.processors import ALL_PROCESSORS  # noqa: E402
 from fastci.publishing import publish_embedded  # noqa: E402
 from fastci.runtime.embedded import EmbeddedRuntime  # noqa: E402
 from fastci.runtime.kafka_io import ensure_topics, group_lag, publish, topic_partitions  # noqa: E402
 from fastci.workload import REPO, Workload  # noqa: E402
+from streams.app import repartition_topics  # noqa: E402
 
 INPUTS = ["commits", "results", "evidence", "node-health"]
+PARTS = ("raw", "naive", "worker1", "worker2", "embedded", "replay")
+YEAR_OF_RESULTS = 40_000_000  # a year of a 400-changes/day fleet (issue 9)
+FUNCTIONS = [f"fastlm/{area}/{mod}.py:{cls}.{name}" for area in ("model", "kernels", "runtime")
+             for mod in ("core", "ops", "io") for cls in ("Engine", "Plan", "Op") for name in ("run", "step", "load")]
+
+
+SAMPLED_SHARE = 0.2  # evidence events from py-spy sampling; the rest from exact tracing
+SAMPLING_RECALL = 0.7  # share of a test's call paths one sampled run sees
+DRIFT = 0.05  # chance a test's code paths changed since its last evidence (a commit touched them)
 
 
 def workload(total: int) -> list[Event]:
-    """About ``total`` events: the synthetic CI history plus evidence for a share of its results."""
+    """About ``total`` events: the synthetic CI history plus evidence for a quarter of its results.
+
+    Evidence is shaped like a real suite's: each test executes a stable set of call paths (its own,
+    derived from its id); a traced run records all of them, so it repeats the test's last evidence
+    unless its code changed (DRIFT); a sampled run (SAMPLED_SHARE) sees a random SAMPLING_RECALL of
+    them, so it differs from the last almost every time."""
     commits = max(50, total // 8)
     history = Workload(commits=commits, seed=42).events()
     rng = random.Random(42)
-    functions = [f"fastlm/{area}/{mod}.py:{cls}.{name}" for area in ("model", "kernels", "runtime")
-                 for mod in ("core", "ops", "io") for cls in ("Engine", "Plan", "Op") for name in ("run", "step", "load")]
+    functions = FUNCTIONS
+
+    def call_path(test_id: str, path_rng: random.Random) -> str:
+        frames = [f"{f.split(':')[1]} ({f.split(':')[0]}:{path_rng.randrange(1, 400)})" for f in path_rng.sample(functions, 6)]
+        return ";".join([f"{test_id.split('::')[1]} (tests/t.py:3)", *frames])
+
+    paths: dict[str, list[str]] = {}
     evidence: list[Event] = []
     for event in history:
         if event.TOPIC == "results" and rng.random() < 0.25:
-            stacks = []
-            for _ in range(rng.randrange(5, 30)):
-                frames = [f"{f.split(':')[1]} ({f.split(':')[0]}:{rng.randrange(1, 400)})" for f in rng.sample(functions, 6)]
-                stacks.append(FoldedStack(stack=";".join([f"{event.test_id.split('::')[1]} (tests/t.py:3)", *frames]), count=rng.randrange(1, 50)))
-            evidence.append(EvidenceEvent(test_id=event.test_id, run_id=event.run_id, repo=REPO, commit=event.commit,
-                                          method="sampling", sampling_rate_hz=100.0, stacks=tuple(stacks)))
+            test = event.test_id
+            if test not in paths:
+                own = random.Random(test)
+                paths[test] = [call_path(test, own) for _ in range(own.randrange(5, 30))]
+            elif rng.random() < DRIFT:
+                paths[test][rng.randrange(len(paths[test]))] = call_path(test, rng)
+            sampled = rng.random() < SAMPLED_SHARE
+            seen = [p for p in paths[test] if not sampled or rng.random() < SAMPLING_RECALL] or paths[test][:1]
+            stacks = tuple(FoldedStack(stack=p, count=rng.randrange(1, 50) if sampled else 1) for p in seen)
+            evidence.append(EvidenceEvent(test_id=test, run_id=event.run_id, repo=REPO, commit=event.commit,
+                                          method="sampling" if sampled else "tracing",
+                                          sampling_rate_hz=100.0 if sampled else None, stacks=stacks))
     # Interleave evidence after the result it belongs to, as a collector would publish it.
     by_run = {(e.test_id, e.run_id): e for e in evidence}
     events = []
@@ -110,15 +139,16 @@ faust.Worker(app, loglevel="info", quiet=True).execute_from_commandline()
 
 
 def faust_rate(settings: KafkaSettings, group: str, topics: list[str], command: list[str], env: dict, expected: int,
-               work: Path, name: str) -> float:
+               work: Path, name: str, while_up=None) -> float:
     """Events/s of faust worker processes over pre-produced data: from the moment every process
-    reports ready (its partitions assigned and its tables recovered) until the group's lag is 0."""
+    reports ready (its partitions assigned and its tables recovered) until the group's lag on
+    ``topics`` is 0. ``while_up`` runs before the workers stop."""
     logs = [work / f"{name}-{n}.log" for n in range(len(command))]
     processes = [
         subprocess.Popen(c, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT) for c, log in zip(command, logs)
     ]
     try:
-        deadline = time.perf_counter() + 900
+        deadline = time.perf_counter() + 1800
         while not all(b"Worker]: Ready" in log.read_bytes() for log in logs):
             if time.perf_counter() > deadline or any(p.poll() is not None for p in processes):
                 raise SystemExit(f"faust did not start; see {logs}")
@@ -128,7 +158,10 @@ def faust_rate(settings: KafkaSettings, group: str, topics: list[str], command: 
             if time.perf_counter() > deadline:
                 raise SystemExit(f"faust did not finish in time; see {logs}")
             time.sleep(0.1)
-        return expected / (time.perf_counter() - ready)
+        rate = expected / (time.perf_counter() - ready)
+        if while_up is not None:
+            while_up()
+        return rate
     finally:
         for process in processes:
             process.terminate()
@@ -136,12 +169,88 @@ def faust_rate(settings: KafkaSettings, group: str, topics: list[str], command: 
             process.wait(60)
 
 
+def probe_commits(count: int) -> list[CommitEvent]:
+    """Commits touching one to three functions the workload's tests execute."""
+    rng = random.Random(7)
+    commits = []
+    for _ in range(count):
+        changed = [f.split(":") for f in rng.sample(FUNCTIONS, rng.randrange(1, 4))]
+        commits.append(CommitEvent(
+            repo=REPO, sha=f"{rng.getrandbits(160):040x}", author="probe@acme.dev", title="latency probe",
+            time="2026-12-03T00:00:00Z", changed_files=tuple({"path": path, "change": "modified"} for path in {p for p, _ in changed}),
+            changed_functions=tuple(ChangedFunction(path=path, qualname=name, change="modified") for path, name in changed),
+        ))
+    return commits
+
+
+async def selection_latency(settings: KafkaSettings, probes: int, interval_s: float) -> list[float]:
+    """Seconds from producing each commit to its selection being readable, one commit at a time."""
+    selection = settings.topic("selection")
+    tps = await topic_partitions(settings, [selection])
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, **settings.client_options())
+    producer = AIOKafkaProducer(acks="all", linger_ms=0, **settings.client_options())
+    await consumer.start()
+    await producer.start()
+    try:
+        consumer.assign(tps)
+        await consumer.seek_to_end(*tps)
+        for tp in tps:
+            await consumer.position(tp)  # resolve the end before the first probe
+        sent: dict[str, float] = {}
+        latencies: list[float] = []
+
+        async def receive() -> None:
+            while len(latencies) < probes:
+                for messages in (await consumer.getmany(timeout_ms=100)).values():
+                    now = time.perf_counter()
+                    for message in messages:
+                        started = sent.pop(orjson.loads(message.value).get("commit_id"), None)
+                        if started is not None:
+                            latencies.append(now - started)
+
+        receiver = asyncio.create_task(receive())
+        for commit in probe_commits(probes):
+            sent[commit.id] = time.perf_counter()
+            await producer.send(settings.topic("commits"), encode(commit), key=commit.key.encode())
+            await asyncio.sleep(interval_s)
+        await asyncio.wait_for(receiver, timeout=300)
+        return latencies
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def embedded_rate(events: list[Event], topics: list[str], work: Path) -> tuple[float, float]:
+    """Input events/s of the embedded runtime (every processor, fsync per batch) over ``events``;
+    and the elapsed seconds."""
+    data = Path(tempfile.mkdtemp(prefix="embedded-", dir=work))
+    publish_embedded(data, events)
+    runtime = EmbeddedRuntime(data, sync=True)
+    started = time.perf_counter()
+    runtime.run()
+    elapsed = time.perf_counter() - started
+    runtime.close()
+    return sum(1 for e in events if e.TOPIC in topics) / elapsed, elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--bootstrap", default=os.environ.get("FASTCI_KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"what to measure, of {','.join(PARTS)}")
+    parser.add_argument("--probes", type=int, default=200, help="commits for the latency probe (0: none)")
+    parser.add_argument("--probe-interval", type=float, default=0.25, help="seconds between probe commits")
+    parser.add_argument("--replay-results", type=int, default=60_000, help="results in the replay run")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if parts - set(PARTS):
+        parser.error(f"unknown part(s) {', '.join(sorted(parts - set(PARTS)))}; known: {', '.join(PARTS)}")
 
     events = workload(args.events)
     mix = {t: sum(1 for e in events if e.TOPIC == t) for t in INPUTS}
@@ -149,44 +258,60 @@ def main() -> None:
     print(f"workload: {len(events):,} events {mix}; processors on: {', '.join(p.name for p in ALL_PROCESSORS)} "
           f"(reading {', '.join(consumed)}: the fastci rates count those events)")
     base = KafkaSettings(bootstrap=args.bootstrap, partitions=args.partitions, namespace=f"bench{uuid.uuid4().hex[:6]}-")
-    asyncio.run(ensure_topics(base, TOPICS))
-    started = time.perf_counter()
-    asyncio.run(publish(base, events))
-    print(f"produced to Kafka in {time.perf_counter() - started:.1f} s ({args.partitions} partitions per topic)")
     work = Path(tempfile.mkdtemp(prefix="fastci-bench-"))
     rates: dict[str, float] = {}
+    latencies: list[float] = []
 
-    rates["raw aiokafka consume + decode"] = asyncio.run(raw_consume(base, len(events)))
+    if parts & {"raw", "naive", "worker1", "worker2"}:
+        asyncio.run(ensure_topics(base, TOPICS))
+        started = time.perf_counter()
+        asyncio.run(publish(base, events))
+        print(f"produced to Kafka in {time.perf_counter() - started:.1f} s ({args.partitions} partitions per topic)")
+        rates["raw aiokafka consume + decode"] = asyncio.run(raw_consume(base, len(events)))
 
     env = {**os.environ, "FASTCI_KAFKA_BOOTSTRAP": base.bootstrap, "FASTCI_KAFKA_NAMESPACE": base.namespace,
            "FASTCI_KAFKA_PARTITIONS": str(base.partitions)}
-    naive = [sys.executable, "-c", NAIVE_AGENT, base.bootstrap, base.namespace, str(base.partitions)]
-    rates["naive faust agent (1 event at a time)"] = faust_rate(
-        base, base.namespace + "naive", INPUTS, [naive], env, len(events), work, "naive"
-    )
-
-    worker = [sys.executable, "-m", "fastci.cli", "worker", "--log-level", "info"]
-    for count in (1, 2):  # each configuration is its own app (consumer group, Tables) on the same topics
-        app = f"fastci-x{count}"
-        rates[f"fastci faust worker x{count}"] = faust_rate(
-            base, base.namespace + app, consumed, [worker] * count, {**env, "FASTCI_KAFKA_APP": app},
-            sum(mix[t] for t in consumed), work, f"worker-x{count}",
+    if "naive" in parts:
+        naive = [sys.executable, "-c", NAIVE_AGENT, base.bootstrap, base.namespace, str(base.partitions)]
+        rates["naive faust agent (1 event at a time)"] = faust_rate(
+            base, base.namespace + "naive", INPUTS, [naive], env, len(events), work, "naive"
         )
 
-    data = work / "embedded"
-    publish_embedded(data, events)
-    runtime = EmbeddedRuntime(data, sync=True)
-    started = time.perf_counter()
-    stats = runtime.run()
-    elapsed = time.perf_counter() - started
-    runtime.close()
-    rates["fastci embedded runtime"] = sum(mix[t] for t in consumed) / elapsed
-    print(f"embedded: {stats.events:,} processor-events in {elapsed:.1f} s")
+    worker = [sys.executable, "-m", "fastci.cli", "worker", "--log-level", "info"]
+    # The group's lag counts the internal topics the worker repartitions through, too.
+    for count in (1, 2):  # each configuration is its own app (consumer group, Tables) on the same topics
+        if f"worker{count}" not in parts:
+            continue
+        app = f"fastci-x{count}"
+        internal = sorted({name for p in ALL_PROCESSORS for name in repartition_topics(replace(base, app=app), p).values()})
+        probe = None
+        if count == 1 and args.probes:
+            def probe() -> None:
+                latencies.extend(asyncio.run(selection_latency(replace(base, app=app), args.probes, args.probe_interval)))
+        rates[f"fastci faust worker x{count}"] = faust_rate(
+            base, base.namespace + app, consumed + internal, [worker] * count, {**env, "FASTCI_KAFKA_APP": app},
+            sum(mix[t] for t in consumed), work, f"worker-x{count}", while_up=probe,
+        )
 
-    raw = rates["raw aiokafka consume + decode"]
+    if "embedded" in parts:
+        rates["fastci embedded runtime"], elapsed = embedded_rate(events, consumed, work)
+        print(f"embedded: {sum(mix[t] for t in consumed):,} input events in {elapsed:.1f} s")
+
+    raw = rates.get("raw aiokafka consume + decode")
     print(f"\n{'':40} {'events/s':>12} {'vs raw':>8}")
     for name, rate in rates.items():
-        print(f"{name:40} {rate:>12,.0f} {rate / raw:>8.1%}")
+        print(f"{name:40} {rate:>12,.0f} {rate / raw:>8.1%}" if raw else f"{name:40} {rate:>12,.0f}")
+    if latencies:
+        print(f"\ncommit -> selection readable, warm graph, {len(latencies)} commits {args.probe_interval:g} s apart: "
+              f"p50 {percentile(latencies, 0.5) * 1000:.0f} ms, p99 {percentile(latencies, 0.99) * 1000:.0f} ms, "
+              f"max {max(latencies) * 1000:.0f} ms")
+    if "replay" in parts:
+        history = [e for e in workload(args.replay_results * 2) if e.TOPIC in ("commits", "results")]
+        results = [e for e in history if e.TOPIC == "results"][: args.replay_results]
+        rate, elapsed = embedded_rate(results, ["results"], work)
+        print(f"\nreplay: {len(results):,} results through the embedded runtime (every processor on) in {elapsed:.1f} s, "
+              f"{rate:,.0f} results/s; a year of a 400-changes/day fleet ({YEAR_OF_RESULTS / 1e6:.0f} million results) "
+              f"would take {YEAR_OF_RESULTS / rate / 60:.0f} min at that rate (extrapolated)")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "fastci.regression.cli",
     "fastci.selection.commands",
     "fastci.evidence.commands",
+    "fastci.release.commands",
+    "fastci.reproduce.commands",
     "fastci.scheduling.commands",
     "fastci.simulate.commands",
 )

@@ -18,15 +18,16 @@ from streams.app import route_names
 
 async def unapplied(settings: KafkaSettings, processors: list[Processor]) -> dict[str, int]:
     """Route -> records of its input not applied yet (summed over partitions)."""
+    # A forwarder shared by several processors is one route, its positions in the forwarders' Table.
+    routes = sorted({(route, topic, table) for processor in processors for route, topic, table in route_names(settings, processor)})
     stored: dict[str, int] = {}
-    for processor in processors:
-        async for record in read_to_end(settings, settings.changelog_topic(processor.name), namespaced=False):
+    for table in sorted({table for _, _, table in routes}):
+        async for record in read_to_end(settings, settings.changelog_topic(table), namespaced=False):
             key = None if record.key is None else record.key.decode()
             if key is not None and record.value is not None and position_partition(key) is not None:
                 stored[key] = int(record.value)
     # End offsets are read after the positions: a forwarder at its end has already produced what it forwarded.
-    routes = [(route, topic) for processor in processors for route, topic in route_names(settings, processor)]
-    tps = await topic_partitions(settings, sorted({topic for _, topic in routes}))
+    tps = await topic_partitions(settings, sorted({topic for _, topic, _ in routes}))
     consumer = AIOKafkaConsumer(**settings.client_options())
     await consumer.start()
     try:
@@ -34,7 +35,7 @@ async def unapplied(settings: KafkaSettings, processors: list[Processor]) -> dic
     finally:
         await consumer.stop()
     behind: dict[str, int] = {}
-    for route, topic in routes:
+    for route, topic, _ in routes:
         behind[route] = sum(
             end - stored.get(position_key(route, topic, tp.partition), 0) for tp, end in ends.items() if tp.topic == topic
         )

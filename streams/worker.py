@@ -22,7 +22,7 @@ def run_worker(settings: KafkaSettings, processor_names: list[str] | None = None
 
 
 def run_processors(settings: KafkaSettings, processors: list[Processor], loglevel: str = "warn") -> None:
-    internal = [name for p in processors for name in repartition_topics(p).values()]
+    internal = sorted({name for p in processors for name in repartition_topics(settings, p).values()})
     asyncio.run(ensure_topics(settings, [*TOPICS, *internal]))
     app = create_app(settings, processors)
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)

@@ -135,3 +135,18 @@ def test_commit_events_carry_layers_and_changed_functions():
     assert commit.key == "acme/fw"
     with pytest.raises(ValueError):
         CommitEvent.model_validate({**commit.model_dump(), "id": "", "layers": ["quantum"]})
+
+
+def test_a_trusted_record_equals_the_validated_one_and_stays_frozen():
+    from pydantic import ValidationError
+
+    from fastci.processors.selection import CatalogEntry, SelectionState
+
+    values = {"units": None, "files": ("a.py",), "tests": {"t1": ("c1",)}, "file_tests": None,
+              "catalog": {"t1": CatalogEntry(test_id="tests/test_a.py::test_x", recent_s={"r": 1.5})}}
+    trusted = SelectionState.trusted(dict(values))
+    validated = SelectionState.model_validate(values)
+    assert trusted == validated and trusted.model_dump() == validated.model_dump()
+    assert trusted.model_dump_json() == validated.model_dump_json()
+    with pytest.raises(ValidationError):
+        trusted.files = ()  # frozen like any record

@@ -87,3 +87,16 @@ def test_results_from_a_quarantined_node_are_excluded_before_and_after_the_chang
 
 def test_the_guard_is_partitioned_by_node():
     assert BaselineGuardProcessor().partition_key(node_result("x", 0, node="node-03")) == "node-03"
+
+
+def test_the_guard_keeps_a_node_runs_by_hour_and_forgets_those_past_the_lookback():
+    processor, store = BaselineGuardProcessor(), Store()
+    runs = [node_result(f"r{n}", minutes=-72 * 60 + 6 * n) for n in range(720)]  # three days, one run per 6 min
+    assert feed(processor, store, runs) == []
+    values = [v for k, v in store.values.items() if k != "node-07"]
+    # No value holds more than an hour of runs, and only the lookback's hours (and the one after) are kept.
+    assert max(len(v.runs) for v in values) == 10 and len(values) <= 26
+    assert len(encode_entry(Entry(store.values["node-07"]))) < 2_000
+    quarantine = NodeStateChanged(node_id="node-07", state="quarantined", reason="ECC", time=T0)
+    excluded = {e.result_id for e in feed(processor, store, [quarantine])}
+    assert excluded == {r.id for r in runs if r.time >= T0 - timedelta(hours=24)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
@@ -67,6 +67,20 @@ class Record(BaseModel):
     """Strict, immutable data: unknown fields, NaN and infinity are refused."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, str_max_length=1_000_000)
+
+    @classmethod
+    def trusted(cls, values: dict[str, Any]) -> Self:
+        """An instance from values already validated (taken from validated records, or computed by
+        the caller from them), every field given: for processors' hot paths, where validating a
+        large posting again per event cost more than the logic. What pydantic's ``model_construct``
+        does, without its per-field default handling (5x slower)."""
+        instance = cls.__new__(cls)
+        _set = object.__setattr__
+        _set(instance, "__dict__", values)
+        _set(instance, "__pydantic_fields_set__", set(values))
+        _set(instance, "__pydantic_extra__", None)
+        _set(instance, "__pydantic_private__", None)
+        return instance
 
 
 class Event(Record):

@@ -13,7 +13,8 @@ LAYERS: tuple[str, ...] = Layer.__args__  # type: ignore[attr-defined]
 Change = Literal["added", "modified", "deleted"]
 Trigger = Literal["presubmit", "nightly", "release", "bisect", "dev", "rerun"]
 Status = Literal["passed", "failed", "error", "skipped", "flaky"]
-SignalKind = Literal["xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic"]
+Digest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+SignalKind = Literal["xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic", "diagnostic_started"]
 
 
 class ChangedFile(Record):
@@ -117,14 +118,20 @@ class ResultEvent(Event):
     config: Config = Field(default_factory=dict)
     time: Timestamp | None = Field(default=None, description="When the run finished.")
     pool: Name = Field(default="default", description="The accelerator pool that ran it (the pool scheduler's partition).")
+    output_digest: Digest | None = Field(
+        default=None,
+        description="sha256 (hex) of the run's numeric outputs (e.g. its logits, or the weights a training run "
+        "ended with), so a rerun can show it reproduced them bit for bit.",
+    )
 
 
 class NodeHealthEvent(Event):
     """One health signal from an accelerator node. Key: node_id.
 
     ``value`` by kind: xid = the XID code; ecc = uncorrectable error count; temperature = degrees C;
-    nccl_timeout = timeouts seen; heartbeat = seconds since the previous heartbeat;
-    diagnostic = 1.0 pass, 0.0 fail.
+    nccl_timeout = timeouts seen (reported for the node whose rank did not join the collective);
+    heartbeat = seconds since the previous heartbeat; diagnostic_started = a diagnostic run began on
+    the node (value: its expected length in seconds, or 0); diagnostic = 1.0 pass, 0.0 fail.
     """
 
     TOPIC: ClassVar[str] = "node-health"

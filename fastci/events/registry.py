@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from fastci.events.base import Event
-from fastci.events.fleet import NodeStateChanged
+from fastci.events.fleet import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged
 from fastci.events.golden import GoldenReference, OwnerMap
 from fastci.events.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
 from fastci.events.outputs import DeadLetter, TestStatusChanged
+from fastci.events.release import ReleaseEvent
 from fastci.events.regression import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
 from fastci.events.runs import RunRequested
 from fastci.events.schedule import ClockTick, PoolConfig, ScheduleEvent
@@ -15,10 +16,11 @@ from fastci.events.selection import Selection
 INPUT_MODELS: tuple[type[Event], ...] = (
     CommitEvent, EvidenceEvent, ResultEvent, NodeHealthEvent, GoldenReference, OwnerMap,
     ClockTick, PoolConfig,  # the pool's time and shape (the simulator or a CI driver publishes them)
+    ReleaseEvent,  # written by `fastci release` (a producer, like `fastci owners publish`)
 )
 OUTPUT_MODELS: tuple[type[Event], ...] = (
     TestStatusChanged,
-    NodeStateChanged,  # written by the fleet processor (node health)
+    NodeStateChanged, NodeAttribution, FlakyVerdict, FlakyTest,  # the fleet processors
     GateResult, BaselineExclusion, RegressionAlert, BisectPlan, BisectStep, RunRequested,
     Selection,
     ScheduleEvent,

@@ -18,10 +18,10 @@ from fastci.events import Event, ResultEvent
 from fastci.events.base import Record
 from fastci.events.fleet import UNTRUSTED_STATES, NodeStateChanged
 from fastci.events.regression import BaselineExclusion
-from fastci.processors.base import Processor, StateReader, Step
+from fastci.processors.base import Processor, StateReader, Step, compound_key
 
 LOOKBACK = timedelta(hours=24)
-RECENT_RUNS = 256
+RUNS_PER_HOUR = 256  # per node; a node hosts a few dozen runs an hour
 TRANSITIONS = 16
 
 
@@ -39,13 +39,33 @@ class RecentRun(Record):
 
 
 class NodeRecord(Record):
+    """The node's state (its own key, written per result), or one hour of its runs (a compound key).
+
+    The node's runs of the lookback are kept by hour under keys of their own, so a result rewrites
+    only the runs of its hour, not a whole day's: every write is a changelog record on Kafka, and a
+    value holding a day of runs was 38 KB, rewritten for every batch.
+    """
+
     transitions: tuple[Transition, ...] = Field(default=(), max_length=TRANSITIONS)
-    recent: tuple[RecentRun, ...] = Field(default=(), max_length=RECENT_RUNS)
+    hours: tuple[str, ...] = Field(default=(), description="node key: the hours that have runs, oldest first")
+    runs: tuple[RecentRun, ...] = Field(default=(), max_length=RUNS_PER_HOUR, description="hour key: its runs")
 
     def state_at(self, time: datetime | None) -> Transition | None:
         """The transition in force at ``time`` (the latest one when time is unknown)."""
         applicable = [t for t in self.transitions if time is None or t.time <= time]
         return max(applicable, key=lambda t: t.time) if applicable else None
+
+
+_NO_TIME = "none"  # the hour of results that say no time: kept until the newer hours push it out
+_KEPT_HOURS = int(LOOKBACK / timedelta(hours=1)) + 2  # the lookback's hours, whole, plus the no-time one
+
+
+def hour_of(time: datetime | None) -> str:
+    return _NO_TIME if time is None else time.strftime("%Y-%m-%dT%H")
+
+
+def hour_key(node_id: str, hour: str) -> str:
+    return compound_key(node_id, "runs", hour)
 
 
 class BaselineGuardProcessor(Processor[NodeRecord]):
@@ -58,27 +78,45 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
 
     def process(self, state: StateReader[NodeRecord], event: Event) -> Step[NodeRecord]:
         if isinstance(event, NodeStateChanged):
-            return self._state_changed(state.get(event.node_id) or NodeRecord(), event)
+            return self._state_changed(state, state.get(event.node_id) or NodeRecord(), event)
         assert isinstance(event, ResultEvent)
-        record = state.get(event.node_id) or NodeRecord()
+        node = event.node_id
+        record = state.get(node) or NodeRecord()
         in_force = record.state_at(event.time)
         excluded = in_force is not None and in_force.state in UNTRUSTED_STATES
-        run = RecentRun(result_id=event.id, test_id=event.test_id, time=event.time, excluded=excluded)
-        after = record.model_copy(update={"recent": (*record.recent, run)[-RECENT_RUNS:]})
-        outputs = [_exclusion(run, event.node_id, in_force, event.id)] if excluded and in_force else []
-        return Step(writes={event.node_id: after}, outputs=outputs)
+        hour = hour_of(event.time)
+        bucket = state.get(hour_key(node, hour)) or NodeRecord()
+        # Built from validated values, without validating again: this runs for every result.
+        run = RecentRun.trusted({"result_id": event.id, "test_id": event.test_id, "time": event.time, "excluded": excluded})
+        writes: dict[str, NodeRecord | None] = {
+            hour_key(node, hour): NodeRecord.trusted({"transitions": (), "hours": (), "runs": (*bucket.runs, run)[-RUNS_PER_HOUR:]})
+        }
+        if hour not in record.hours:
+            hours = sorted((*record.hours, hour), key=lambda h: (h != _NO_TIME, h))
+            writes.update({hour_key(node, gone): None for gone in hours[:-_KEPT_HOURS]})
+            record = record.model_copy(update={"hours": tuple(hours[-_KEPT_HOURS:])})
+        writes[node] = record
+        outputs = [_exclusion(run, node, in_force, event.id)] if excluded and in_force else []
+        return Step(writes=writes, outputs=outputs)
 
-    def _state_changed(self, record: NodeRecord, event: NodeStateChanged) -> Step[NodeRecord]:
+    def _state_changed(self, state: StateReader[NodeRecord], record: NodeRecord, event: NodeStateChanged) -> Step[NodeRecord]:
         change = Transition(state=event.state, time=event.time, reason=event.reason)
         transitions = tuple(sorted((*record.transitions, change), key=lambda t: t.time))[-TRANSITIONS:]
-        recent, outputs = list(record.recent), []
+        writes: dict[str, NodeRecord | None] = {event.node_id: record.model_copy(update={"transitions": transitions})}
+        outputs: list[Event] = []
         if event.state in UNTRUSTED_STATES:
             since = event.time - LOOKBACK
-            for i, run in enumerate(recent):
-                if not run.excluded and (run.time is None or run.time >= since):
-                    recent[i] = run.model_copy(update={"excluded": True})
-                    outputs.append(_exclusion(run, event.node_id, change, event.id))
-        return Step(writes={event.node_id: NodeRecord(transitions=transitions, recent=tuple(recent))}, outputs=outputs)
+            for hour in record.hours:
+                if hour != _NO_TIME and hour < hour_of(since):
+                    continue
+                key = hour_key(event.node_id, hour)
+                runs = list((state.get(key) or NodeRecord()).runs)
+                for i, run in enumerate(runs):
+                    if not run.excluded and (run.time is None or run.time >= since):
+                        runs[i] = run.model_copy(update={"excluded": True})
+                        outputs.append(_exclusion(run, event.node_id, change, event.id))
+                writes[key] = NodeRecord(runs=tuple(runs))
+        return Step(writes=writes, outputs=outputs)
 
 
 def _exclusion(run: RecentRun, node_id: str, state: Transition, cause_id: str) -> BaselineExclusion:

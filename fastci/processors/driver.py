@@ -7,7 +7,9 @@ the key remembers about the events already applied to it:
   offset order within a stream, so after a crash every redelivered record has
   an offset at or below its key's mark, however many there are.
 - ``seen``: the ids of the last few events applied, which catches the same event
-  appended twice (a producer that retried), where offsets differ.
+  appended twice (a producer that retried), where offsets differ. Kept as their
+  first 16 hex digits: 64 bits are plenty to tell 16 events apart, and every
+  entry written (a changelog record on Kafka) carries them.
 Both live inside the same value as the state, so one store write records them
 atomically: a Kafka changelog record or a row in the embedded checkpoint.
 
@@ -16,6 +18,14 @@ Runtimes make outputs durable *before* they persist the writes from
 recognised and skipped (its outputs were already durable); an event whose write
 was lost is processed again and re-emits outputs with the same ids, which
 consumers drop as duplicates.
+
+An event may also write keys other than its partition key (compound keys it
+owns). ``drain_writes`` lists those first and the partition keys, which carry the
+marks, last. The Kafka runtime writes them in that order to one changelog
+partition (an owner and its compound keys share one), so a crash part-way
+through a batch can persist a state write without the mark that says it was
+applied (the event is replayed and rewrites it: writes to other keys are sets),
+but never a mark without the writes it stands for.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from fastci.events.outputs import FieldError
 from fastci.processors.base import Processor
 
 _CACHE_LIMIT = 200_000  # decoded entries kept between batches
+SEEN_ID_CHARS = 16
 DECODE_SOURCE = "decode"
 
 
@@ -46,10 +57,13 @@ class RawStore(Protocol):
     def get(self, key: str) -> bytes | None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Entry:
+    """A key's stored value. Mutable, and private to one driver: changed in place as events apply,
+    which spares two allocations and a dict copy per event."""
+
     state: Record | None
-    seen: tuple[str, ...] = ()
+    seen: list[str] = field(default_factory=list)
     marks: dict[str, int] = field(default_factory=dict)
 
 
@@ -63,7 +77,7 @@ def decode_entry(model: type[Record], raw: bytes) -> Entry:
     state = document["state"]
     return Entry(
         None if state is None else model.model_validate(state),
-        tuple(document["seen"]),
+        document["seen"],
         document.get("marks", {}),
     )
 
@@ -87,7 +101,8 @@ class Driver:
         self.processor = processor
         self.store = store
         self._entries: dict[str, Entry | None] = {}
-        self._dirty: set[str] = set()
+        self._dirty: dict[str, None] = {}  # keys written this batch, in order
+        self._applied: dict[str, None] = {}  # partition keys whose marks moved this batch
 
     @property
     def source(self) -> str:
@@ -111,33 +126,47 @@ class Driver:
 
     def handle(self, event: Event, origin: Origin | None = None) -> list[Event]:
         """Apply one event; return the events it emits (a dead letter if the processor failed)."""
-        key = self.processor.partition_key(event)
+        processor = self.processor
+        key = processor.partition_key(event)
         own = self._entry(key)
         if own is not None and (
-            event.id in own.seen or (origin is not None and origin.offset <= own.marks.get(origin.stream, -1))
+            event.id[:SEEN_ID_CHARS] in own.seen or (origin is not None and origin.offset <= own.marks.get(origin.stream, -1))
         ):
             return []
         try:
-            step = self.processor.process(self, event)
+            step = processor.process(self, event)
             outputs = list(step.outputs)
         except Exception as error:  # a processor bug must not stop the stream or touch state
             reason = "".join(traceback.format_exception_only(error)).strip()
             refused = InvalidEvent(event.TOPIC, [FieldError(field="", reason=reason)], encode(event))
-            step, outputs = None, [refused.dead_letter(self.source, None if origin is None else origin.offset)]
-        if step is not None:
+            outputs = [refused.dead_letter(self.source, None if origin is None else origin.offset)]
+        else:
             for written, state in step.writes.items():
                 previous = self._entry(written)
-                self._put(written, Entry(state) if previous is None else Entry(state, previous.seen, previous.marks))
-        own = self._entry(key) or Entry(None)
-        seen = own.seen[-(self.processor.dedup_window - 1) :] + (event.id,)
-        marks = own.marks if origin is None else {**own.marks, origin.stream: origin.offset}
-        self._put(key, Entry(own.state, seen, marks))
+                if previous is None:
+                    self._entries[written] = Entry(state)
+                else:
+                    previous.state = state
+                self._dirty[written] = None
+        own = self._entries.get(key)
+        if own is None:
+            own = self._entries[key] = Entry(None)
+        seen = own.seen
+        seen.append(event.id[:SEEN_ID_CHARS])
+        if len(seen) > processor.dedup_window:
+            del seen[0]
+        if origin is not None:
+            own.marks[origin.stream] = origin.offset
+        self._applied[key] = None
         return outputs
 
     def drain_writes(self) -> dict[str, bytes]:
-        """Encoded entries changed since the last drain; the runtime persists them."""
-        writes = {key: encode_entry(self._entries[key]) for key in self._dirty}  # type: ignore[arg-type]
+        """Encoded entries changed since the last drain, partition keys last; the runtime persists
+        them in this order."""
+        order = [key for key in self._dirty if key not in self._applied] + list(self._applied)
+        writes = {key: encode_entry(self._entries[key]) for key in order}  # type: ignore[arg-type]
         self._dirty.clear()
+        self._applied.clear()
         if len(self._entries) > _CACHE_LIMIT:
             self._entries.clear()
         return writes
@@ -146,6 +175,7 @@ class Driver:
         """Drop decoded entries (after a rebalance the store may hold newer values)."""
         self._entries.clear()
         self._dirty.clear()
+        self._applied.clear()
 
     def _entry(self, key: str) -> Entry | None:
         if key in self._entries:
@@ -155,6 +185,3 @@ class Driver:
         self._entries[key] = entry
         return entry
 
-    def _put(self, key: str, entry: Entry) -> None:
-        self._entries[key] = entry
-        self._dirty.add(key)

@@ -20,7 +20,9 @@ Correctness, per (test, hardware revision), from ``gate-results``: a nightly fai
 night is suspect, confirmed the same way, then detected (kind: the first failing check).
 
 Evidence hygiene: flaky runs and results excluded by ``baseline-guard`` (sick nodes) never enter a
-baseline; a test with ``FLAKY_LIMIT`` flaky runs among its last ``RECENT`` is not judged at all.
+baseline; a flaky test is not judged at all: one marked flaky by ``flaky-detector`` (``flaky-verdicts``),
+or with ``FLAKY_LIMIT`` runs among its last ``RECENT`` nightly runs that passed only on retry (the
+same rule, ``fastci.fleet.flakiness``, applied to the nightly series this processor sees).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pydantic import Field
 
 from fastci.events import Event, ResultEvent
 from fastci.events.base import Config, Record, derive_id
+from fastci.events.fleet import FlakyVerdict
 from fastci.events.inputs import Bundle
 from fastci.events.regression import (
     BaselineExclusion,
@@ -45,6 +48,7 @@ from fastci.events.regression import (
     SeriesPoint,
 )
 from fastci.events.runs import RunRequested
+from fastci.fleet.flakiness import RECENT, RETRY_LIMIT, flaky_by_retries
 from fastci.processors.base import Processor, StateReader, Step, compound_key
 from fastci.regression.changepoint import change_points
 from fastci.regression.perfstats import PerfGate, compare, metric_direction, relative_noise, seed_from, sketch
@@ -55,8 +59,7 @@ NIGHT_SAMPLES = 256  # kept per night: evenly spaced order statistics of its sam
 SERIES = 60
 MIN_BASELINE_NIGHTS = 2
 ACCEPT_AFTER = 14
-RECENT = 20
-FLAKY_LIMIT = 2
+FLAKY_LIMIT = RETRY_LIMIT
 EXCLUDED_REMEMBERED = 128
 CPD_MAX_P = 0.001
 NAME = "regression-detector"
@@ -121,6 +124,7 @@ class GateTrack(Record):
 class TestFacts(Record):
     __test__ = False
     recent_statuses: tuple[str, ...] = ()
+    marked_flaky: bool = False  # by flaky-detector
     excluded: tuple[str, ...] = ()
     tracks: tuple[str, ...] = ()  # state keys of this test's perf and gate tracks
 
@@ -149,7 +153,7 @@ def regression_id_for(cause_id: str, subject: str) -> str:
 
 class RegressionDetectorProcessor(Processor[DetectorState]):
     name: ClassVar[str] = NAME
-    inputs: ClassVar[tuple[str, ...]] = (ResultEvent.TOPIC, GateResult.TOPIC, BaselineExclusion.TOPIC)
+    inputs: ClassVar[tuple[str, ...]] = (ResultEvent.TOPIC, GateResult.TOPIC, BaselineExclusion.TOPIC, FlakyVerdict.TOPIC)
     outputs: ClassVar[tuple[str, ...]] = (RegressionAlert.TOPIC, RunRequested.TOPIC)
     state_model: ClassVar[type[Record]] = DetectorState
     state_key: ClassVar[str] = "key"
@@ -159,6 +163,8 @@ class RegressionDetectorProcessor(Processor[DetectorState]):
             return _Work(state, event.test_id).result(event)
         if isinstance(event, GateResult):
             return _Work(state, event.test_id).gate_result(event)
+        if isinstance(event, FlakyVerdict):
+            return _Work(state, event.test_id).flaky_verdict(event)
         assert isinstance(event, BaselineExclusion)
         return _Work(state, event.test_id).exclusion(event)
 
@@ -187,7 +193,12 @@ class _Work:
 
     @property
     def flaky(self) -> bool:
-        return self.facts.recent_statuses.count("flaky") >= FLAKY_LIMIT
+        return self.facts.marked_flaky or flaky_by_retries(self.facts.recent_statuses)
+
+    def flaky_verdict(self, event: FlakyVerdict) -> Step[DetectorState]:
+        if event.flaky != self.facts.marked_flaky:
+            self._set_facts(self.facts.model_copy(update={"marked_flaky": event.flaky}))
+        return self.step()
 
     # ----- results (performance)
 

@@ -52,9 +52,17 @@ class KernelClock:
     CPU time with BLAS pinned to that thread (``fastci.qualify.train`` pins it while it trains), so
     time the OS gives to other tenants of a shared machine is not counted. Measured here on 2 shared
     cores: per-step kernel time varied 6% (coefficient of variation) on this clock, 15-30% on wall time.
+
+    ``slowdown`` emulates a chip that is that much slower than its peers (a node throttled by heat or
+    power, a degraded link): after each kernel the clock's thread keeps the core busy for ``slowdown``
+    times the kernel's own time, inside the measured span. The extra time is real CPU time on this
+    host, with its noise, so a slow node's throughput comes from runs, not from a scaled number.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, slowdown: float = 0.0) -> None:
+        if not 0.0 <= slowdown <= 10.0:
+            raise ValueError(f"slowdown: {slowdown!r} is not between 0 and 10 (a fraction of kernel time)")
+        self.slowdown = slowdown
         self.seconds = 0.0
         self._started = 0.0
 
@@ -62,6 +70,11 @@ class KernelClock:
         self._started = time.thread_time()
 
     def __exit__(self, *exc: object) -> None:
+        if self.slowdown:
+            now = time.thread_time()
+            until = now + (now - self._started) * self.slowdown
+            while time.thread_time() < until:
+                pass
         self.seconds += time.thread_time() - self._started
 
 

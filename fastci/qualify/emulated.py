@@ -33,14 +33,16 @@ _arrival = np.random.default_rng()
 
 
 class EmulatedAccelerator:
-    def __init__(self, bundle: Bundle, precision: Precision = "bf16") -> None:
+    def __init__(self, bundle: Bundle, precision: Precision = "bf16", slowdown: float = 0.0) -> None:
+        """``slowdown``: this chip's kernels take that fraction longer than a healthy chip's (a node
+        fault, not a stack property: see ``KernelClock``); 0 for a healthy chip."""
         if precision not in PRECISIONS:
             raise ValueError(f"precision: {precision!r} is not one of {', '.join(PRECISIONS)}")
         self.bundle = bundle
         self.stack = Stack.of(bundle)
         self.precision = precision
         self.name = f"emulated-{precision}"
-        self.clock = KernelClock()
+        self.clock = KernelClock(slowdown)
         self._value_format = "bfloat16" if precision == "bf16" else "float8_e4m3"
         self._grad_format = "bfloat16" if precision == "bf16" else "float8_e5m2"
 

@@ -18,6 +18,7 @@ a shared machine. A drop it flags is confirmed by a second interleaved pair befo
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -43,6 +44,7 @@ class InferenceCheck:
     tolerance: float
     mismatch_fraction: float  # of elements that differed between repeats
     seconds: float
+    output_digest: str = ""  # sha256 of the first repeat's logits: a rerun that reproduces them matches it
 
     @property
     def status(self) -> CheckStatus:
@@ -66,6 +68,8 @@ class TrainingCheck:
     throughput: list[float]  # items per second of kernel time, one sample per window after warmup
     seconds: float
     performance: checks.PerformanceVerdict | None = None  # against the baseline bundle, when run with one
+    seed: int = golden.SEED  # the seed the run used (data, init, batch order)
+    weights_digest: str = ""  # sha256 of the weights the run ended with: same digest, same training bit for bit
 
     @property
     def eval_ratio(self) -> float:
@@ -113,6 +117,7 @@ class Qualification:
     precision: str
     models: list[ModelQualification]
     seconds: float
+    baseline_bundle: Bundle | None = None  # the known-good bundle throughput was gated against, if any
 
 
 def make_backend(kind: str, bundle: Bundle, precision: Precision = "bf16") -> Backend:
@@ -140,21 +145,33 @@ def check_inference(family: Family, backend: Backend, pinned: golden.Golden, rep
         tolerance=checks.INFERENCE_TOLERANCE[precision_of(backend)],
         mismatch_fraction=checks.mismatch_fraction(runs),
         seconds=time.perf_counter() - started,
+        output_digest=digest({"logits": runs[0]}),
     )
 
 
+def digest(arrays: dict[str, np.ndarray]) -> str:
+    """sha256 of named arrays: names in order, each with its dtype, shape and bytes (C order)."""
+    sha = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        sha.update(f"{name}\x1f{array.dtype.str}\x1f{array.shape}\x1f".encode())
+        sha.update(array.tobytes())
+    return sha.hexdigest()
+
+
 def check_training(family: Family, backend: Backend, pinned: golden.Golden, baseline: Backend | None = None,
-                   steps: int | None = None) -> TrainingCheck:
-    """Train from the pinned seed; with ``baseline``, interleave a baseline run step by step and judge
-    the candidate's performance against it."""
+                   steps: int | None = None, seed: int | None = None) -> TrainingCheck:
+    """Train from the pinned seed (or ``seed``, to reproduce a run that used another); with ``baseline``,
+    interleave a baseline run step by step and judge the candidate's performance against it."""
     started = time.perf_counter()
-    candidate, other = _interleaved(family, backend, baseline, pinned.seed, steps or pinned.steps)
+    seed = pinned.seed if seed is None else seed
+    candidate, other = _interleaved(family, backend, baseline, seed, steps or pinned.steps)
     run = candidate.finish(started)
     performance = None
     if baseline is not None and other is not None:
         performance = _compare(backend, candidate, other)
         if performance.significant_drop:  # confirm with a second, independent interleaved pair
-            again = _compare(backend, *_interleaved(family, backend, baseline, pinned.seed, candidate.steps))
+            again = _compare(backend, *_interleaved(family, backend, baseline, seed, candidate.steps))
             performance = dataclasses.replace(performance, confirmation=again)
     return TrainingCheck(
         loss_curve=run.loss_curve,
@@ -164,6 +181,8 @@ def check_training(family: Family, backend: Backend, pinned: golden.Golden, base
         throughput=run.throughput,
         seconds=time.perf_counter() - started,
         performance=performance,
+        seed=seed,
+        weights_digest=digest(run.params),
     )
 
 
@@ -189,21 +208,23 @@ def _compare(backend: Backend, candidate: Trainer, baseline: Trainer) -> checks.
 
 
 def qualify(backend: Backend, families: list[str] | None = None, baseline: Backend | None = None,
-            progress=None) -> Qualification:
-    """Run every check of ``families`` (default: the whole set) on ``backend``."""
+            progress=None, seed: int | None = None, steps: int | None = None) -> Qualification:
+    """Run every check of ``families`` (default: the whole set) on ``backend``; ``seed`` and ``steps``
+    default to the pinned golden's (a rerun passes the recorded ones)."""
     started = time.perf_counter()
     results = []
     for name in families or list(FAMILIES):
         family = family_named(name)
         pinned = golden.load(family)
         inference = check_inference(family, backend, pinned)
-        training = check_training(family, backend, pinned, baseline)
+        training = check_training(family, backend, pinned, baseline, steps=steps, seed=seed)
         results.append(ModelQualification(family, inference, training))
         if progress:
             progress(family)
     return Qualification(
         backend=describe(backend), bundle=backend.bundle, precision=precision_of(backend),
         models=results, seconds=time.perf_counter() - started,
+        baseline_bundle=baseline.bundle if baseline is not None else None,
     )
 
 

@@ -129,6 +129,15 @@ def median_ratio_interval(
     return float(low), float(high)
 
 
+def median_interval(samples: Sequence[float], confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median of one sample (same resampler as above)."""
+    x = np.asarray(samples, dtype=np.float64)
+    medians = _resampled_medians(x, n_resamples, np.random.default_rng(seed))
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(medians, [tail, 1 - tail])
+    return float(low), float(high)
+
+
 def _resampled_medians(samples: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
     x = np.sort(samples)
     n = x.size

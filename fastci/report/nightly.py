@@ -30,6 +30,7 @@ from fastci.processors.regression_detector import CPD_MAX_P, GATE
 from fastci.regression.changepoint import change_points
 from fastci.regression.correctness import build_loss_band, check_loss_curve
 from fastci.regression.perfstats import metric_direction
+from fastci.report.health import CIHealth, build_health, render_section, summary_lines
 from fastci.report.svg import Band, Chart, Line, Point
 from fastci.views.schema import model_columns, quote, table_name
 from fastci.views.store import Views
@@ -88,6 +89,7 @@ class NightlyReport:
     trends: list[Trend]
     nightly_results: int
     pending_requests: int
+    health: CIHealth | None = None
 
     @property
     def open(self) -> list[Regression]:
@@ -127,6 +129,7 @@ def build_report(views_path: Path) -> NightlyReport:
         latest_gates = _latest_per_test(gates)
         loss_plots = _loss_plots(views, latest_gates, goldens)
         trends = _trends(views)
+        health = build_health(views)
     finally:
         views.close()
     regressions = _regressions(alerts, steps)
@@ -137,6 +140,7 @@ def build_report(views_path: Path) -> NightlyReport:
         generated=datetime.now(timezone.utc), views=Path(views_path), regressions=regressions,
         gates_passed=sum(g.passed for g in latest_gates), gates_failed=[g for g in latest_gates if not g.passed],
         loss_plots=loss_plots, trends=trends, nightly_results=int(nightly), pending_requests=int(pending),
+        health=health,
     )
 
 
@@ -269,6 +273,8 @@ def render_html(report: NightlyReport) -> str:
         body.append("<h2>Loss curves against their reference band</h2>")
         for plot in report.loss_plots:
             body.append(_loss_chart(plot))
+    if report.health is not None:
+        body.append(render_section(report.health))
     return "".join(head + body + ["</body></html>"])
 
 
@@ -411,5 +417,8 @@ def print_summary(report: NightlyReport, out: Console) -> None:
             after = float(np.mean(trend.medians[index:]))
             out.print(Text(f"change point: {trend.test_id} {trend.metric} on {trend.hardware_revision} at "
                            f"{trend.commits[index][:10]}: {after / before - 1:+.2%}"))
+    if report.health is not None:
+        for line in summary_lines(report.health):
+            out.print(Text(line))
 
 

@@ -55,25 +55,44 @@ def executions(stacks: Iterable[str]) -> tuple[dict[str, set[str]], set[str]]:
     units: dict[str, set[str]] = {}
     files: set[str] = set()
     for stack in stacks:
-        chain: list[str] = []
-        test_frame = ""  # the innermost test-code unit so far
-        for frame in stack.split(";"):
-            parsed = _frame_unit(frame)
-            if parsed is None:
-                continue
-            path, uid, test_code = parsed
-            files.add(path)
-            if chain and chain[-1] == uid:
-                continue  # direct recursion adds no new context
-            callers = chain[-CONTEXT_DEPTH:]
+        calls, paths = _stack_calls(stack) if len(stack) <= _CACHED_STACK_CHARS else _calls_of(stack)
+        files.update(paths)
+        for uid, context in calls:
             contexts = units.setdefault(uid, set())
             if len(contexts) < MAX_CONTEXTS:
-                # Called straight from test code, the test itself is the context: a test that calls
-                # a function directly is testing it, with inputs of its own, and is never pruned
-                # for another such test. Reached through library code, the call path is the context.
-                contexts.add(short_id(";".join(callers)) if callers else short_id(f"test:{test_frame}"))
-            if test_code:
-                test_frame = uid
-            else:
-                chain.append(uid)
+                contexts.add(context)
     return units, files
+
+
+_CACHED_STACK_CHARS = 4096  # longer stacks are rare, and would make the cache's memory unbounded
+
+
+@functools.lru_cache(maxsize=1 << 14)  # a test's stacks recur run after run; parsing them was most of its cost
+def _stack_calls(stack: str) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
+    return _calls_of(stack)
+
+
+def _calls_of(stack: str) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
+    """The (unit id, context id) pairs of one folded stack, root first, and the files it ran."""
+    calls: list[tuple[str, str]] = []
+    files: set[str] = set()
+    chain: list[str] = []
+    test_frame = ""  # the innermost test-code unit so far
+    for frame in stack.split(";"):
+        parsed = _frame_unit(frame)
+        if parsed is None:
+            continue
+        path, uid, test_code = parsed
+        files.add(path)
+        if chain and chain[-1] == uid:
+            continue  # direct recursion adds no new context
+        callers = chain[-CONTEXT_DEPTH:]
+        # Called straight from test code, the test itself is the context: a test that calls a
+        # function directly is testing it, with inputs of its own, and is never pruned for another
+        # such test. Reached through library code, the call path is the context.
+        calls.append((uid, short_id(";".join(callers)) if callers else short_id(f"test:{test_frame}")))
+        if test_code:
+            test_frame = uid
+        else:
+            chain.append(uid)
+    return tuple(calls), frozenset(files)

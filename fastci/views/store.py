@@ -20,7 +20,11 @@ import orjson
 
 from fastci.events import TOPICS
 from fastci.processors import ALL_PROCESSORS
+from fastci.views import analytics, fleet
 from fastci.views.schema import TableSpec, quote, state_table, topic_table
+
+# Modules of analyst SQL views over the tables, (re)created whenever the file is opened for writing.
+ANALYST_VIEWS = (fleet.create, analytics.create_views)
 
 _POSITIONS = """
 CREATE TABLE IF NOT EXISTS _positions (
@@ -54,6 +58,17 @@ class Views:
         self.con.execute(_POSITIONS)
         for spec in self.specs():
             self.con.execute(spec.ddl())
+            self._add_new_columns(spec)
+        for create in ANALYST_VIEWS:
+            create(self.con)
+
+    def _add_new_columns(self, spec: TableSpec) -> None:
+        """A field added to a model since the table was created becomes a column (NULL in older rows)."""
+        existing = {row[0] for row in self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [spec.name]).fetchall()}
+        for column, sql_type in spec.columns.items():
+            if column not in existing:
+                self.con.execute(f"ALTER TABLE {quote(spec.name)} ADD COLUMN {quote(column)} {sql_type}")
 
     @staticmethod
     def specs() -> list[TableSpec]:

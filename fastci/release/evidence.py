@@ -1,0 +1,41 @@
+"""The evidence about one bundle, read from the DuckDB views of a fastci data dir."""
+
+from __future__ import annotations
+
+from fastci.events import Bundle
+from fastci.events.regression import RegressionAlert
+from fastci.producer.context import BUNDLE_LAYERS
+from fastci.release.gates import Evidence, TestResult
+from fastci.views.store import Views
+
+# The latest trusted result of each test on the bundle per hardware revision and tier, with its eval
+# ratio: a qualification training result's 'eval_ratio' metric, else its golden gate's eval check.
+_RESULTS = """
+SELECT f.test_id, f.model, f.precision, f."check", f.hardware_revision, f.tier, f.status, f.gate_passed,
+       coalesce(f.gate_failing, ''),
+       coalesce(TRY_CAST(json_extract(r.metrics, '$.eval_ratio[0]') AS DOUBLE), g.eval_ratio) AS eval_ratio,
+       f.time, f._offset
+FROM result_facts f
+JOIN results r ON r.id = f.result_id
+LEFT JOIN (
+    SELECT result_id, min(c.ratio) AS eval_ratio
+    FROM (SELECT result_id, unnest(from_json(checks, '[{"kind": "VARCHAR", "ratio": "DOUBLE"}]')) AS c FROM gate_results)
+    WHERE c.kind = 'eval' AND c.ratio IS NOT NULL GROUP BY result_id
+) g ON g.result_id = f.result_id
+WHERE f.tier IS NOT NULL AND NOT f.excluded AND f.status <> 'skipped' AND {bundle}
+QUALIFY row_number() OVER (PARTITION BY f.test_id, f.hardware_revision, f.tier
+                           ORDER BY f.time DESC NULLS LAST, f._offset DESC) = 1
+"""
+
+
+def collect(views: Views, bundle: Bundle) -> Evidence:
+    from fastci.report.nightly import load
+
+    where = " AND ".join(f"f.bundle.{layer} = ?" for layer in BUNDLE_LAYERS)
+    _, rows = views.query(_RESULTS.replace("{bundle}", where), [getattr(bundle, layer) for layer in BUNDLE_LAYERS])
+    results = [
+        TestResult(test_id=row[0], model=row[1], precision=row[2], check=row[3], hardware_revision=row[4], tier=row[5],
+                   status=row[6], gate_passed=row[7], gate_failing=row[8], eval_ratio=row[9], time=row[10], offset=row[11])
+        for row in rows
+    ]
+    return Evidence(bundle=bundle, results=results, alerts=load(views, RegressionAlert))
