@@ -94,7 +94,8 @@ def print_table(reports: dict[str, dict[str, Any]]) -> None:
         rows.append([
             name, f"{r['kept_share']:.1%}", minutes(r["ci_latency_mean_s"]), latency_cut,
             f"{minutes(r['hardware_p50_s'])} / {minutes(r['hardware_p90_s'])}", f"{r['presubmit_chip_hours']:.0f}",
-            chip_cut, nightly, waits, f"{r['caught']}/{r['faults']}",
+            chip_cut, nightly, waits,
+            f"{r['caught']}/{r['faults']}" + (f" ({r['pending']} pending)" if r["pending"] else ""),
             f"{minutes(r['first_failure_p50_s'])} / {minutes(r['first_failure_p90_s'])}",
             str(r["unfinished"]),
         ])

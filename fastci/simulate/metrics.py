@@ -11,7 +11,8 @@ Definitions (the measured day is the last simulated day):
 - **Queue waits**: seconds from queued to first placed, per class, for jobs queued on the measured day.
 - **Nightly completion**: when the last job of the measured day's nightly set completed.
 Changes still running when the simulation ends count with the time they had waited so far
-(``unfinished`` says how many): a lower bound.
+(``unfinished`` says how many): a lower bound. A fault is *missed* when its change finished without
+a failing result, *pending* when its change had not finished.
 """
 
 from __future__ import annotations
@@ -239,7 +240,10 @@ class Metrics:
             "first_failure_p50_s": percentile(first_failure, 0.5),
             "first_failure_p90_s": percentile(first_failure, 0.9),
             "first_failure_mean_s": sum(first_failure) / len(first_failure) if first_failure else math.nan,
-            "missed": sorted(s.change.fault.name for s in faulty if s.first_failure_s is None),
+            # not caught although every job of the change ran: selection (or a shrunk config) missed it
+            "missed": sorted(s.change.fault.name for s in faulty if s.first_failure_s is None and s.done_s is not None),
+            # not caught yet: the change's jobs were still queued or running when the simulation ended
+            "pending": sum(1 for s in faulty if s.first_failure_s is None and s.done_s is None),
             "kept_share": (sum(s.selected for s in changes) / sum(s.known for s in changes))
             if sum(s.known for s in changes) else math.nan,
             "models_per_hardware_change": (
