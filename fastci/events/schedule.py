@@ -74,6 +74,12 @@ class PoolConfig(Event):
     cpu_shard_s: FiniteFloat = Field(
         default=300.0, gt=0, description="A plan's CPU tests are placed in shards of about this many estimated seconds."
     )
+    presubmit_max_chips: int | None = Field(
+        default=None,
+        ge=0,
+        description="The biggest presubmit run placed on hardware (None: one node's chips). Bigger models (the ones "
+        "that need many nodes) run per change in their CPU/simulator form; on hardware nightly and before a release.",
+    )
     smoke_test: Name | None = Field(
         default=None,
         description="Run on hardware for a hardware-path change whose plan has no hardware test (the tier's floor).",

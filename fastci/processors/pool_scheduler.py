@@ -1,10 +1,12 @@
 """pool-scheduler: places CI work on the shared accelerator pool; time arrives as ``clock`` ticks.
 
 Partitioned by pool (every input carries a ``pool`` field, default ``"default"``). Inputs:
-- ``test-plan``: a change's ordered tests (presubmit work). CPU tests (0 chips) are placed in shards
-  on CPU/simulator capacity; the others one job each on hardware, but only for a change on the
-  hardware path (off it, they run in their CPU/simulator form); a hardware-path change with no
-  hardware test gets the pool's smoke test (the tier's floor);
+- ``test-plan``: a change's ordered tests (presubmit work), tiered here: CPU tests (0 chips) run in
+  shards on CPU/simulator capacity; tests that need chips run one job each on hardware when the change
+  is on the hardware path and they fit the presubmit hardware tier (small models, at most a node's
+  chips by default), otherwise in their CPU/simulator form (the big multi-node models run on hardware
+  nightly and before a release); a hardware-path change with no hardware test gets the pool's smoke
+  test (the tier's floor);
 - ``run-requested``: one job (nightly, release, bisect, rerun, dev, or a presubmit rerun);
 - ``results``: a result whose run id is one this pool handed out counts towards its job; the job
   completes when every test of the attempt has reported;
@@ -59,7 +61,7 @@ from fastci.scheduling.pool import (
 )
 
 SEGMENT = 64  # queue entries per stored value
-LOOKAHEAD = 256  # queued jobs per class one pass considers (FIFO with backfill over this window)
+LOOKAHEAD = 128  # queued jobs per class one pass considers (FIFO with backfill over this window)
 DEFAULT_ESTIMATE_S = 1800.0  # a run request that gives no estimate
 NO_NEW_WORK = frozenset({"suspect", "quarantined", "diagnosing"})
 EVICTING = frozenset({"quarantined", "diagnosing"})
@@ -121,6 +123,7 @@ class PoolRecord(Record):
     classes: tuple[ClassPolicy, ...]
     cpu_slots: int
     cpu_shard_s: float
+    presubmit_max_chips: int | None = None
     smoke_test: str | None = None
     smoke_chips: int = 8
     smoke_estimated_s: float = 300.0
@@ -196,6 +199,7 @@ def pool_record(config: PoolConfig, previous: PoolRecord | None = None) -> PoolR
         classes=config.classes,
         cpu_slots=config.cpu_slots,
         cpu_shard_s=config.cpu_shard_s,
+        presubmit_max_chips=config.presubmit_max_chips,
         smoke_test=config.smoke_test,
         smoke_chips=config.smoke_chips,
         smoke_estimated_s=config.smoke_estimated_s,
@@ -438,8 +442,10 @@ class _Work:
 
     def enqueue_plan(self, plan_id: str, repo: str, sha: str | None, hardware_path: bool,
                      entries: Sequence[PlanEntry], last_page: bool = True) -> None:
-        hardware = [e for e in entries if e.chips > 0 and hardware_path]
-        cpu = [e for e in entries if not (e.chips > 0 and hardware_path)]
+        limit = self._node_chips() if self.pool.presubmit_max_chips is None else self.pool.presubmit_max_chips
+        on_hardware = [hardware_path and 0 < e.chips <= limit for e in entries]
+        hardware = [e for e, here in zip(entries, on_hardware) if here]
+        cpu = [e for e, here in zip(entries, on_hardware) if not here]
         # The smoke floor is judged per page: a plan long enough to have pages is a run of everything,
         # which lists the hardware tests (a page without any then adds one smoke run, not a miss).
         if hardware_path and not hardware and self.pool.smoke_test and last_page:

@@ -23,9 +23,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         "developer experiments and injected faults; print the ablation table.",
     )
     parser.add_argument("--replay", default="more-itertools", help="a packaged replay or a replay file")
-    parser.add_argument("--days", type=int, default=2, help="simulated days; the last one is measured")
+    parser.add_argument("--days", type=int, default=1, help="measured days, after --warmup-hours")
+    parser.add_argument("--warmup-hours", type=float, default=12.0,
+                        help="simulated before the first measured day's 00:00, so it starts with a working day's queues")
     parser.add_argument("--changes-per-day", type=float, default=400.0)
     parser.add_argument("--hardware-share", type=float, default=0.6, help="share of changes on the hardware path")
+    parser.add_argument("--hardware-path", choices=("library", "random"), default="library",
+                        help="library: only changes touching library code are on it; random: any change may be")
     parser.add_argument("--faults-per-day", type=int, default=20)
     parser.add_argument("--experiments-per-day", type=int, default=20)
     parser.add_argument("--variant", action="append", help="run only this variant (repeatable); default: all five")
@@ -52,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
     unknown = [name for name in wanted if name not in known]
     if unknown:
         raise UsageError(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    if args.warmup_hours < 0:
+        raise UsageError("--warmup-hours must not be negative")
     settings = Settings(changes_per_day=args.changes_per_day, hardware_share=args.hardware_share, days=args.days,
+                        warmup_h=args.warmup_hours, hardware_path=args.hardware_path,
                         faults_per_day=args.faults_per_day, experiments_per_day=args.experiments_per_day,
                         seed=args.seed)
     try:
@@ -60,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as error:
         raise UsageError(str(error)) from None
     console.print(f"replay {args.replay}: {len(inputs.replay.commits)} commits, "
-                  f"{len(inputs.replay.base_results)} tests; {args.days} day(s) at {args.changes_per_day:g} changes/day")
+                  f"{len(inputs.replay.base_results)} tests; {args.days} measured day(s) after a {args.warmup_hours:g} h warm-up, "
+                  f"{args.changes_per_day:g} changes/day")
     reports: dict[str, dict[str, Any]] = {}
     for name in wanted:
         started = time.perf_counter()

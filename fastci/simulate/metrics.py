@@ -1,15 +1,17 @@
 """What a simulated run measured, read off the events it produced (selection, test-plan, schedule, results).
 
-Definitions (the measured day is the last simulated day):
+Definitions (measured: the changes arriving in the measured days, after the warm-up):
 - **CI latency** of a change: from its arrival to the last result of its presubmit work (CPU and
   hardware). **Time to a presubmit hardware result**: from the arrival of a hardware-path change
   to the last result of its hardware work (the selected models' runs, or the smoke test).
 - **Time to first failure** of a faulty change: from its arrival to its first failing result
   (a test that detects the injected fault); a fault is *caught* when there is one.
 - **Chip-hours**: chips held x seconds held, from placement to completion or preemption (work lost
-  to preemption included); presubmit chip-hours are those of the measured day's changes.
-- **Queue waits**: seconds from queued to first placed, per class, for jobs queued on the measured day.
-- **Nightly completion**: when the last job of the measured day's nightly set completed.
+  to preemption included); presubmit chip-hours are those of the measured changes; per class,
+  those held within the measured days.
+- **Queue waits**: seconds from queued to first placed, per class, for jobs queued in the measured days.
+- **Nightly completion**: when the last job of a measured night's set completed, in hours from its
+  00:00 start (the latest night when several are measured).
 Changes still running when the simulation ends count with the time they had waited so far
 (``unfinished`` says how many): a lower bound. A fault is *missed* when its change finished without
 a failing result, *pending* when its change had not finished.
@@ -64,7 +66,7 @@ class Metrics:
     def __init__(self, sim: Any, start_s: float) -> None:
         self.sim = sim
         self.start_s = start_s
-        self.measured_day = sim.settings.days - 1
+        self.days = sim.settings.days
         self.by_commit: dict[str, ChangeStats] = {}
         self.change_of_plan: dict[str, ChangeStats] = {}
         self.change_of_job: dict[str, ChangeStats] = {}
@@ -90,12 +92,20 @@ class Metrics:
     # ----- the window
 
     def day_of(self, seconds: float) -> int:
-        return int((seconds - self.start_s) // DAY)
+        return math.floor((seconds - self.start_s) / DAY)
+
+    def measured(self, day: int) -> bool:
+        return 0 <= day < self.days
 
     @property
     def window(self) -> tuple[float, float]:
-        start = self.start_s + self.measured_day * DAY
-        return start, start + DAY
+        return self.start_s, self.start_s + self.days * DAY
+
+    def all_done(self) -> bool:
+        """Every measured change finished and every measured night's set completed."""
+        return all(s.done_s is not None for s in self.measured_changes()) and all(
+            day in self.nightly_done for day in range(self.days)
+        )
 
     # ----- inputs
 
@@ -139,7 +149,7 @@ class Metrics:
             self.placed[event.job_id] = event
             assert event.run_id is not None
             self.job_of_run[event.run_id] = event.job_id
-            if event.attempt == 1 and self.day_of(self.queued_at.get(event.job_id, now)) == self.measured_day:
+            if event.attempt == 1 and self.measured(self.day_of(self.queued_at.get(event.job_id, now))):
                 self.waits[event.work_class].append(event.wait_s)
         elif event.action in ("completed", "preempted"):
             self._held(event, now)
@@ -179,7 +189,7 @@ class Metrics:
         overlap = max(0.0, min(now, end) - max(began, start))
         self.chip_s[placed.work_class] += placed.chips * overlap
         stats = self.change_of_job.get(event.job_id)
-        if stats is not None and stats.change.day == self.measured_day:
+        if stats is not None and self.measured(stats.change.day):
             self.presubmit_chip_s += placed.chips * (now - began)
 
     def settled(self, change: Change) -> None:
@@ -204,7 +214,7 @@ class Metrics:
     # ----- the report
 
     def measured_changes(self) -> list[ChangeStats]:
-        return [s for s in self.by_commit.values() if s.change.day == self.measured_day]
+        return [s for s in self.by_commit.values() if self.measured(s.change.day)]
 
     def report(self) -> dict[str, Any]:
         changes = self.measured_changes()
@@ -218,8 +228,8 @@ class Metrics:
         faulty = [s for s in changes if s.change.fault is not None]
         caught = [s for s in faulty if s.first_failure_s is not None]
         first_failure = [s.first_failure_s - s.change.arrival_s for s in caught]  # type: ignore[operator]
-        day_start = self.window[0]
-        nightly = self.nightly_done.get(self.measured_day)
+        nights = [self.nightly_done.get(day) for day in range(self.days)]
+        latest = None if None in nights else max(done - (self.start_s + day * DAY) for day, done in enumerate(nights))
         return {
             "changes": len(changes),
             "hardware_changes": len(hardware),
@@ -233,8 +243,8 @@ class Metrics:
             "chip_hours_by_class": {k: v / 3600 for k, v in sorted(self.chip_s.items())},
             "waits_p50_s": {k: percentile(v, 0.5) for k, v in sorted(self.waits.items())},
             "waits_p90_s": {k: percentile(v, 0.9) for k, v in sorted(self.waits.items())},
-            "nightly_done_h": None if nightly is None else (nightly - day_start) / 3600,
-            "nightly_left": self.nightly_left.get(self.measured_day, 0),
+            "nightly_done_h": None if latest is None else latest / 3600,  # the latest night's, from its 00:00
+            "nightly_left": sum(self.nightly_left.get(day, 0) for day in range(self.days)),
             "faults": len(faulty),
             "caught": len(caught),
             "first_failure_p50_s": percentile(first_failure, 0.5),

@@ -11,6 +11,7 @@ runs for carries a fault that test detects).
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,13 +23,15 @@ from fastci.events.runs import RunRequested
 from fastci.events.schedule import PoolConfig, ScheduleEvent
 from fastci.processors.pool_scheduler import PoolSchedulerProcessor, default_config
 from fastci.processors.selection import SelectionProcessor
+from fastci.selection.units import is_test_file
 from fastci.simulate.bus import Bus
 from fastci.simulate.fleet import Durations, FleetModel, choose_models
 from fastci.simulate.loop import SIM_BUNDLE, Loop, Runner, TestRun, at_seconds
 from fastci.simulate.metrics import Metrics
 from fastci.simulate.workload import DAY, Change, Settings, Stream, change_stream, experiments
 
-START_S = 1_795_996_800.0  # 2026-12-01 00:00 UTC, a Tuesday; day d of the simulation starts at START_S + d * DAY
+START_S = 1_795_996_800.0  # 2026-12-01 00:00 UTC, a Tuesday: the first measured day starts here
+DRAIN_CHECK_S = 900.0
 NIGHTLY_SUFFIX = "#nightly"  # nightly and experiment results are reported under their own repo names,
 EXPERIMENT_REPO = "fleet/experiments"  # so a presubmit catalog never learns a run it would not select
 
@@ -49,6 +52,14 @@ VARIANTS = (
     Variant("+risk order", selection=True, pruning=True, risk_order=True, workload=False),
     Variant("+workload optimisation", selection=True, pruning=True, risk_order=True, workload=True),
 )
+
+
+def touches_library(commit: CommitEvent) -> bool:
+    """Whether a change touches library code: a Python file that is neither a test nor documentation."""
+    return any(
+        f.path.endswith(".py") and not is_test_file(f.path) and not f.path.startswith(("docs/", "doc/"))
+        for f in commit.changed_files
+    )
 
 
 def plan_processor(variant: Variant) -> Any:
@@ -84,11 +95,12 @@ class Simulation:
             plan_processor(variant),
             PoolSchedulerProcessor(),
         ])
-        self.loop = Loop(self.bus, START_S)
+        self.begin_s = START_S - settings.warmup_h * 3600
+        self.loop = Loop(self.bus, self.begin_s)
         self.runner = Runner(self.loop, self.outcome)
         self.stream: Stream = change_stream(
             [c.commit.time.timestamp() for c in replay.commits], [c.commit.sha for c in replay.commits],
-            [c.faults for c in replay.commits], settings, START_S,
+            [c.faults for c in replay.commits], settings, START_S, [touches_library(c.commit) for c in replay.commits],
         )
         self.metrics = Metrics(self, START_S)
         self.requested: dict[str, tuple[str, Any, float]] = {}  # test id -> (kind, model, seconds)
@@ -114,15 +126,23 @@ class Simulation:
     # ----- what arrives
 
     def run(self) -> Metrics:
-        self.loop.at(START_S, self.prepare)
+        self.loop.at(self.begin_s, self.prepare)
         for change in self.stream.changes:
             self.loop.at(change.arrival_s, lambda change=change: self.arrive(change))
         for day in range(int(self.settings.days + self.settings.drain_days)):
             self.loop.at(START_S + day * DAY, lambda day=day: self.nightly(day))
         for experiment in experiments(self.settings, START_S):
             self.loop.at(experiment.arrival_s, lambda e=experiment: self.experiment(e))
-        end = START_S + (self.settings.days + self.settings.drain_days) * DAY
-        self.loop.run(until_s=end)
+        measured_end = START_S + self.settings.days * DAY
+        end = measured_end + self.settings.drain_days * DAY
+        check = measured_end
+        while check < end:  # after the measured days, stop as soon as everything measured is done
+            self.loop.run(until_s=check)
+            if self.metrics.all_done():
+                break
+            check += DRAIN_CHECK_S
+        else:
+            self.loop.run(until_s=end)
         self.metrics.finish(self.loop.now)
         return self.metrics
 
@@ -137,7 +157,7 @@ class Simulation:
                 test_id=base.test_id, run_id="history", repo=self.repo, commit=base.commit, bundle=SIM_BUNDLE,
                 node_id="history", hardware_revision="any", trigger="presubmit", status="passed",
                 duration_s=self.durations.mean_smoke(model) if model else self.durations.mean_unit_test(base.test_id),
-                chips=model.chips if model else 0, time=at_seconds(START_S - DAY),
+                chips=model.chips if model else 0, time=at_seconds(self.begin_s - DAY),
                 config=self.smoke_config(model) if model else {},
             ))
         self.bus.publish(*history)
@@ -193,5 +213,5 @@ class Simulation:
             repo=EXPERIMENT_REPO, commit="0000000", bundle=SIM_BUNDLE, hardware_revision="any", work_class="dev",
             repeats=1, requested_by="developer", chips=experiment.chips, estimated_s=seconds,
         )
-        self.metrics.requested(request, int((experiment.arrival_s - START_S) // DAY))
+        self.metrics.requested(request, math.floor((experiment.arrival_s - START_S) / DAY))
         self.bus.publish(request)

@@ -6,9 +6,12 @@
   commit a new sha (derived from the loop and the original) so every arrival is a new change; the
   evidence graph is reset to the recording's base at the start of every loop and grows again as
   recorded, so each commit is selected against the graph it was selected against live.
-- **Hardware path.** A change is on the hardware path with probability ``hardware_share`` (60%: about
-  240 of 400 a day), drawn per change from the seed: more-itertools has no accelerator code, so this
-  is the one property of a change the simulation assigns.
+- **Hardware path.** About ``hardware_share`` of the changes (60%: 240 of 400 a day) are on the
+  hardware path: more-itertools has no accelerator code, so this is the one property of a change the
+  simulation assigns. It follows the content: a change that touches no library code (only tests,
+  docs, CI or packaging files) is never on it; each change that does is, with the probability that
+  makes the overall share ``hardware_share`` (drawn per change from the seed). ``hardware_path =
+  "random"`` draws it for every change alike.
 - **Faults.** The recording's mutant matrix: a mutant of a function the commit changed, with every
   test that fails on it. ``faults_per_day`` of them are injected per day, each at an occurrence of
   its own commit that day (mutants that no test kills, or that hung the suite, are left out: there
@@ -21,6 +24,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,13 +40,15 @@ HOUR = 3_600.0
 class Settings:
     changes_per_day: float = 400.0
     hardware_share: float = 0.6
-    days: int = 2  # simulated days; the last one is measured, the ones before warm the pool up
+    days: int = 1  # measured days, from 00:00
+    warmup_h: float = 12.0  # simulated before the first measured day, so it starts with the queues of a working day
     faults_per_day: int = 20
     experiments_per_day: int = 20
     working_day_h: float = 8.0  # when the nightly set should be done
     experiments_from_h: float = 9.0
     experiments_to_h: float = 18.0
-    drain_days: float = 1.0  # after the last day, changes keep coming until the measured ones finish, or this long
+    drain_days: float = 0.5  # after the last measured day, changes keep coming until the measured ones finish, or this long
+    hardware_path: str = "library"  # or "random" (see the module's docstring)
     seed: int = 1
 
 
@@ -57,7 +63,7 @@ class Change:
     sha: str
     hardware_path: bool
     loop_start: bool
-    day: int = 0  # of the simulation, from 0
+    day: int = 0  # from the first measured day (0); the warm-up is day -1
     fault: Any | None = None  # the replay's Fault injected into this change
     commit_id: str = ""
 
@@ -75,32 +81,38 @@ def real_gaps(times: Sequence[float]) -> list[float]:
 
 
 def change_stream(commit_times: Sequence[float], shas: Sequence[str], fault_lists: Sequence[Sequence[Any]],
-                  settings: Settings, start_s: float = 0.0) -> Stream:
-    """Every arrival from ``start_s`` to the end of the simulated span (days + drain), with faults."""
+                  settings: Settings, start_s: float = 0.0, touches_library: Sequence[bool] | None = None) -> Stream:
+    """Every arrival from the warm-up before ``start_s`` (the first measured day's 00:00) to the end of
+    the simulated span (measured days + drain), with faults in the measured days."""
     gaps = real_gaps(commit_times)
     mean_gap = sum(gaps) / len(gaps) if gaps and sum(gaps) > 0 else 1.0
     target_gap = DAY / settings.changes_per_day
     scale = target_gap / mean_gap
     scaled = [gap * scale for gap in gaps] + [target_gap]  # the loop closes with one mean gap
     rng = random.Random(f"{settings.seed}:changes")
+    library = list(touches_library) if touches_library is not None and settings.hardware_path == "library" else None
+    if library is not None and any(library):
+        share = min(1.0, settings.hardware_share * len(library) / sum(library))
+        eligible = library
+    else:
+        share, eligible = settings.hardware_share, [True] * len(shas)
     end = start_s + (settings.days + settings.drain_days) * DAY
     changes: list[Change] = []
-    time, loop, index, number = start_s, 0, 0, 0
+    time, loop, index, number = start_s - settings.warmup_h * HOUR, 0, 0, 0
     while time < end:
         sha = shas[index] if loop == 0 else derive_id("loop", loop, shas[index])
-        changes.append(Change(number, index, loop, time, sha, rng.random() < settings.hardware_share,
-                              loop_start=index == 0, day=int((time - start_s) // DAY)))
+        changes.append(Change(number, index, loop, time, sha, eligible[index] and rng.random() < share,
+                              loop_start=index == 0, day=math.floor((time - start_s) / DAY)))
         time += scaled[index]
         number += 1
         index += 1
         if index == len(shas):
             index, loop = 0, loop + 1
-    injected = inject_faults(changes, fault_lists, settings, start_s)
+    injected = inject_faults(changes, fault_lists, settings)
     return Stream(changes, scale, injected)
 
 
-def inject_faults(changes: list[Change], fault_lists: Sequence[Sequence[Any]], settings: Settings,
-                  start_s: float) -> list[Change]:
+def inject_faults(changes: list[Change], fault_lists: Sequence[Sequence[Any]], settings: Settings) -> list[Change]:
     """Give ``faults_per_day`` changes of each simulated day one fault of their own commit."""
     rng = random.Random(f"{settings.seed}:faults")
     catchable = [(i, f) for i, faults in enumerate(fault_lists) for f in faults if f.failing and not f.timed_out]
@@ -132,11 +144,12 @@ class Experiment:
 def experiments(settings: Settings, start_s: float) -> list[Experiment]:
     rng = random.Random(f"{settings.seed}:experiments")
     planned = []
-    for day in range(int(settings.days + settings.drain_days + 1)):
+    for day in range(-1, int(settings.days + settings.drain_days + 1)):
         base = start_s + day * DAY
         for number in range(settings.experiments_per_day):
             at = base + rng.uniform(settings.experiments_from_h, settings.experiments_to_h) * HOUR
             chips = rng.choices((8, 16, 32), weights=(0.7, 0.2, 0.1))[0]
             planned.append(Experiment(at, f"dev/experiment-{day}-{number:03d}", rng.randrange(4), chips,
                                       rng.uniform(1.0, 4.0)))
-    return sorted(planned, key=lambda e: e.arrival_s)
+    begin = start_s - settings.warmup_h * HOUR
+    return sorted((e for e in planned if e.arrival_s >= begin), key=lambda e: e.arrival_s)
