@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, ClassVar, Literal
 
@@ -61,7 +62,7 @@ from fastci.scheduling.pool import (
 )
 
 SEGMENT = 64  # queue entries per stored value
-LOOKAHEAD = 128  # queued jobs per class one pass considers (FIFO with backfill over this window)
+LOOKAHEAD = 64  # queued jobs per class one pass considers (FIFO with backfill over this window)
 DEFAULT_ESTIMATE_S = 1800.0  # a run request that gives no estimate
 NO_NEW_WORK = frozenset({"suspect", "quarantined", "diagnosing"})
 EVICTING = frozenset({"quarantined", "diagnosing"})
@@ -115,6 +116,7 @@ class QueueIndex(Record):
     first: int = 0  # segments first..last hold the class's queue, front to back
     last: int = -1
     jobs: int = 0
+    cpu_jobs: int = 0  # of which on CPU/simulator capacity
 
 
 class PoolRecord(Record):
@@ -177,7 +179,7 @@ class PoolSchedulerState(Record):
 
 def _wrap(**value: Any) -> PoolSchedulerState:
     """A state value around a record this module built from validated parts (not validated again)."""
-    return PoolSchedulerState.model_construct(**{**_NO_VALUES, **value})
+    return PoolSchedulerState.trusted({**_NO_VALUES, **value})
 
 
 _NO_VALUES = dict.fromkeys(PoolSchedulerState.model_fields)
@@ -231,13 +233,14 @@ def seconds(time: datetime) -> float:
     return time.timestamp()
 
 
-class PlanEntry(Record):
-    """One test of a change's plan, as the scheduler needs it (from a ``test-plan`` event)."""
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    """One test of a change's plan, as the scheduler needs it (from a validated ``test-plan`` event)."""
 
     test_id: str
-    config: dict[str, Any] = Field(default_factory=dict)
     estimated_s: float
     chips: int
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
@@ -289,8 +292,7 @@ def plan_of(event: Event) -> tuple[str, str, str | None, bool, list[PlanEntry], 
     if event.TOPIC != "test-plan":
         return None
     entries = [
-        PlanEntry(test_id=e.test_id, config=dict(e.config), estimated_s=e.estimated_s, chips=e.chips)
-        for e in getattr(event, "entries")
+        PlanEntry(e.test_id, e.estimated_s, e.chips, e.config) for e in getattr(event, "entries")
     ]
     last = getattr(event, "page", 0) + 1 >= getattr(event, "pages", 1)
     return event.id, getattr(event, "repo"), getattr(event, "sha", None), bool(getattr(event, "hardware_path")), entries, last
@@ -373,7 +375,7 @@ class _Work:
     def push(self, work_class: str, entry: QueueEntry, front: bool = False) -> None:
         index = self._index(work_class)
         if index.jobs == 0:
-            index = QueueIndex(first=0, last=0, jobs=0)
+            index = QueueIndex(first=0, last=0, jobs=0, cpu_jobs=0)
         number = index.first if front else index.last
         entries = self.segment(work_class, number)
         if len(entries) >= SEGMENT:
@@ -382,24 +384,27 @@ class _Work:
         entries = [entry, *entries] if front else [*entries, entry]
         self.set_segment(work_class, number, entries)
         self._set_index(work_class, QueueIndex(
-            first=min(index.first, number), last=max(index.last, number), jobs=index.jobs + 1
+            first=min(index.first, number), last=max(index.last, number), jobs=index.jobs + 1,
+            cpu_jobs=index.cpu_jobs + (entry.chips == 0),
         ))
 
     def remove(self, work_class: str, removals: dict[int, set[str]]) -> None:
         """Take jobs out of their segments (segment number -> job ids)."""
         index = self._index(work_class)
-        removed = 0
+        removed = removed_cpu = 0
         for number, job_ids in removals.items():
             entries = self.segment(work_class, number)
             kept = [e for e in entries if e.job_id not in job_ids]
             removed += len(entries) - len(kept)
+            removed_cpu += sum(1 for e in entries if e.job_id in job_ids and e.chips == 0)
             self.set_segment(work_class, number, kept)
         first, last = index.first, index.last
         while first <= last and not self._get(segment_key(self.name, work_class, first)).segment:
             first += 1
         while last >= first and not self._get(segment_key(self.name, work_class, last)).segment:
             last -= 1
-        self._set_index(work_class, QueueIndex(first=first, last=last, jobs=max(0, index.jobs - removed)))
+        self._set_index(work_class, QueueIndex(first=first, last=last, jobs=max(0, index.jobs - removed),
+                                               cpu_jobs=max(0, index.cpu_jobs - removed_cpu)))
 
     def waiting(self, work_class: str) -> list[tuple[int, QueueEntry]]:
         """The first LOOKAHEAD queued entries of a class, with the segment each sits in."""
@@ -452,11 +457,13 @@ class _Work:
             hardware = [PlanEntry(test_id=self.pool.smoke_test, estimated_s=self.pool.smoke_estimated_s,
                                   chips=self.pool.smoke_chips)]
         for position, entry in enumerate(hardware):
-            test = ScheduledTest(test_id=entry.test_id, config=entry.config, estimated_s=entry.estimated_s)
+            test = ScheduledTest.trusted({"test_id": entry.test_id, "config": entry.config,
+                                          "estimated_s": entry.estimated_s})
             self.add_job(derive_id("job", plan_id, "hw", str(position)), plan_id, "presubmit", repo, sha, (test,),
                          entry.chips, ANY_REVISION, (), None)
         for number, shard in enumerate(shards(cpu, self.pool.cpu_shard_s)):
-            tests = tuple(ScheduledTest(test_id=e.test_id, config=e.config, estimated_s=e.estimated_s) for e in shard)
+            tests = tuple(ScheduledTest.trusted({"test_id": e.test_id, "config": e.config, "estimated_s": e.estimated_s})
+                          for e in shard)
             self.add_job(derive_id("job", plan_id, "cpu", str(number)), plan_id, "presubmit", repo, sha, tests,
                          0, ANY_REVISION, (), None)
 
@@ -552,6 +559,9 @@ class _Work:
         for running in pool.running.values():
             for node, chips in running.placement:
                 used[node] = used.get(node, 0) + chips
+        if pool.queues and self._nothing_can_start(used):
+            self.set_pool(settled=True)
+            return
         nodes = [
             NodeView(n.node_id, n.hardware_revision, n.chips, used.get(n.node_id, 0), n.state not in NO_NEW_WORK)
             for n in pool.nodes
@@ -619,6 +629,30 @@ class _Work:
         self.count(action)
 
     # ----- helpers
+
+    def _nothing_can_start(self, used: dict[str, int]) -> bool:
+        """True when no queued job can start, whatever the policy decides: no CPU slot free for a
+        queued CPU job, no chip free on a healthy node, and no class that could reclaim chips (one
+        below its share with queued hardware work, and a lower-priority class above its share). A
+        saturated pool then skips the pass (most of its inputs are results that free nothing)."""
+        pool = self.pool
+        cpu_running = sum(1 for r in pool.running.values() if not r.placement)
+        if cpu_running < pool.cpu_slots and any(q.cpu_jobs for q in pool.queues.values()):
+            return False
+        if any(n.chips - used.get(n.node_id, 0) > 0 for n in pool.nodes if n.state not in NO_NEW_WORK):
+            return False
+        healthy = sum(n.chips for n in pool.nodes if n.state not in NO_NEW_WORK)
+        usage: dict[str, int] = {}
+        for r in pool.running.values():
+            usage[r.work_class] = usage.get(r.work_class, 0) + r.chips
+        policies = {p.work_class: p for p in pool.classes}
+        for name, index in pool.queues.items():
+            if index.jobs == index.cpu_jobs or usage.get(name, 0) >= policies[name].quota * healthy:
+                continue
+            if any(policies[other].priority > policies[name].priority and held > policies[other].quota * healthy
+                   for other, held in usage.items()):
+                return False
+        return True
 
     def _policy(self, work_class: str) -> ClassPolicy:
         return next(p for p in self.pool.classes if p.work_class == work_class)

@@ -197,7 +197,7 @@ def schedule_pass(
     result = PassResult()
     placed: set[str] = set()
     order = sorted(queues, key=lambda name: (rules[name].priority, name))
-    for _ in range(MAX_ROUNDS):  # a round that placed something may have ended another class's wait
+    for _ in range(MAX_ROUNDS):  # a round that preempted may have freed room a job before it could use
         if not _round(pool, queues, order, placed, result):
             break
     return result
@@ -210,7 +210,7 @@ def _round(pool: _Pool, queues: Mapping[str, Sequence[WaitingView]], order: list
            result: PassResult) -> bool:
     """One sweep over the queues: first every job that keeps its class within its share (placed on
     free chips or by reclaiming them), then the jobs that would borrow, on what is still free.
-    True when it placed anything."""
+    True when it preempted anything (placements alone open no room for a job it passed over)."""
     progress = False
     for borrowing in (False, True):
         # job shape -> the shortest remaining time that found no room; 0: no job of that shape fits
@@ -228,7 +228,6 @@ def _round(pool: _Pool, queues: Mapping[str, Sequence[WaitingView]], order: list
                         pool.cpu_free -= 1
                         result.placements.append(Placement(job.job_id, (), None))
                         placed.add(job.job_id)
-                        progress = True
                     continue
                 if (pool.usage.get(name, 0) + job.chips <= quota) == borrowing:
                     continue  # not this phase's job
@@ -256,7 +255,7 @@ def _round(pool: _Pool, queues: Mapping[str, Sequence[WaitingView]], order: list
                     Placement(job.job_id, placement, pool.nodes[placement[0][0]].revision, victims)
                 )
                 placed.add(job.job_id)
-                progress = True
+                progress = progress or bool(victims)
                 if result.reservation is not None and result.reservation.job_id == job.job_id:
                     result.reservation = None
                 most_free = pool.most_free()

@@ -144,6 +144,9 @@ class Simulation:
         else:
             self.loop.run(until_s=end)
         self.metrics.finish(self.loop.now)
+        if self.bus.dead_letters:  # a processor refused an event: the figures would be about a broken run
+            first = self.bus.dead_letters[0]
+            raise RuntimeError(f"{len(self.bus.dead_letters)} dead letter(s); the first from {first.source}: {first.error}")
         return self.metrics
 
     def prepare(self) -> None:
