@@ -56,7 +56,6 @@ from fastci.processors.base import Processor, StateReader, Step, compound_key
 from fastci.scheduling.pool import (
     ClassRule,
     NodeView,
-    RunningView,
     checkpointed,
     schedule_pass,
 )
@@ -105,11 +104,18 @@ class NodeRecord(Record):
 
 
 class RunningRecord(Record):
+    """A running job as the policy sees it (it is a ``RunningView``: the pass reads records as stored)."""
+
+    job_id: str
     work_class: str
     chips: int
     placement: tuple[tuple[str, int], ...] = ()
     started: float
     expected_end: float
+
+    @property
+    def cpu(self) -> bool:
+        return not self.placement
 
 
 class QueueIndex(Record):
@@ -566,10 +572,7 @@ class _Work:
             NodeView(n.node_id, n.hardware_revision, n.chips, used.get(n.node_id, 0), n.state not in NO_NEW_WORK)
             for n in pool.nodes
         ]
-        running_views = [
-            RunningView(job_id, r.work_class, r.chips, r.placement, r.started, r.expected_end)
-            for job_id, r in pool.running.items()
-        ]
+        running_views = list(pool.running.values())
         listed = {work_class: self.waiting(work_class) for work_class in pool.queues}
         queues = {work_class: [entry for _, entry in entries] for work_class, entries in listed.items()}
         if not queues:
@@ -577,9 +580,10 @@ class _Work:
             return
         rules = {p.work_class: ClassRule(p.priority, p.quota) for p in pool.classes}
         decided = schedule_pass(self.now, nodes, running_views, queues, rules, pool.cpu_slots)
-        # A pass that decided nothing is a fixed point: ticks need not run another until something
-        # changes. One that decided something may have brought further queued jobs into its window.
-        self.set_pool(settled=not (decided.placements or decided.preempted))
+        # A pass is a fixed point of its window, so ticks need not run another until something changes;
+        # unless it took jobs out of a queue longer than its window (others came into view).
+        longer = any(self._index(c).jobs > LOOKAHEAD for c in pool.queues)
+        self.set_pool(settled=not (longer and decided.placements))
         for victim, by in decided.preempted.items():
             self.evict(victim, reason=f"preempted by {self.job(by).work_class} job {by}", by=by)  # type: ignore[union-attr]
         placed = {placement.job_id for placement in decided.placements}
@@ -605,8 +609,10 @@ class _Work:
         self.set_job(job_id, job)
         chips = sum(c for _, c in placement)
         running = dict(self.pool.running)
-        running[job_id] = RunningRecord(work_class=job.work_class, chips=chips, placement=placement,
-                                        started=self.now, expected_end=self.now + remaining)
+        running[job_id] = RunningRecord.trusted({
+            "job_id": job_id, "work_class": job.work_class, "chips": chips, "placement": placement,
+            "started": self.now, "expected_end": self.now + remaining,
+        })
         self.set_pool(running=running)
         pending = tuple(t for t, flag in zip(job.tests, job.reported, strict=True) if flag == "0")
         self.emit(job_id, job, "placed", tests=pending, chips=chips, nodes=tuple(n for n, _ in placement),
