@@ -35,7 +35,7 @@ from fastci.simulate.fleet import Durations, choose_models, load_qualify_duratio
 from fastci.simulate.sim import VARIANTS, Simulation  # noqa: E402
 from fastci.simulate.workload import Settings  # noqa: E402
 
-SMALL = Settings(days=1, changes_per_day=120, faults_per_day=8, experiments_per_day=4, drain_days=0.5)
+SMALL = Settings(days=1, changes_per_day=120, faults_per_day=8, experiments_per_day=4, warmup_h=3.0, drain_days=0.5)
 EVERYTHING, SELECTION, PRUNING, RISK, WORKLOAD = VARIANTS
 
 
