@@ -84,6 +84,9 @@ class Metrics:
         self.preemptions: dict[str, int] = defaultdict(int)
         self.latest_sha: str | None = None
         self.end_s = start_s
+        self.queued_now = 0  # jobs waiting in the pool's queues
+        self.queued_max = 0
+        self.largest_value = 0  # bytes of the biggest value the scheduler stored (filled at the end)
         sim.bus.listen("selection", self.on_selection)
         sim.bus.listen("test-plan", self.on_plan)
         sim.bus.listen("schedule", self.on_schedule)
@@ -136,6 +139,8 @@ class Metrics:
     def on_schedule(self, event: ScheduleEvent) -> None:
         now = event.time.timestamp()
         self.end_s = max(self.end_s, now)
+        self.queued_now += {"queued": 1, "requeued": 1, "placed": -1}.get(event.action, 0)
+        self.queued_max = max(self.queued_max, self.queued_now)
         if event.action == "queued":
             self.queued_at[event.job_id] = now
             stats = self.change_of_plan.get(event.request_id)
@@ -260,4 +265,6 @@ class Metrics:
                 sum(s.planned_models for s in changes if s.change.hardware_path) / len(hardware) if hardware else math.nan
             ),
             "preemptions": dict(self.preemptions),
+            "queued_max": self.queued_max,
+            "largest_state_value_bytes": self.largest_value,
         }

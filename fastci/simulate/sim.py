@@ -144,6 +144,8 @@ class Simulation:
         else:
             self.loop.run(until_s=end)
         self.metrics.finish(self.loop.now)
+        self.bus.drain()
+        self.metrics.largest_value = self.bus.largest.get(PoolSchedulerProcessor.name, 0)
         if self.bus.dead_letters:  # a processor refused an event: the figures would be about a broken run
             first = self.bus.dead_letters[0]
             raise RuntimeError(f"{len(self.bus.dead_letters)} dead letter(s); the first from {first.source}: {first.error}")
