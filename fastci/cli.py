@@ -33,6 +33,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "fastci.evidence.commands",
     "fastci.release.commands",
     "fastci.reproduce.commands",
+    "fastci.scheduling.commands",
+    "fastci.simulate.commands",
 )
 
 

@@ -197,6 +197,11 @@ def test_a_plan_becomes_cpu_shards_and_one_hardware_job_per_test_with_the_smoke_
     # off the hardware path, the model tests run in their CPU/simulator form
     out = pool(plan("p2", entries, hardware_path=False))
     assert all(e.chips == 0 for e in out if e.action == "queued")
+    # a model that needs many nodes runs per change in its CPU/simulator form (on hardware nightly)
+    out = pool(plan("p4", [("tests/models.py::llm-70b", 16, 900.0)], hardware_path=True))
+    assert [(e.chips, e.tests[0].test_id) for e in out if e.action == "queued"] == [
+        (4, "tests/smoke.py::test_tiny"), (0, "tests/models.py::llm-70b"),
+    ]
     # a hardware-path change whose plan has no hardware test still gets the smoke test on hardware
     out = pool(plan("p3", [("tests/k.py::a", 0, 60.0)], hardware_path=True))
     smoke = next(e for e in out if e.action == "queued" and e.chips)
@@ -239,4 +244,5 @@ def plan(name: str, entries, hardware_path: bool):
 
     tests = [SimpleNamespace(test_id=t, config={}, estimated_s=s, chips=c) for t, c, s in entries]
     return SimpleNamespace(TOPIC="test-plan", id=derive_id("test-plan", name), key="default", pool="default",
-                           repo="acme/stack", sha="abcdef1", hardware_path=hardware_path, tests=tests)
+                           repo="acme/stack", sha="abcdef1", hardware_path=hardware_path, entries=tests,
+                           page=0, pages=1)

@@ -72,7 +72,13 @@ class PoolConfig(Event):
     cpu_slots: int = Field(default=64, ge=0, le=100_000, description="Concurrent jobs on CPU/simulator capacity.")
     classes: tuple[ClassPolicy, ...] = Field(min_length=len(WORK_CLASSES), max_length=len(WORK_CLASSES))
     cpu_shard_s: FiniteFloat = Field(
-        default=600.0, gt=0, description="A plan's CPU tests are placed in shards of about this many estimated seconds."
+        default=300.0, gt=0, description="A plan's CPU tests are placed in shards of about this many estimated seconds."
+    )
+    presubmit_max_chips: int | None = Field(
+        default=None,
+        ge=0,
+        description="The biggest presubmit run placed on hardware (None: one node's chips). Bigger models (the ones "
+        "that need many nodes) run per change in their CPU/simulator form; on hardware nightly and before a release.",
     )
     smoke_test: Name | None = Field(
         default=None,

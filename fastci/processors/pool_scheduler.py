@@ -1,10 +1,12 @@
 """pool-scheduler: places CI work on the shared accelerator pool; time arrives as ``clock`` ticks.
 
 Partitioned by pool (every input carries a ``pool`` field, default ``"default"``). Inputs:
-- ``test-plan``: a change's ordered tests (presubmit work). CPU tests (0 chips) are placed in shards
-  on CPU/simulator capacity; the others one job each on hardware, but only for a change on the
-  hardware path (off it, they run in their CPU/simulator form); a hardware-path change with no
-  hardware test gets the pool's smoke test (the tier's floor);
+- ``test-plan``: a change's ordered tests (presubmit work), tiered here: CPU tests (0 chips) run in
+  shards on CPU/simulator capacity; tests that need chips run one job each on hardware when the change
+  is on the hardware path and they fit the presubmit hardware tier (small models, at most a node's
+  chips by default), otherwise in their CPU/simulator form (the big multi-node models run on hardware
+  nightly and before a release); a hardware-path change with no hardware test gets the pool's smoke
+  test (the tier's floor);
 - ``run-requested``: one job (nightly, release, bisect, rerun, dev, or a presubmit rerun);
 - ``results``: a result whose run id is one this pool handed out counts towards its job; the job
   completes when every test of the attempt has reported;
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, ClassVar, Literal
 
@@ -53,14 +56,12 @@ from fastci.processors.base import Processor, StateReader, Step, compound_key
 from fastci.scheduling.pool import (
     ClassRule,
     NodeView,
-    RunningView,
-    WaitingView,
     checkpointed,
     schedule_pass,
 )
 
 SEGMENT = 64  # queue entries per stored value
-LOOKAHEAD = 512  # queued jobs per class one pass considers (FIFO with backfill over this window)
+LOOKAHEAD = 64  # queued jobs per class one pass considers (FIFO with backfill over this window)
 DEFAULT_ESTIMATE_S = 1800.0  # a run request that gives no estimate
 NO_NEW_WORK = frozenset({"suspect", "quarantined", "diagnosing"})
 EVICTING = frozenset({"quarantined", "diagnosing"})
@@ -83,13 +84,15 @@ def default_config(pool: str = DEFAULT_POOL) -> PoolConfig:
     )
 
 
+# Shares follow each class's steady demand on a 128-chip pool: presubmit the largest in the day,
+# nightly and release enough for their multi-node runs (32 chips), developers one node and a half.
 DEFAULT_CLASSES = (
     ClassPolicy(work_class="release", priority=0, quota=0.25, checkpoint_every_s=900.0),
-    ClassPolicy(work_class="presubmit", priority=1, quota=0.35),
+    ClassPolicy(work_class="presubmit", priority=1, quota=0.30),
     ClassPolicy(work_class="bisect", priority=2, quota=0.05),
     ClassPolicy(work_class="rerun", priority=3, quota=0.05),
     ClassPolicy(work_class="nightly", priority=4, quota=0.25, checkpoint_every_s=600.0),
-    ClassPolicy(work_class="dev", priority=5, quota=0.05, checkpoint_every_s=600.0),
+    ClassPolicy(work_class="dev", priority=5, quota=0.10, checkpoint_every_s=600.0),
 )
 
 
@@ -101,17 +104,25 @@ class NodeRecord(Record):
 
 
 class RunningRecord(Record):
+    """A running job as the policy sees it (it is a ``RunningView``: the pass reads records as stored)."""
+
+    job_id: str
     work_class: str
     chips: int
     placement: tuple[tuple[str, int], ...] = ()
     started: float
     expected_end: float
 
+    @property
+    def cpu(self) -> bool:
+        return not self.placement
+
 
 class QueueIndex(Record):
     first: int = 0  # segments first..last hold the class's queue, front to back
     last: int = -1
     jobs: int = 0
+    cpu_jobs: int = 0  # of which on CPU/simulator capacity
 
 
 class PoolRecord(Record):
@@ -120,6 +131,7 @@ class PoolRecord(Record):
     classes: tuple[ClassPolicy, ...]
     cpu_slots: int
     cpu_shard_s: float
+    presubmit_max_chips: int | None = None
     smoke_test: str | None = None
     smoke_chips: int = 8
     smoke_estimated_s: float = 300.0
@@ -127,6 +139,7 @@ class PoolRecord(Record):
     running: dict[str, RunningRecord] = Field(default_factory=dict)
     queues: dict[str, QueueIndex] = Field(default_factory=dict)
     counts: dict[str, int] = Field(default_factory=dict, description="Decisions so far, by action.")
+    settled: bool = Field(default=False, description="Nothing changed since the last pass but the time.")
 
 
 class JobRecord(Record):
@@ -152,7 +165,10 @@ class JobRecord(Record):
 
 
 class QueueEntry(Record):
+    """A queued job as the policy sees it (it is a ``WaitingView``: the pass reads entries as they are stored)."""
+
     job_id: str
+    work_class: str
     chips: int
     revision: str = ANY_REVISION
     avoid: tuple[str, ...] = ()
@@ -165,6 +181,14 @@ class PoolSchedulerState(Record):
     pool: PoolRecord | None = None
     job: JobRecord | None = None
     segment: tuple[QueueEntry, ...] | None = None
+
+
+def _wrap(**value: Any) -> PoolSchedulerState:
+    """A state value around a record this module built from validated parts (not validated again)."""
+    return PoolSchedulerState.trusted({**_NO_VALUES, **value})
+
+
+_NO_VALUES = dict.fromkeys(PoolSchedulerState.model_fields)
 
 
 def pool_record(config: PoolConfig, previous: PoolRecord | None = None) -> PoolRecord:
@@ -183,6 +207,7 @@ def pool_record(config: PoolConfig, previous: PoolRecord | None = None) -> PoolR
         classes=config.classes,
         cpu_slots=config.cpu_slots,
         cpu_shard_s=config.cpu_shard_s,
+        presubmit_max_chips=config.presubmit_max_chips,
         smoke_test=config.smoke_test,
         smoke_chips=config.smoke_chips,
         smoke_estimated_s=config.smoke_estimated_s,
@@ -214,13 +239,14 @@ def seconds(time: datetime) -> float:
     return time.timestamp()
 
 
-class PlanEntry(Record):
-    """One test of a change's plan, as the scheduler needs it (from a ``test-plan`` event)."""
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    """One test of a change's plan, as the scheduler needs it (from a validated ``test-plan`` event)."""
 
     test_id: str
-    config: dict[str, Any] = Field(default_factory=dict)
     estimated_s: float
     chips: int
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
@@ -245,6 +271,9 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
             if work.pool.now is not None and seconds(event.time) <= work.pool.now:
                 return Step()
             work.set_pool(now=seconds(event.time))
+            if work.pool.settled:
+                # Time alone frees nothing (a backfill only gets harder as it passes): no pass needed.
+                return Step(writes=work.finish())
         elif isinstance(event, PoolConfig):
             work.configure(event)
         elif isinstance(event, RunRequested):
@@ -253,25 +282,26 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
             work.node_state(event)
         elif isinstance(event, ResultEvent):
             if not work.result(event):
-                return Step(writes=work.writes)  # counted (or ignored); the pool did not change
+                return Step(writes=work.finish())  # counted (or ignored); the pool did not change
         else:
             plan = plan_of(event)
             if plan is None:
                 return Step()
             work.enqueue_plan(*plan)
         work.schedule()
-        return Step(writes=work.writes, outputs=work.outputs)
+        return Step(writes=work.finish(), outputs=work.outputs)
 
 
-def plan_of(event: Event) -> tuple[str, str, str | None, bool, list[PlanEntry]] | None:
-    """(request id, repo, sha, hardware_path, entries) of a test-plan event; None for any other."""
+def plan_of(event: Event) -> tuple[str, str, str | None, bool, list[PlanEntry], bool] | None:
+    """(request id, repo, sha, hardware_path, entries, whole plan) of a test-plan event; None for any
+    other. A plan may come in pages; ``whole plan`` is False for every page but the last."""
     if event.TOPIC != "test-plan":
         return None
     entries = [
-        PlanEntry(test_id=e.test_id, config=dict(e.config), estimated_s=e.estimated_s, chips=e.chips)
-        for e in getattr(event, "tests")
+        PlanEntry(e.test_id, e.estimated_s, e.chips, e.config) for e in getattr(event, "entries")
     ]
-    return event.id, getattr(event, "repo"), getattr(event, "sha", None), bool(getattr(event, "hardware_path", True)), entries
+    last = getattr(event, "page", 0) + 1 >= getattr(event, "pages", 1)
+    return event.id, getattr(event, "repo"), getattr(event, "sha", None), bool(getattr(event, "hardware_path")), entries, last
 
 
 class _Work:
@@ -285,7 +315,9 @@ class _Work:
         self.writes: dict[str, PoolSchedulerState | None] = {}
         self.outputs: list[ScheduleEvent] = []
         self.test_index = test_index
+        self.counts: dict[str, int] = {}
         stored = self._get(pool_key(pool))
+        self.pool_changed = stored.pool is None
         self.pool: PoolRecord = stored.pool if stored.pool is not None else pool_record(default_config(pool))
 
     # ----- state access
@@ -297,29 +329,38 @@ class _Work:
 
     def set_pool(self, **changes: Any) -> None:
         self.pool = self.pool.model_copy(update=changes)
-        self.writes[pool_key(self.name)] = PoolSchedulerState(pool=self.pool)
+        self.pool_changed = True
+
+    def finish(self) -> dict[str, PoolSchedulerState | None]:
+        """The writes of this input: the pool's own value once, with its decision counts."""
+        if self.counts:
+            counts = dict(self.pool.counts)
+            for action, number in self.counts.items():
+                counts[action] = counts.get(action, 0) + number
+            self.set_pool(counts=counts)
+        if self.pool_changed:
+            self.writes[pool_key(self.name)] = _wrap(pool=self.pool)
+        return self.writes
 
     def job(self, job_id: str) -> JobRecord | None:
         return self._get(job_key(self.name, job_id)).job
 
     def set_job(self, job_id: str, job: JobRecord) -> None:
-        self.writes[job_key(self.name, job_id)] = PoolSchedulerState(job=job)
+        self.writes[job_key(self.name, job_id)] = _wrap(job=job)
 
     def segment(self, work_class: str, number: int) -> list[QueueEntry]:
         return list(self._get(segment_key(self.name, work_class, number)).segment or ())
 
     def set_segment(self, work_class: str, number: int, entries: list[QueueEntry]) -> None:
         key = segment_key(self.name, work_class, number)
-        self.writes[key] = PoolSchedulerState(segment=tuple(entries)) if entries else None
+        self.writes[key] = _wrap(segment=tuple(entries)) if entries else None
 
     @property
     def now(self) -> float:
         return self.pool.now if self.pool.now is not None else 0.0
 
     def count(self, action: str) -> None:
-        counts = dict(self.pool.counts)
-        counts[action] = counts.get(action, 0) + 1
-        self.set_pool(counts=counts)
+        self.counts[action] = self.counts.get(action, 0) + 1
 
     # ----- the queue: segments first..last per class
 
@@ -340,7 +381,7 @@ class _Work:
     def push(self, work_class: str, entry: QueueEntry, front: bool = False) -> None:
         index = self._index(work_class)
         if index.jobs == 0:
-            index = QueueIndex(first=0, last=0, jobs=0)
+            index = QueueIndex(first=0, last=0, jobs=0, cpu_jobs=0)
         number = index.first if front else index.last
         entries = self.segment(work_class, number)
         if len(entries) >= SEGMENT:
@@ -349,24 +390,27 @@ class _Work:
         entries = [entry, *entries] if front else [*entries, entry]
         self.set_segment(work_class, number, entries)
         self._set_index(work_class, QueueIndex(
-            first=min(index.first, number), last=max(index.last, number), jobs=index.jobs + 1
+            first=min(index.first, number), last=max(index.last, number), jobs=index.jobs + 1,
+            cpu_jobs=index.cpu_jobs + (entry.chips == 0),
         ))
 
     def remove(self, work_class: str, removals: dict[int, set[str]]) -> None:
         """Take jobs out of their segments (segment number -> job ids)."""
         index = self._index(work_class)
-        removed = 0
+        removed = removed_cpu = 0
         for number, job_ids in removals.items():
             entries = self.segment(work_class, number)
             kept = [e for e in entries if e.job_id not in job_ids]
             removed += len(entries) - len(kept)
+            removed_cpu += sum(1 for e in entries if e.job_id in job_ids and e.chips == 0)
             self.set_segment(work_class, number, kept)
         first, last = index.first, index.last
         while first <= last and not self._get(segment_key(self.name, work_class, first)).segment:
             first += 1
         while last >= first and not self._get(segment_key(self.name, work_class, last)).segment:
             last -= 1
-        self._set_index(work_class, QueueIndex(first=first, last=last, jobs=max(0, index.jobs - removed)))
+        self._set_index(work_class, QueueIndex(first=first, last=last, jobs=max(0, index.jobs - removed),
+                                               cpu_jobs=max(0, index.cpu_jobs - removed_cpu)))
 
     def waiting(self, work_class: str) -> list[tuple[int, QueueEntry]]:
         """The first LOOKAHEAD queued entries of a class, with the segment each sits in."""
@@ -382,7 +426,7 @@ class _Work:
 
     def configure(self, config: PoolConfig) -> None:
         self.pool = pool_record(config, self.pool)
-        self.writes[pool_key(self.name)] = PoolSchedulerState(pool=self.pool)
+        self.pool_changed = True
         present = {node.node_id for node in config.nodes}
         for job_id, running in sorted(self.pool.running.items()):
             gone = sorted({node for node, _ in running.placement} - present)
@@ -408,18 +452,24 @@ class _Work:
         )
 
     def enqueue_plan(self, plan_id: str, repo: str, sha: str | None, hardware_path: bool,
-                     entries: Sequence[PlanEntry]) -> None:
-        hardware = [e for e in entries if e.chips > 0 and hardware_path]
-        cpu = [e for e in entries if not (e.chips > 0 and hardware_path)]
-        if hardware_path and not hardware and self.pool.smoke_test:
+                     entries: Sequence[PlanEntry], last_page: bool = True) -> None:
+        limit = self._node_chips() if self.pool.presubmit_max_chips is None else self.pool.presubmit_max_chips
+        on_hardware = [hardware_path and 0 < e.chips <= limit for e in entries]
+        hardware = [e for e, here in zip(entries, on_hardware) if here]
+        cpu = [e for e, here in zip(entries, on_hardware) if not here]
+        # The smoke floor is judged per page: a plan long enough to have pages is a run of everything,
+        # which lists the hardware tests (a page without any then adds one smoke run, not a miss).
+        if hardware_path and not hardware and self.pool.smoke_test and last_page:
             hardware = [PlanEntry(test_id=self.pool.smoke_test, estimated_s=self.pool.smoke_estimated_s,
                                   chips=self.pool.smoke_chips)]
         for position, entry in enumerate(hardware):
-            test = ScheduledTest(test_id=entry.test_id, config=entry.config, estimated_s=entry.estimated_s)
+            test = ScheduledTest.trusted({"test_id": entry.test_id, "config": entry.config,
+                                          "estimated_s": entry.estimated_s})
             self.add_job(derive_id("job", plan_id, "hw", str(position)), plan_id, "presubmit", repo, sha, (test,),
                          entry.chips, ANY_REVISION, (), None)
         for number, shard in enumerate(shards(cpu, self.pool.cpu_shard_s)):
-            tests = tuple(ScheduledTest(test_id=e.test_id, config=e.config, estimated_s=e.estimated_s) for e in shard)
+            tests = tuple(ScheduledTest.trusted({"test_id": e.test_id, "config": e.config, "estimated_s": e.estimated_s})
+                          for e in shard)
             self.add_job(derive_id("job", plan_id, "cpu", str(number)), plan_id, "presubmit", repo, sha, tests,
                          0, ANY_REVISION, (), None)
 
@@ -441,8 +491,8 @@ class _Work:
             self.emit(job_id, job, "refused", reason=problem, tests=tests)
             return
         self.set_job(job_id, job)
-        self.push(work_class, QueueEntry(job_id=job_id, chips=chips, revision=revision, avoid=job.avoid,
-                                         remaining_s=estimated))
+        self.push(work_class, QueueEntry(job_id=job_id, work_class=work_class, chips=chips, revision=revision,
+                                         avoid=job.avoid, remaining_s=estimated))
         self.emit(job_id, job, "queued", tests=tests)
 
     def result(self, event: ResultEvent) -> bool:
@@ -503,8 +553,9 @@ class _Work:
         nodes = tuple(node for node, _ in held.placement)
         self.emit(job_id, job, "preempted", chips=held.chips, nodes=nodes, lost_s=ran - kept, preempted_by=by,
                   reason=reason)
-        self.push(job.work_class, QueueEntry(job_id=job_id, chips=job.chips, revision=job.revision, avoid=job.avoid,
-                                             remaining_s=max(0.0, job.estimated_s - job.done_s)), front=True)
+        entry = QueueEntry(job_id=job_id, work_class=job.work_class, chips=job.chips, revision=job.revision,
+                           avoid=job.avoid, remaining_s=max(0.0, job.estimated_s - job.done_s))
+        self.push(job.work_class, entry, front=True)
         self.emit(job_id, job, "requeued", resume_from_s=job.done_s, reason=reason)
 
     def schedule(self) -> None:
@@ -514,36 +565,33 @@ class _Work:
         for running in pool.running.values():
             for node, chips in running.placement:
                 used[node] = used.get(node, 0) + chips
+        if pool.queues and self._nothing_can_start(used):
+            self.set_pool(settled=True)
+            return
         nodes = [
             NodeView(n.node_id, n.hardware_revision, n.chips, used.get(n.node_id, 0), n.state not in NO_NEW_WORK)
             for n in pool.nodes
         ]
-        running_views = [
-            RunningView(job_id, r.work_class, r.chips, r.placement, r.started, r.expected_end)
-            for job_id, r in pool.running.items()
-        ]
-        # Jobs on CPU capacity are running views too (they hold a slot).
-        segments: dict[str, dict[str, int]] = {}
-        queues: dict[str, list[WaitingView]] = {}
-        for work_class in pool.queues:
-            listed = self.waiting(work_class)
-            segments[work_class] = {entry.job_id: number for number, entry in listed}
-            queues[work_class] = [
-                WaitingView(e.job_id, work_class, e.chips, e.revision, frozenset(e.avoid), e.remaining_s)
-                for _, e in listed
-            ]
+        running_views = list(pool.running.values())
+        listed = {work_class: self.waiting(work_class) for work_class in pool.queues}
+        queues = {work_class: [entry for _, entry in entries] for work_class, entries in listed.items()}
         if not queues:
+            self.set_pool(settled=True)
             return
         rules = {p.work_class: ClassRule(p.priority, p.quota) for p in pool.classes}
         decided = schedule_pass(self.now, nodes, running_views, queues, rules, pool.cpu_slots)
+        # A pass is a fixed point of its window, so ticks need not run another until something changes;
+        # unless it took jobs out of a queue longer than its window (others came into view).
+        longer = any(self._index(c).jobs > LOOKAHEAD for c in pool.queues)
+        self.set_pool(settled=not (longer and decided.placements))
         for victim, by in decided.preempted.items():
             self.evict(victim, reason=f"preempted by {self.job(by).work_class} job {by}", by=by)  # type: ignore[union-attr]
+        placed = {placement.job_id for placement in decided.placements}
         removals: dict[str, dict[int, set[str]]] = {}
-        for placement in decided.placements:
-            job = self.job(placement.job_id)
-            assert job is not None
-            removals.setdefault(job.work_class, {}).setdefault(
-                segments[job.work_class][placement.job_id], set()).add(placement.job_id)
+        for work_class, entries in listed.items():
+            for number, entry in entries:
+                if entry.job_id in placed:
+                    removals.setdefault(work_class, {}).setdefault(number, set()).add(entry.job_id)
         for work_class, by_segment in removals.items():
             self.remove(work_class, by_segment)
         for placement in decided.placements:
@@ -561,8 +609,10 @@ class _Work:
         self.set_job(job_id, job)
         chips = sum(c for _, c in placement)
         running = dict(self.pool.running)
-        running[job_id] = RunningRecord(work_class=job.work_class, chips=chips, placement=placement,
-                                        started=self.now, expected_end=self.now + remaining)
+        running[job_id] = RunningRecord.trusted({
+            "job_id": job_id, "work_class": job.work_class, "chips": chips, "placement": placement,
+            "started": self.now, "expected_end": self.now + remaining,
+        })
         self.set_pool(running=running)
         pending = tuple(t for t, flag in zip(job.tests, job.reported, strict=True) if flag == "0")
         self.emit(job_id, job, "placed", tests=pending, chips=chips, nodes=tuple(n for n, _ in placement),
@@ -585,6 +635,30 @@ class _Work:
         self.count(action)
 
     # ----- helpers
+
+    def _nothing_can_start(self, used: dict[str, int]) -> bool:
+        """True when no queued job can start, whatever the policy decides: no CPU slot free for a
+        queued CPU job, no chip free on a healthy node, and no class that could reclaim chips (one
+        below its share with queued hardware work, and a lower-priority class above its share). A
+        saturated pool then skips the pass (most of its inputs are results that free nothing)."""
+        pool = self.pool
+        cpu_running = sum(1 for r in pool.running.values() if not r.placement)
+        if cpu_running < pool.cpu_slots and any(q.cpu_jobs for q in pool.queues.values()):
+            return False
+        if any(n.chips - used.get(n.node_id, 0) > 0 for n in pool.nodes if n.state not in NO_NEW_WORK):
+            return False
+        healthy = sum(n.chips for n in pool.nodes if n.state not in NO_NEW_WORK)
+        usage: dict[str, int] = {}
+        for r in pool.running.values():
+            usage[r.work_class] = usage.get(r.work_class, 0) + r.chips
+        policies = {p.work_class: p for p in pool.classes}
+        for name, index in pool.queues.items():
+            if index.jobs == index.cpu_jobs or usage.get(name, 0) >= policies[name].quota * healthy:
+                continue
+            if any(policies[other].priority > policies[name].priority and held > policies[other].quota * healthy
+                   for other, held in usage.items()):
+                return False
+        return True
 
     def _policy(self, work_class: str) -> ClassPolicy:
         return next(p for p in self.pool.classes if p.work_class == work_class)

@@ -106,6 +106,12 @@ class SelectionProcessor(Processor[SelectionState]):
     state_model: ClassVar[type[Record]] = SelectionState
     partition_by = {EvidenceEvent.TOPIC: "repo", ResultEvent.TOPIC: "repo"}
 
+    def __init__(self, pruning: bool = True, run_everything: bool = False) -> None:
+        """The defaults are what runs in production; the simulator's ablation turns pruning off
+        (keep every selected test) or selection off (every commit runs every known test)."""
+        self.pruning = pruning
+        self.run_everything = run_everything
+
     def process(self, state: StateReader[SelectionState], event: Event) -> Step[SelectionState]:
         if isinstance(event, EvidenceEvent):
             return Step(writes=_record_evidence(state, event))
@@ -114,7 +120,9 @@ class SelectionProcessor(Processor[SelectionState]):
         if isinstance(event, CommitEvent):
             catalog = _catalog(state, event.repo)
             gone = removed_tests(event, catalog)
-            return Step(writes=_forget_tests(state, event.repo, gone), outputs=(select(state, event, gone, catalog),))
+            selection = select(state, event, gone, catalog, pruning=self.pruning,
+                               run_everything=self.run_everything)
+            return Step(writes=_forget_tests(state, event.repo, gone), outputs=(selection,))
         return Step()
 
 
@@ -193,7 +201,8 @@ def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> di
     # partition key, whose dedup window would catch it).
     recent = {**entry.recent_s, event.run_id: event.duration_s}
     recent = dict(list(recent.items())[-RECENT_RUNS:])
-    updated = entry.model_copy(update={"recent_s": recent, "chips": event.chips})
+    # A hardware test run in its CPU/simulator form holds no chips; that says nothing of what it needs.
+    updated = entry.model_copy(update={"recent_s": recent, "chips": event.chips or entry.chips})
     return {key: _catalog_state(_with(catalog, tid, updated))}
 
 
@@ -265,9 +274,12 @@ def select(
     commit: CommitEvent,
     gone: frozenset[str] | set[str] = frozenset(),
     catalog: dict[str, CatalogEntry] | None = None,
+    pruning: bool = True,
+    run_everything: bool = False,
 ) -> Selection:
     """The selection for one commit, from the repo's graph as the store holds it now, leaving out
-    the tests the commit removes (``gone``); ``catalog`` is the repo's, when already read."""
+    the tests the commit removes (``gone``); ``catalog`` is the repo's, when already read. Without
+    ``pruning`` every selected test is kept; with ``run_everything`` every known test is."""
     repo = commit.repo
     gone_ids = {short_id(test) for test in gone}
     known_tests = _catalog(state, repo) if catalog is None else catalog
@@ -277,7 +289,7 @@ def select(
     functions: dict[str, list[str]] = {}
     pairs: dict[str, set[tuple[str, str]]] = {}
 
-    run_all_reason = _non_python_change(commit)
+    run_all_reason = "every test runs on every commit (selection off)" if run_everything else _non_python_change(commit)
     for change in commit.changed_functions:
         if change.qualname.endswith(f".{BODY}") and change.change == "added":
             continue  # a new class: no test ran it yet (its new tests are changed tests)
@@ -307,7 +319,7 @@ def select(
             reasons[tid] = "no-evidence"
 
     cost = {tid: _duration(catalog.get(tid)) for tid in reasons}
-    forced = frozenset(tid for tid, reason in reasons.items() if reason != "executes-changed-code")
+    forced = frozenset(tid for tid, reason in reasons.items() if reason != "executes-changed-code" or not pruning)
     candidates = {tid: frozenset(pairs.get(tid, ())) for tid in reasons}
     pruned = prune(candidates, cost, forced)
     everything = set().union(*candidates.values()) if candidates else set()

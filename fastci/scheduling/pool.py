@@ -127,6 +127,8 @@ class _Pool:
         self.on_node: dict[str, dict[str, int]] = {node.node_id: {} for node in nodes}
         self.cpu_free = cpu_slots
         self.fresh: set[str] = set()  # started by this pass
+        self._candidates: dict[tuple, list[NodeView]] = {}  # node health does not change within a pass
+        self.widest = max((node.chips for node in nodes if node.available), default=0)
         for job in running:
             self.usage[job.work_class] = self.usage.get(job.work_class, 0) + job.chips
             if job.cpu:
@@ -134,20 +136,32 @@ class _Pool:
             for node, chips in job.placement:
                 self.on_node.setdefault(node, {})[job.job_id] = chips
 
-    def within(self, job: WaitingView) -> bool:
-        return self.usage.get(job.work_class, 0) + job.chips <= self.quota.get(job.work_class, 0.0) + 1e-9
-
     def borrowing(self, work_class: str) -> bool:
         return self.usage.get(work_class, 0) > self.quota.get(work_class, 0.0) + 1e-9
 
     def candidates(self, job: WaitingView) -> list[NodeView]:
-        return [
-            node for node in self.nodes.values()
-            if node.available and node.node_id not in job.avoid and job.revision in (ANY_REVISION, node.revision)
-        ]
+        key = (job.revision, job.avoid)
+        found = self._candidates.get(key)
+        if found is None:
+            found = self._candidates[key] = [
+                node for node in self.nodes.values()
+                if node.available and node.node_id not in job.avoid and job.revision in (ANY_REVISION, node.revision)
+            ]
+        return found
 
     def is_gang(self, job: WaitingView) -> bool:
         return job.chips > max((node.chips for node in self.candidates(job)), default=0)
+
+    def most_free(self) -> int:
+        """The most chips free on one healthy node: no single-node job needs more, no gang less."""
+        return max((self.free[n.node_id] for n in self.nodes.values() if n.available), default=0)
+
+    def reclaimable(self, work_class: str) -> bool:
+        """Whether some running job of a lower-priority class is borrowing (so could be preempted)."""
+        priority = self.rules[work_class].priority
+        return any(
+            self.rules[name].priority > priority and self.borrowing(name) for name in self.rules if self.usage.get(name)
+        )
 
     def place(self, job: WaitingView, placement: tuple[tuple[str, int], ...]) -> None:
         for node, chips in placement:
@@ -183,24 +197,29 @@ def schedule_pass(
     result = PassResult()
     placed: set[str] = set()
     order = sorted(queues, key=lambda name: (rules[name].priority, name))
-    for _ in range(MAX_ROUNDS):  # a round that placed something may have ended another class's wait
+    for _ in range(MAX_ROUNDS):  # a round that preempted may have freed room a job before it could use
         if not _round(pool, queues, order, placed, result):
             break
     return result
 
 
-MAX_ROUNDS = 4
+MAX_ROUNDS = 3
 
 
 def _round(pool: _Pool, queues: Mapping[str, Sequence[WaitingView]], order: list[str], placed: set[str],
            result: PassResult) -> bool:
     """One sweep over the queues: first every job that keeps its class within its share (placed on
     free chips or by reclaiming them), then the jobs that would borrow, on what is still free.
-    True when it placed anything."""
+    True when it preempted anything (placements alone open no room for a job it passed over)."""
     progress = False
     for borrowing in (False, True):
-        failed: dict[tuple, float] = {}  # job shape -> shortest remaining time that found no room
+        # job shape -> the shortest remaining time that found no room; 0: no job of that shape fits
+        # (only a reservation makes room depend on the time a job needs, through backfill)
+        failed: dict[tuple, float] = {}
+        most_free = pool.most_free()
         for name in order:
+            quota = pool.quota.get(name, 0.0) + 1e-9
+            may_reclaim = not borrowing and pool.reclaimable(name)
             for job in queues[name]:
                 if job.job_id in placed:
                     continue
@@ -209,19 +228,22 @@ def _round(pool: _Pool, queues: Mapping[str, Sequence[WaitingView]], order: list
                         pool.cpu_free -= 1
                         result.placements.append(Placement(job.job_id, (), None))
                         placed.add(job.job_id)
-                        progress = True
                     continue
-                if pool.within(job) == borrowing:
+                if (pool.usage.get(name, 0) + job.chips <= quota) == borrowing:
                     continue  # not this phase's job
+                if (result.reservation is not None and not may_reclaim and most_free < job.chips <= pool.widest):
+                    continue  # a single-node job no node has room for, that cannot make room (nor reserve)
                 shape = (name, job.chips, job.revision, job.avoid)
                 if failed.get(shape, float("inf")) <= job.remaining_s:
                     continue  # an identical job, no shorter, already found no room in this phase
-                placement = _fit(pool, job, result.reservation)
+                reservation = result.reservation
+                placement = _fit(pool, job, reservation)
                 victims: tuple[str, ...] = ()
-                if placement is None and not borrowing:
-                    victims, placement = _reclaim(pool, job, result.reservation)
+                if placement is None and may_reclaim:
+                    victims, placement = _reclaim(pool, job, reservation)
                 if placement is None:
-                    failed[shape] = min(failed.get(shape, float("inf")), job.remaining_s)
+                    restricted = reservation is not None and reservation.job_id != job.job_id
+                    failed[shape] = min(failed.get(shape, float("inf")), job.remaining_s if restricted else 0.0)
                     if result.reservation is None:
                         result.reservation = _reserve(pool, job)
                     continue
@@ -233,11 +255,13 @@ def _round(pool: _Pool, queues: Mapping[str, Sequence[WaitingView]], order: list
                     Placement(job.job_id, placement, pool.nodes[placement[0][0]].revision, victims)
                 )
                 placed.add(job.job_id)
-                progress = True
+                progress = progress or bool(victims)
                 if result.reservation is not None and result.reservation.job_id == job.job_id:
                     result.reservation = None
+                most_free = pool.most_free()
                 if victims:
                     failed.clear()  # evictions may have opened room for shapes that failed before
+                    may_reclaim = pool.reclaimable(name)
     return progress
 
 

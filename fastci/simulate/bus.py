@@ -42,6 +42,7 @@ class Bus:
         self.delivered = 0
         self.counts: dict[str, int] = {}
         self.dead_letters: list[Event] = []
+        self.largest: dict[str, int] = {}  # per processor, the biggest value it stored (at the drains)
 
     def listen(self, topic: str, listener: Listener) -> None:
         """Call ``listener`` with every event of ``topic`` (inputs and processor outputs alike)."""
@@ -63,8 +64,12 @@ class Bus:
                     self.drain()
 
     def drain(self) -> None:
-        for _, driver, store in self.drivers:
-            store.update(driver.drain_writes())
+        for processor, driver, store in self.drivers:
+            writes = driver.drain_writes()
+            if writes:
+                biggest = max(len(value) for value in writes.values())
+                self.largest[processor.name] = max(self.largest.get(processor.name, 0), biggest)
+            store.update(writes)
 
     def state(self, processor_name: str) -> tuple[Driver, dict[str, Any]]:
         """A processor's driver (its reads see unflushed writes) and its store."""

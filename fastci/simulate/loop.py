@@ -101,6 +101,7 @@ class Runner:
         self.finished_attempts[placed.job_id] = self.finished_attempts.get(placed.job_id, 0) + 1
         started = self.loop.now - sum(run.duration_s for run in runs) * scale
         node = placed.nodes[0] if placed.nodes else "cpu"
+        configs = {test.test_id: dict(test.config) for test in placed.tests}
         elapsed = 0.0
         results = []
         for run in runs:
@@ -109,6 +110,6 @@ class Runner:
                 test_id=run.test_id, run_id=placed.run_id, repo=placed.repo, commit=placed.commit or "0000000",
                 bundle=placed.bundle or SIM_BUNDLE, node_id=node, hardware_revision=placed.hardware_revision or "cpu",
                 trigger=placed.work_class, status=run.status, duration_s=run.duration_s, chips=placed.chips,
-                time=at_seconds(started + elapsed), pool=placed.pool,
+                time=at_seconds(started + elapsed), pool=placed.pool, config=configs.get(run.test_id, {}),
             ))
         self.loop.bus.publish(*results)
