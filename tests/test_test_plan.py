@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fastci.events import EvidenceEvent, decode
 from fastci.events.inputs import WorkloadEvidence
 from fastci.events.plan import PAGE_SIZE, TestPlan
@@ -220,3 +222,31 @@ def test_a_test_never_run_is_expected_to_cost_the_median_planned_test_not_the_se
     assert new.expected_s == 0.004  # the median of 2, 4 and 500 ms; selection said 10 s
     order = [e.test_id for e in plan.entries]
     assert order.index("t/d.py::new") < order.index("t/b.py::fast2")  # at the same cost its prior makes it riskier
+
+
+def test_the_ablation_knobs_keep_the_selection_order_and_the_full_config():
+    events = [*runs("t/a.py::steady", *["passed"] * 20), *runs("t/b.py::broke", "failed"),
+              *runs(TRAIN, "passed", seconds=600.0, chips=8), workload_evidence(),
+              selection(changed("t/a.py::steady", "f.py::g"), changed(TRAIN, "fw/train.py::cosine_rate"),
+                        changed("t/b.py::broke", "f.py::g"))]
+    (risk,) = of_topic(feed(TestPlanProcessor(), Store(), events), "test-plan")
+    (declared,) = of_topic(feed(TestPlanProcessor(order="declared", shrink=False), Store(), events), "test-plan")
+    assert [e.test_id for e in risk.entries][0] == "t/b.py::broke"
+    assert [e.test_id for e in declared.entries] == ["t/a.py::steady", TRAIN, "t/b.py::broke"]
+    assert {e.test_id: e.shrunk for e in risk.entries}[TRAIN] == {"steps": 31, "layers": 1}
+    full = {e.test_id: e for e in declared.entries}[TRAIN]
+    assert full.shrunk == {} and full.config == {"precision": "bf16", "heads": 2, "steps": 300, "layers": 4}
+    assert full.estimated_s == 600.0 and declared.metrics.saved_chip_s == 0.0
+
+
+def test_an_unknown_order_is_refused_by_name():
+    with pytest.raises(ValueError, match="order must be 'risk' or 'declared'"):
+        TestPlanProcessor(order="random")
+
+
+def test_a_cpu_form_run_does_not_make_a_model_test_free_of_chips():
+    events = [result(TRAIN, "hw-1", repo=REPO, duration_s=600.0, chips=8),
+              result(TRAIN, "cpu-1", repo=REPO, duration_s=60.0, chips=0),
+              selection(changed(TRAIN, "fw/data.py::load"))]
+    (entry,) = plan_of(events).entries
+    assert entry.chips == 8

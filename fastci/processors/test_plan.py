@@ -90,6 +90,14 @@ class TestPlanProcessor(Processor[PlanState]):
     state_model: ClassVar[type[Record]] = PlanState
     partition_by = {ResultEvent.TOPIC: "repo", EvidenceEvent.TOPIC: "repo"}
 
+    def __init__(self, order: str = "risk", shrink: bool = True) -> None:
+        """The defaults are what runs in production; the simulator's ablation plans in the order the
+        selection lists its tests (``order="declared"``) or on full configs (``shrink=False``)."""
+        if order not in ("risk", "declared"):
+            raise ValueError(f"order must be 'risk' or 'declared', not {order!r}")
+        self.order = order
+        self.shrink = shrink
+
     def process(self, state: StateReader[PlanState], event: Event) -> Step[PlanState]:
         if isinstance(event, ResultEvent):
             return Step(writes=_record_result(state, event))
@@ -98,7 +106,7 @@ class TestPlanProcessor(Processor[PlanState]):
         if isinstance(event, CommitEvent):
             return Step(writes=_forget_removed(state, event))
         if isinstance(event, Selection):
-            return Step(outputs=plan(state, event))
+            return Step(outputs=plan(state, event, order=self.order, shrink=self.shrink))
         return Step()
 
 
@@ -121,7 +129,8 @@ def _record_result(state: StateReader[PlanState], event: ResultEvent) -> dict[st
     seconds = event.duration_s / _config_scale(profile, event.config)
     runs = {**before.runs, event.run_id: (event.status, seconds)}
     runs = dict(list(runs.items())[-RECENT_RUNS:])
-    record = before.model_copy(update={"runs": runs, "chips": event.chips})
+    # A model also runs in a CPU/simulator form (0 chips); its chips are those of its latest run that held chips.
+    record = before.model_copy(update={"runs": runs, "chips": event.chips or before.chips})
     return {key: PlanState(record=record), **_catalog_writes(state, event.repo, event.test_id)}
 
 
@@ -168,7 +177,9 @@ def _forget_removed(state: StateReader[PlanState], commit: CommitEvent) -> dict[
 # ----- the plan
 
 
-def plan(state: StateReader[PlanState], selection: Selection) -> list[TestPlan]:
+def plan(state: StateReader[PlanState], selection: Selection, order: str = "risk", shrink: bool = True) -> list[TestPlan]:
+    """The plan of one selection: ``order`` "risk" (riskiest per unit of cost first) or "declared"
+    (the selection's own order); ``shrink`` False runs every test on its full config."""
     repo = selection.repo
     if selection.run_all:
         tests = sorted({test_id for bucket in range(BUCKETS)
@@ -196,7 +207,7 @@ def plan(state: StateReader[PlanState], selection: Selection) -> list[TestPlan]:
                           if s is not None)
         chips = record.chips if record else 0
         profile = (state.get(workload_key(repo, test_id)) or PlanState()).workload
-        config, shrunk, scale = _workload(profile, reason, names)
+        config, shrunk, scale = _workload(profile, reason if shrink else "full-config", names)
         estimated_s = expected_s * scale
         entries[test_id] = PlannedTest(
             test_id=test_id, reason=reason, risk=_unit(riskmath.combined_risk(history, share, flaky)),
@@ -207,7 +218,7 @@ def plan(state: StateReader[PlanState], selection: Selection) -> list[TestPlan]:
 
     risks = {t: e.risk for t, e in entries.items()}
     costs = {t: riskmath.cost(e.estimated_s, e.chips) for t, e in entries.items()}
-    ordered = [entries[t] for t in riskmath.order(risks, costs)]
+    ordered = [entries[t] for t in (riskmath.order(risks, costs) if order == "risk" else kept)]
     metrics = PlanMetrics(
         tests=len(ordered),
         expected_s=sum(e.expected_s for e in ordered),
