@@ -40,6 +40,7 @@ from fastci.events import Event, ResultEvent
 from fastci.events.base import Record, derive_id
 from fastci.events.fleet import NodeStateChanged
 from fastci.events.inputs import Bundle
+from fastci.events.plan import TestPlan
 from fastci.events.runs import RunRequested
 from fastci.events.schedule import (
     ANY_REVISION,
@@ -253,11 +254,13 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
     name: ClassVar[str] = "pool-scheduler"
     inputs: ClassVar[tuple[str, ...]] = (
         PoolConfig.TOPIC, ClockTick.TOPIC, RunRequested.TOPIC, NodeStateChanged.TOPIC, ResultEvent.TOPIC,
+        TestPlan.TOPIC,
     )
     outputs: ClassVar[tuple[str, ...]] = (ScheduleEvent.TOPIC,)
     state_model: ClassVar[type[Record]] = PoolSchedulerState
     state_key: ClassVar[str] = "key"
-    partition_by = {RunRequested.TOPIC: "pool", NodeStateChanged.TOPIC: "pool", ResultEvent.TOPIC: "pool"}
+    partition_by = {RunRequested.TOPIC: "pool", NodeStateChanged.TOPIC: "pool", ResultEvent.TOPIC: "pool",
+                    TestPlan.TOPIC: "pool"}
 
     def __init__(self) -> None:
         self._test_index: dict[tuple[str, str], dict[str, int]] = {}  # (pool, job) -> test -> index
