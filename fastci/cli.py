@@ -130,6 +130,22 @@ def cmd_lag(args: argparse.Namespace) -> int:
 # ----- views / sql
 
 
+def refresh_views(args: argparse.Namespace) -> None:
+    """Bring the views of ``args`` up to date, from Kafka with ``--kafka``, else from the data dir
+    (for commands that read the views, unless they were given ``--no-refresh``)."""
+    from fastci.views.refresh import refresh_embedded, refresh_kafka
+    from fastci.views.store import Views
+
+    views = Views(views_path(args))
+    try:
+        if args.kafka:
+            asyncio.run(refresh_kafka(kafka_settings(args), views))
+        else:
+            refresh_embedded(args.data_dir, views)
+    finally:
+        views.close()
+
+
 def cmd_views_refresh(args: argparse.Namespace) -> int:
     from fastci.views.refresh import refresh_embedded, refresh_kafka
     from fastci.views.store import Views

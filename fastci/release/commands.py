@@ -73,23 +73,13 @@ def _repo(args: argparse.Namespace) -> Path:
 
 def _evidence_source(args: argparse.Namespace):
     """Refresh the views once, then read the evidence about any bundle from them."""
-    import asyncio
-
-    from fastci.cli import UsageError, kafka_settings, views_path
+    from fastci.cli import UsageError, refresh_views, views_path
     from fastci.release.evidence import collect
-    from fastci.views.refresh import refresh_embedded, refresh_kafka
     from fastci.views.store import Views
 
     path = views_path(args)
     if not args.no_refresh:
-        views = Views(path)
-        try:
-            if args.kafka:
-                asyncio.run(refresh_kafka(kafka_settings(args), views))
-            else:
-                refresh_embedded(args.data_dir, views)
-        finally:
-            views.close()
+        refresh_views(args)
 
     def evidence(bundle):
         try:

@@ -38,24 +38,14 @@ def register(commands: Any) -> None:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from fastci.cli import UsageError, console, kafka_settings, views_path
+    from fastci.cli import UsageError, console, kafka_settings, refresh_views, views_path
     from fastci.publishing import publish_embedded, publish_kafka
     from fastci.reproduce.request import RerunError, find_result, rerun_request
-    from fastci.views.refresh import refresh_embedded, refresh_kafka
     from fastci.views.store import Views
 
     path = views_path(args)
     if not args.no_refresh:
-        views = Views(path)
-        try:
-            if args.kafka:
-                asyncio.run(refresh_kafka(kafka_settings(args), views))
-            else:
-                refresh_embedded(args.data_dir, views)
-        finally:
-            views.close()
+        refresh_views(args)
     try:
         views = Views(path, read_only=True)
     except FileNotFoundError as error:
