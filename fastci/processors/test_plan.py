@@ -207,7 +207,7 @@ def plan(state: StateReader[PlanState], selection: Selection, order: str = "risk
                           if s is not None)
         chips = record.chips if record else 0
         profile = (state.get(workload_key(repo, test_id)) or PlanState()).workload
-        config, shrunk, scale = _workload(profile, reason if shrink else "full-config", names)
+        config, shrunk, scale = _workload(profile, reason, names, shrink)
         estimated_s = expected_s * scale
         entries[test_id] = PlannedTest(
             test_id=test_id, reason=reason, risk=_unit(riskmath.combined_risk(history, share, flaky)),
@@ -243,14 +243,16 @@ def _unit(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def _workload(profile: WorkloadEvidence | None, reason: str, names: tuple[str, ...]) -> tuple[dict, dict[str, int], float]:
+def _workload(profile: WorkloadEvidence | None, reason: str, names: tuple[str, ...],
+              shrink: bool = True) -> tuple[dict, dict[str, int], float]:
     """(config to run, shrunk dimensions, duration scale) for one kept test."""
     if profile is None:
         return {}, {}, 1.0
     dimensions = [Dimension(d.name, d.full, d.minimum, d.cost_exponent) for d in profile.dimensions]
     full_config = {**profile.scope, **{d.name: d.full for d in dimensions}}
-    if reason not in ("executes-changed-code", "module-code"):
-        return full_config, {}, 1.0  # no evidence of what the change runs where: prove it on the full config
+    if not shrink or reason not in ("executes-changed-code", "module-code"):
+        # Shrinking off, or no evidence of what the change runs where: prove it on the full config.
+        return full_config, {}, 1.0
     requirements = {first.unit: first.at for first in profile.first_executions}
     needed = {unit: requirements[unit] for unit in needed_units(names, requirements)}
     shrink = smallest_config(dimensions, needed, profile.fixed_share)
