@@ -36,6 +36,7 @@ from fastci.config import KafkaSettings
 from fastci.events import DEAD_LETTERS, Event, InvalidEvent, encode
 from fastci.processors import Processor, build_processors, owner_of
 from fastci.processors.driver import Driver, Origin, decode_or_refusal
+from fastci.runtime.collector import PauseControl
 from fastci.runtime.positions import Positions, Verdict, position_partition
 
 AGENT = "fastci"
@@ -110,6 +111,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         tables.append(_wire(app, settings, processor, routes, forwarders, forwarder_table))
 
     every_route = [route for topic_routes in routes.values() for route in topic_routes]
+    pauses = PauseControl()
 
     async def run(stream: Any) -> None:
         async for batch in stream.take_events(BATCH, within=WITHIN_S):
@@ -148,6 +150,9 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             if rewinds:
                 app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)
                 await app.consumer.seek_wait(rewinds)  # in the consumer's thread, where aiokafka lives
+            full = pauses.after_batch()
+            if full is not None:
+                app.log.info("full garbage collection: %d unreachable objects, %.2f s", full.unreachable, full.seconds)
 
     app.agent(app.topic(*routes, schema=RAW), name=AGENT)(run)
 

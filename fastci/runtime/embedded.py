@@ -27,6 +27,7 @@ from fastci.events import DEAD_LETTERS, Event, InvalidEvent, encode
 from fastci.processors import Processor, build_processors
 from fastci.processors.driver import Driver, Origin, decode_or_refusal
 from fastci.runtime.checkpoint import Checkpoint
+from fastci.runtime.collector import PauseControl
 from fastci.runtime.log import Log, LogRecord, Position
 
 DEFAULT_BATCH = 2000
@@ -197,6 +198,14 @@ class EmbeddedRuntime:
         """Process everything available (and keep following new events when ``follow``)."""
         stats = RunStats({r.processor.name: ProcessorStats() for r in self.runners})
         pending = {r.processor.name: r.pending() for r in self.runners} if progress else {}
+        pauses = PauseControl()
+        try:
+            return self._run(stats, pending, pauses, follow, poll_s, progress)
+        finally:
+            pauses.stop()
+
+    def _run(self, stats: RunStats, pending: dict[str, int], pauses: PauseControl, follow: bool, poll_s: float,
+             progress: Progress | None) -> RunStats:
         while True:
             progressed = False
             # Rounds of one batch per processor, producers before consumers: processors reading the
@@ -214,6 +223,7 @@ class EmbeddedRuntime:
                     progressed = True
                     if progress:
                         progress(runner.processor.name, own.events, pending[runner.processor.name])
+            pauses.after_batch()
             if not progressed:
                 if not follow:
                     return stats
