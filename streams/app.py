@@ -326,9 +326,9 @@ def partition_of(key: bytes, partitions: int) -> int:
 
 
 def _credentials(settings: KafkaSettings) -> Any:
-    if not settings.sasl_mechanism:
-        return None
     ssl_context = settings.client_options().get("ssl_context")
+    if not settings.sasl_mechanism:
+        return faust.SSLCredentials(ssl_context) if ssl_context else None
     return faust.SASLCredentials(
         username=settings.username,
         password=settings.password,

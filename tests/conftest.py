@@ -75,12 +75,14 @@ def pytest_terminal_summary(terminalreporter) -> None:
 class PrivateBroker:
     """A second broker on its own port and data dir, for tests that stop and start it."""
 
-    def __init__(self, port: int, data: Path, scram_users: str = "") -> None:
+    def __init__(self, port: int, data: Path, scram_users: str = "", tls: bool = False) -> None:
         self.env = {**os.environ, "FASTCI_KAFKA_PORT": str(port), "FASTCI_KAFKA_DATA": str(data)}
         self.env.pop("FASTCI_KAFKA_SCRAM_USERS", None)
+        self.env["FASTCI_KAFKA_TLS"] = "1" if tls else "0"
         if scram_users:
             self.env["FASTCI_KAFKA_SCRAM_USERS"] = scram_users
         self.bootstrap = f"127.0.0.1:{port}"
+        self.ca_file = data / "tls" / "ca.pem"  # what clients trust when tls is on (kafka.sh makes it)
 
     def _kafka_sh(self, command: str) -> None:
         done = subprocess.run([str(KAFKA_SH), command], env=self.env, capture_output=True, text=True, timeout=300)
@@ -107,9 +109,10 @@ SCRAM_USERS = {"admin": "admin-secret", "alice": "alice-pw"}
 
 @pytest.fixture
 def scram_broker(tmp_path_factory) -> Iterator[PrivateBroker]:
-    """A broker whose client listener takes SASL_PLAINTEXT with SCRAM-SHA-256 users only."""
+    """A broker whose client listener takes SASL_SSL only: SCRAM-SHA-256 users, over TLS with a
+    certificate for 127.0.0.1 signed by a CA of its own (``broker.ca_file``)."""
     users = ",".join(f"{name}:{password}" for name, password in SCRAM_USERS.items())
-    broker = PrivateBroker(19492, tmp_path_factory.mktemp("scram-broker"), scram_users=users)
+    broker = PrivateBroker(19492, tmp_path_factory.mktemp("scram-broker"), scram_users=users, tls=True)
     broker.start()
     yield broker
     broker.stop()

@@ -3,7 +3,8 @@
 # from the Maven Central jars of org.apache.kafka:kafka_2.13 (see docker/kafka/README.md).
 #
 #   kafka.sh fetch             resolve the jars into the cache (skipped when already complete)
-#   kafka.sh start [--scram]   fetch if needed, format once, start, wait until ready;
+#   kafka.sh start [--scram] [--tls]
+#                              fetch if needed, format once, start, wait until ready;
 #                              prints FASTCI_KAFKA_BOOTSTRAP=127.0.0.1:<port> on stdout
 #   kafka.sh stop              stop the broker by its recorded pid
 #   kafka.sh status            print running/stopped; exit 0 when running, 1 when not
@@ -28,6 +29,7 @@ START_TIMEOUT="${FASTCI_KAFKA_START_TIMEOUT:-60}"
 STOP_TIMEOUT="${FASTCI_KAFKA_STOP_TIMEOUT:-20}"
 HEAP="${FASTCI_KAFKA_HEAP:-512m}"
 SCRAM_USERS="${FASTCI_KAFKA_SCRAM_USERS:-}"
+TLS="${FASTCI_KAFKA_TLS:-0}"
 JAVA="${JAVA:-java}"
 
 PIDFILE="$DATA/kafka.pid"
@@ -37,6 +39,7 @@ CLIENT_PROPS="$DATA/client.properties"
 STATEFILE="$DATA/fastci-kafka.state"   # written by start: port, controller port, mode
 MARKER="$DATA/.fastci-kafka"            # wipe deletes only directories carrying this marker
 FORMATTED="$DATA/.formatted"
+TLS_DIR="$DATA/tls"                     # the local CA and the broker's certificate (--tls)
 
 # Kafka's own default for message.max.bytes (1 MiB + 12 bytes of record-batch overhead), written
 # out explicitly so it is visible; deliberately not raised.
@@ -47,11 +50,12 @@ die() { log "error: $*"; exit 1; }
 
 usage() {
   cat >&2 <<'EOF'
-usage: kafka.sh fetch|start [--scram]|stop|status|wipe
+usage: kafka.sh fetch|start [--scram] [--tls]|stop|status|wipe
 env:   FASTCI_KAFKA_HOME (cache, default ~/.cache/fastci/kafka)  FASTCI_KAFKA_PORT (19092)
        FASTCI_KAFKA_CONTROLLER_PORT (port+1)  FASTCI_KAFKA_DATA (default $FASTCI_KAFKA_HOME/run-<port>)
        FASTCI_KAFKA_START_TIMEOUT (60)  FASTCI_KAFKA_STOP_TIMEOUT (20)  FASTCI_KAFKA_HEAP (512m)
        FASTCI_KAFKA_SCRAM_USERS ("admin:secret,alice:pw"; non-empty turns SCRAM on)
+       FASTCI_KAFKA_TLS (1 turns TLS on: a local CA in <data dir>/tls, clients trust tls/ca.pem)
 EOF
 }
 
@@ -160,6 +164,68 @@ parse_scram_users() {
   (( ${#SCRAM_NAMES[@]} > 0 )) || die "no SCRAM users given (FASTCI_KAFKA_SCRAM_USERS=\"admin:secret,alice:pw\")"
 }
 
+# --- TLS -------------------------------------------------------------------------------------
+
+# A CA of this data dir signs the broker's certificate for 127.0.0.1 (keytool, from the JDK), so a
+# client verifies the broker as it would on a real cluster: it trusts tls/ca.pem and checks the
+# address. Made once per data dir; the store password is random and stays in tls/store.pass.
+make_tls_material() {
+  [[ -f "$TLS_DIR/.made" ]] && return 0
+  command -v keytool >/dev/null || die "keytool not found (it comes with the JDK; TLS needs it)"
+  local pass tmp="$TLS_DIR.tmp.$$" out
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  pass="$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+  printf '%s\n' "$pass" >"$tmp/store.pass"
+  local -a common=(-storetype PKCS12 -storepass "$pass" -keyalg RSA -keysize 2048 -validity 3650)
+  if ! out="$( {
+    keytool -genkeypair -alias ca -dname "CN=fastci local CA" -ext bc:c -keystore "$tmp/ca.p12" "${common[@]}" &&
+    keytool -exportcert -rfc -alias ca -keystore "$tmp/ca.p12" -storepass "$pass" -file "$tmp/ca.pem" &&
+    keytool -genkeypair -alias broker -dname "CN=127.0.0.1" -keystore "$tmp/broker.p12" "${common[@]}" &&
+    keytool -certreq -alias broker -keystore "$tmp/broker.p12" -storepass "$pass" -file "$tmp/broker.csr" &&
+    keytool -gencert -alias ca -keystore "$tmp/ca.p12" -storepass "$pass" -rfc -validity 3650 \
+      -ext SAN=ip:127.0.0.1,dns:localhost -ext KU=digitalSignature,keyEncipherment -ext EKU=serverAuth \
+      -infile "$tmp/broker.csr" -outfile "$tmp/broker.pem" &&
+    keytool -importcert -noprompt -alias ca -file "$tmp/ca.pem" -keystore "$tmp/broker.p12" -storepass "$pass" &&
+    keytool -importcert -alias broker -file "$tmp/broker.pem" -keystore "$tmp/broker.p12" -storepass "$pass" &&
+    keytool -importcert -noprompt -alias ca -file "$tmp/ca.pem" -keystore "$tmp/truststore.p12" \
+      -storetype PKCS12 -storepass "$pass"
+  } 2>&1 )"; then
+    printf '%s\n' "$out" >&2
+    rm -rf "$tmp"
+    die "keytool could not make the TLS material"
+  fi
+  rm -f "$tmp/broker.csr" "$tmp/ca.p12"   # the CA's key is not needed again: nothing else is signed
+  : >"$tmp/.made"
+  rm -rf "$TLS_DIR"
+  mv "$tmp" "$TLS_DIR"
+  log "made a local CA and a certificate for 127.0.0.1 in $TLS_DIR (clients trust $TLS_DIR/ca.pem)"
+}
+
+# Broker or client properties for the stores, when the mode has TLS.
+tls_properties() {
+  local role="$1" pass
+  pass="$(cat "$TLS_DIR/store.pass")"
+  if [[ "$role" == broker ]]; then
+    echo "ssl.keystore.type=PKCS12"
+    echo "ssl.keystore.location=$TLS_DIR/broker.p12"
+    echo "ssl.keystore.password=$pass"
+  fi
+  echo "ssl.truststore.type=PKCS12"
+  echo "ssl.truststore.location=$TLS_DIR/truststore.p12"
+  echo "ssl.truststore.password=$pass"
+}
+
+# The client listener's security protocol in a mode: plaintext, scram, tls or scram-tls.
+listener_protocol() {
+  case "$1" in
+    plaintext) echo PLAINTEXT ;;
+    scram) echo SASL_PLAINTEXT ;;
+    tls) echo SSL ;;
+    scram-tls) echo SASL_SSL ;;
+  esac
+}
+
 # --- config ----------------------------------------------------------------------------------
 
 write_server_properties() {
@@ -170,20 +236,19 @@ write_server_properties() {
     echo "node.id=1"
     echo "controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT"
     echo "controller.listener.names=CONTROLLER"
-    if [[ "$mode" == scram ]]; then
-      echo "listeners=SASL_PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
-      echo "advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$PORT"
-      echo "inter.broker.listener.name=SASL_PLAINTEXT"
-      echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
+    local protocol listener
+    protocol="$(listener_protocol "$mode")"
+    listener="$(tr '[:upper:]' '[:lower:]' <<<"$protocol")"
+    echo "listeners=$protocol://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
+    echo "advertised.listeners=$protocol://127.0.0.1:$PORT"
+    echo "inter.broker.listener.name=$protocol"
+    echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,$protocol:$protocol"
+    if [[ "$mode" == scram* ]]; then
       echo "sasl.enabled.mechanisms=SCRAM-SHA-256"
       echo "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256"
-      echo "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"${SCRAM_NAMES[0]}\" password=\"${SCRAM_PASSWORDS[0]}\";"
-    else
-      echo "listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
-      echo "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT"
-      echo "inter.broker.listener.name=PLAINTEXT"
-      echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+      echo "listener.name.$listener.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"${SCRAM_NAMES[0]}\" password=\"${SCRAM_PASSWORDS[0]}\";"
     fi
+    [[ "$mode" == *tls ]] && tls_properties broker
     echo "log.dirs=$DATA/logs"
     echo "num.partitions=1"
     echo "auto.create.topics.enable=true"
@@ -200,15 +265,15 @@ write_server_properties() {
   mv "$tmp" "$PROPS"
 
   # Client config for the readiness check (and handy for kafka CLI tools: --command-config).
-  if [[ "$mode" == scram ]]; then
-    {
-      echo "security.protocol=SASL_PLAINTEXT"
+  {
+    echo "security.protocol=$(listener_protocol "$mode")"
+    if [[ "$mode" == scram* ]]; then
       echo "sasl.mechanism=SCRAM-SHA-256"
       echo "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"${SCRAM_NAMES[0]}\" password=\"${SCRAM_PASSWORDS[0]}\";"
-    } >"$CLIENT_PROPS"
-  else
-    echo "security.protocol=PLAINTEXT" >"$CLIENT_PROPS"
-  fi
+    fi
+    [[ "$mode" == *tls ]] && tls_properties client
+    true
+  } >"$CLIENT_PROPS"
 }
 
 # Runs a Kafka main class from the jars with the quiet log4j2 config.
@@ -221,7 +286,7 @@ format_storage() {
   local -a scram_args=()
   uuid="$(kjava kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)"
   [[ "$uuid" =~ ^[A-Za-z0-9_-]{22}$ ]] || die "StorageTool random-uuid printed '$uuid'"
-  if [[ "$mode" == scram ]]; then
+  if [[ "$mode" == scram* ]]; then
     for i in "${!SCRAM_NAMES[@]}"; do
       scram_args+=(--add-scram "SCRAM-SHA-256=[name=${SCRAM_NAMES[$i]},password=${SCRAM_PASSWORDS[$i]}]")
     done
@@ -271,6 +336,7 @@ cmd_start() {
   while (( $# )); do
     case "$1" in
       --scram) want_scram=1 ;;
+      --tls) TLS=1 ;;
       *) usage; die "unknown option for start: $1" ;;
     esac
     shift
@@ -282,11 +348,15 @@ cmd_start() {
   if (( want_scram )) && [[ -z "$SCRAM_USERS" ]]; then
     die "--scram needs users: FASTCI_KAFKA_SCRAM_USERS=\"admin:secret,alice:pw\" (the first one is the broker's own)"
   fi
+  [[ "$TLS" == 0 || "$TLS" == 1 ]] || die "FASTCI_KAFKA_TLS='$TLS' is not 0 or 1"
   if [[ -n "$SCRAM_USERS" ]]; then
     parse_scram_users
     mode=scram
   else
     mode=plaintext
+  fi
+  if [[ "$TLS" == 1 ]]; then
+    [[ "$mode" == scram ]] && mode=scram-tls || mode=tls
   fi
   command -v "$JAVA" >/dev/null || die "java not found"
 
@@ -320,7 +390,7 @@ cmd_start() {
     if [[ -n "$fmode" && "$fmode" != "$mode" ]]; then
       die "$DATA was formatted in $fmode mode; start it in that mode or run 'kafka.sh wipe' first"
     fi
-    if [[ "$mode" == scram && "$(state_get users || true)" != "$(printf '%s\n' "$SCRAM_USERS" | sha256sum | cut -d' ' -f1)" ]]; then
+    if [[ "$mode" == scram* && "$(state_get users || true)" != "$(printf '%s\n' "$SCRAM_USERS" | sha256sum | cut -d' ' -f1)" ]]; then
       die "$DATA was formatted with other SCRAM users; run 'kafka.sh wipe' first (users are added at format time)"
     fi
   fi
@@ -336,13 +406,14 @@ cmd_start() {
     die "$taken"
   fi
 
+  [[ "$mode" == *tls ]] && make_tls_material
   write_server_properties "$mode"
   [[ -f "$FORMATTED" ]] || format_storage "$mode"
   {
     echo "port=$PORT"
     echo "controller_port=$CONTROLLER_PORT"
     echo "mode=$mode"
-    [[ "$mode" == scram ]] && echo "users=$(printf '%s\n' "$SCRAM_USERS" | sha256sum | cut -d' ' -f1)"
+    [[ "$mode" == scram* ]] && echo "users=$(printf '%s\n' "$SCRAM_USERS" | sha256sum | cut -d' ' -f1)"
     true
   } >"$STATEFILE"
 
