@@ -158,12 +158,32 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
 
     @app.on_partitions_assigned.connect
     async def _forget_caches(sender: Any, assigned: Any, **kwargs: Any) -> None:
+        no_gaps_to_commit_past(app.consumer)  # before the first record of these partitions
         for driver, _ in tables:  # partitions moved: the Tables, not our caches, are the truth now
             driver.forget_cache()
         for route in every_route:
             route.positions.forget()
 
     return app
+
+
+async def _no_gap(tp: Any, offset_from: int, offset_to: int) -> None:
+    return None
+
+
+def no_gaps_to_commit_past(consumer: Any) -> None:
+    """Stop faust from recording a jump in offsets as a gap it may commit past.
+
+    faust treats a jump as records that legitimately do not exist (compaction, transaction
+    markers) and adds their offsets to the acknowledged ones at commit time. Our inputs have no
+    such holes: a jump is records skipped around a rebalance, which the routes seek back for, and
+    faust then acknowledges them a second time. Counted twice, they cut its runs of consecutive
+    offsets to one or two, so its commit advanced about one offset per commit interval: measured,
+    a two-worker run had applied every record, and 14 minutes after its start 63,138 records of
+    one partition were still uncommitted.
+    Without the gap, faust commits up to the first record not yet acknowledged, which is exact.
+    """
+    consumer._add_gap = _no_gap  # looked up on the instance by faust's fetch loop for every jump
 
 
 def _rewinds(gaps: set[tuple[Any, Route]], committed: Mapping[Any, int | None]) -> dict[Any, int]:

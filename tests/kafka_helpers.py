@@ -41,7 +41,8 @@ def wait_until_consumed(
 ) -> float:
     """Block until every route of ``processors`` (default: all) has applied everything it reads,
     by the positions stored with its state; return the seconds it took. Not faust's committed
-    offsets: faust may commit past skipped records, or stall behind records it dropped."""
+    offsets: they trail what is applied by up to a commit interval, and after a rebalance they
+    wait for the records the routes seek back for."""
     started = time.perf_counter()
     every = build_processors() if processors is None else processors
     while time.perf_counter() - started < timeout_s:
