@@ -47,6 +47,7 @@ from streams.app import repartition_topics  # noqa: E402
 INPUTS = ["commits", "results", "evidence", "node-health"]
 PARTS = ("raw", "naive", "worker1", "worker2", "embedded", "replay")
 YEAR_OF_RESULTS = 40_000_000  # a year of a 400-changes/day fleet (issue 9)
+STALL_S = 180.0  # a group whose committed offsets do not move for this long is stuck, not slow
 FUNCTIONS = [f"fastlm/{area}/{mod}.py:{cls}.{name}" for area in ("model", "kernels", "runtime")
              for mod in ("core", "ops", "io") for cls in ("Engine", "Plan", "Op") for name in ("run", "step", "load")]
 
@@ -154,9 +155,13 @@ def faust_rate(settings: KafkaSettings, group: str, topics: list[str], command: 
                 raise SystemExit(f"faust did not start; see {logs}")
             time.sleep(0.05)
         ready = time.perf_counter()
-        while asyncio.run(group_lag(settings, group, topics)) > 0:
-            if time.perf_counter() > deadline:
-                raise SystemExit(f"faust did not finish in time; see {logs}")
+        last_lag, moved = None, ready
+        while (lag := asyncio.run(group_lag(settings, group, topics))) > 0:
+            if lag != last_lag:
+                last_lag, moved = lag, time.perf_counter()
+            if time.perf_counter() > deadline or time.perf_counter() - moved > STALL_S:
+                raise SystemExit(f"{name}: the group's committed offsets stayed {lag:,} records behind for "
+                                 f"{time.perf_counter() - moved:.0f} s; see {logs}")
             time.sleep(0.1)
         rate = expected / (time.perf_counter() - ready)
         if while_up is not None:
@@ -167,6 +172,11 @@ def faust_rate(settings: KafkaSettings, group: str, topics: list[str], command: 
             process.terminate()
         for process in processes:
             process.wait(60)
+
+
+def measured(rates: dict[str, float]) -> None:
+    name, rate = list(rates.items())[-1]
+    print(f"measured {name}: {rate:,.0f} events/s")
 
 
 def probe_commits(count: int) -> list[CommitEvent]:
@@ -258,6 +268,7 @@ def main() -> None:
     parser.add_argument("--probe-interval", type=float, default=0.25, help="seconds between probe commits")
     parser.add_argument("--replay-results", type=int, default=60_000, help="results in the replay run")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # each figure as it is measured, also into a file
     parts = set(args.parts.split(","))
     if parts - set(PARTS):
         parser.error(f"unknown part(s) {', '.join(sorted(parts - set(PARTS)))}; known: {', '.join(PARTS)}")
@@ -278,6 +289,7 @@ def main() -> None:
         asyncio.run(publish(base, events))
         print(f"produced to Kafka in {time.perf_counter() - started:.1f} s ({args.partitions} partitions per topic)")
         rates["raw aiokafka consume + decode"] = asyncio.run(raw_consume(base, len(events)))
+        measured(rates)
 
     env = {**os.environ, "FASTCI_KAFKA_BOOTSTRAP": base.bootstrap, "FASTCI_KAFKA_NAMESPACE": base.namespace,
            "FASTCI_KAFKA_PARTITIONS": str(base.partitions)}
@@ -286,6 +298,7 @@ def main() -> None:
         rates["naive faust agent (1 event at a time)"] = faust_rate(
             base, base.namespace + "naive", INPUTS, [naive], env, len(events), work, "naive"
         )
+        measured(rates)
 
     worker = [sys.executable, "-m", "fastci.cli", "worker", "--log-level", "info"]
     # The group's lag counts the internal topics the worker repartitions through, too.
@@ -302,6 +315,7 @@ def main() -> None:
             base, base.namespace + app, consumed + internal, [worker] * count, {**env, "FASTCI_KAFKA_APP": app},
             sum(mix[t] for t in consumed), work, f"worker-x{count}", while_up=probe,
         )
+        measured(rates)
 
     profile = None
     if "embedded" in parts:
