@@ -31,6 +31,7 @@ from typing import Any
 import faust
 import orjson
 from aiokafka.partitioner import murmur2
+from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from fastci.config import KafkaSettings
 from fastci.events import DEAD_LETTERS, Event, InvalidEvent, encode
@@ -102,6 +103,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         stream_buffer_maxsize=STREAM_BUFFER,
         broker_max_poll_records=MAX_POLL_RECORDS,
     )
+    app.transport.Consumer = GaplessConsumer  # before anything makes the app's consumer
     routes: dict[str, list[Route]] = {}
     tables: list[tuple[Driver, Any]] = []
     forwarders: dict[str, Route] = {}
@@ -158,7 +160,6 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
 
     @app.on_partitions_assigned.connect
     async def _forget_caches(sender: Any, assigned: Any, **kwargs: Any) -> None:
-        no_gaps_to_commit_past(app.consumer)  # before the first record of these partitions
         for driver, _ in tables:  # partitions moved: the Tables, not our caches, are the truth now
             driver.forget_cache()
         for route in every_route:
@@ -167,12 +168,8 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     return app
 
 
-async def _no_gap(tp: Any, offset_from: int, offset_to: int) -> None:
-    return None
-
-
-def no_gaps_to_commit_past(consumer: Any) -> None:
-    """Stop faust from recording a jump in offsets as a gap it may commit past.
+class GaplessConsumer(faust_aiokafka.Consumer):
+    """faust's consumer, except that a jump in offsets is not recorded as a gap to commit past.
 
     faust treats a jump as records that legitimately do not exist (compaction, transaction
     markers) and adds their offsets to the acknowledged ones at commit time. Our inputs have no
@@ -183,7 +180,9 @@ def no_gaps_to_commit_past(consumer: Any) -> None:
     one partition were still uncommitted.
     Without the gap, faust commits up to the first record not yet acknowledged, which is exact.
     """
-    consumer._add_gap = _no_gap  # looked up on the instance by faust's fetch loop for every jump
+
+    async def _add_gap(self, tp: Any, offset_from: int, offset_to: int) -> None:
+        return None
 
 
 def _rewinds(gaps: set[tuple[Any, Route]], committed: Mapping[Any, int | None]) -> dict[Any, int]:

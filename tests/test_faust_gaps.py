@@ -1,6 +1,6 @@
 """faust's commit bookkeeping, on faust's own Consumer: what a jump in offsets does to the commits,
-with faust's gap handling and with ours (streams.app.no_gaps_to_commit_past). No broker: the
-consumer is built, never started, and driven through the methods its fetch loop and acks call."""
+with faust's gap handling and without it (streams.app.GaplessConsumer). No broker: the consumer is
+built, never started, and driven through the methods its fetch loop and acks call."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import asyncio
 import faust
 from faust.types import TP
 
-from streams.app import no_gaps_to_commit_past
+from fastci.config import KafkaSettings
+from streams.app import GaplessConsumer, create_app
 
 TP0 = TP("results", 0)
 COMMITTED = 100
@@ -17,9 +18,9 @@ COMMITTED = 100
 
 def consumer(no_gaps: bool):
     app = faust.App("gap-test", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
-    made = app.consumer
     if no_gaps:
-        no_gaps_to_commit_past(made)
+        app.transport.Consumer = GaplessConsumer
+    made = app.consumer
     made._committed_offset[TP0] = COMMITTED
     return made
 
@@ -43,13 +44,21 @@ def commit_rounds(made, rounds: int) -> list[int]:
     return committed
 
 
-def skipped_then_sought_back(made) -> None:
-    """Around a rebalance faust delivers 100-102, then 200: its fetch loop reports the jump. The
-    route that expects 103 seeks back; 103-299 are delivered and acknowledged."""
+def skipped(made) -> None:
+    """Around a rebalance faust delivers 100-102, then 200-299: its fetch loop reports the jump."""
     ack(made, range(100, 103))
     asyncio.run(made._add_gap(TP0, 103, 199))
-    ack(made, [200])
-    ack(made, range(103, 300))
+    ack(made, range(200, 300))
+
+
+def skipped_then_sought_back(made) -> None:
+    """The route that expects 103 seeks back; 103-199 are delivered and acknowledged."""
+    skipped(made)
+    ack(made, range(103, 200))
+
+
+def test_the_worker_s_app_makes_a_gapless_consumer():
+    assert type(create_app(KafkaSettings(bootstrap="127.0.0.1:1")).consumer) is GaplessConsumer
 
 
 def test_faust_s_own_gap_handling_makes_its_commits_crawl():
@@ -67,9 +76,7 @@ def test_without_gaps_one_commit_covers_everything_applied():
 
 def test_without_gaps_a_commit_never_passes_records_not_yet_delivered():
     made = consumer(no_gaps=True)
-    ack(made, range(100, 103))
-    asyncio.run(made._add_gap(TP0, 103, 199))
-    ack(made, range(200, 300))  # 103-199 not delivered (yet)
+    skipped(made)  # 103-199 not delivered (yet)
     assert commit_rounds(made, 3) == [103, 103, 103]
     ack(made, range(103, 200))  # the seek back delivers them
     assert commit_rounds(made, 1) == [300]
@@ -77,7 +84,5 @@ def test_without_gaps_a_commit_never_passes_records_not_yet_delivered():
 
 def test_faust_s_own_gap_handling_commits_past_records_never_delivered():
     made = consumer(no_gaps=False)
-    ack(made, range(100, 103))
-    asyncio.run(made._add_gap(TP0, 103, 199))
-    ack(made, range(200, 300))
+    skipped(made)
     assert commit_rounds(made, 1) == [300]  # 103-199 were never applied: lost on a restart
