@@ -174,8 +174,8 @@ def faust_rate(settings: KafkaSettings, group: str, topics: list[str], command: 
             process.wait(60)
 
 
-def measured(rates: dict[str, float]) -> None:
-    name, rate = list(rates.items())[-1]
+def measured(rates: dict[str, float], name: str, rate: float) -> None:
+    rates[name] = rate
     print(f"measured {name}: {rate:,.0f} events/s")
 
 
@@ -288,17 +288,15 @@ def main() -> None:
         started = time.perf_counter()
         asyncio.run(publish(base, events))
         print(f"produced to Kafka in {time.perf_counter() - started:.1f} s ({args.partitions} partitions per topic)")
-        rates["raw aiokafka consume + decode"] = asyncio.run(raw_consume(base, len(events)))
-        measured(rates)
+        measured(rates, "raw aiokafka consume + decode", asyncio.run(raw_consume(base, len(events))))
 
     env = {**os.environ, "FASTCI_KAFKA_BOOTSTRAP": base.bootstrap, "FASTCI_KAFKA_NAMESPACE": base.namespace,
            "FASTCI_KAFKA_PARTITIONS": str(base.partitions)}
     if "naive" in parts:
         naive = [sys.executable, "-c", NAIVE_AGENT, base.bootstrap, base.namespace, str(base.partitions)]
-        rates["naive faust agent (1 event at a time)"] = faust_rate(
+        measured(rates, "naive faust agent (1 event at a time)", faust_rate(
             base, base.namespace + "naive", INPUTS, [naive], env, len(events), work, "naive"
-        )
-        measured(rates)
+        ))
 
     worker = [sys.executable, "-m", "fastci.cli", "worker", "--log-level", "info"]
     # The group's lag counts the internal topics the worker repartitions through, too.
@@ -311,11 +309,10 @@ def main() -> None:
         if count == 1 and args.probes:
             def probe() -> None:
                 latencies.extend(asyncio.run(selection_latency(replace(base, app=app), args.probes, args.probe_interval)))
-        rates[f"fastci faust worker x{count}"] = faust_rate(
+        measured(rates, f"fastci faust worker x{count}", faust_rate(
             base, base.namespace + app, consumed + internal, [worker] * count, {**env, "FASTCI_KAFKA_APP": app},
             sum(mix[t] for t in consumed), work, f"worker-x{count}", while_up=probe,
-        )
-        measured(rates)
+        ))
 
     profile = None
     if "embedded" in parts:
