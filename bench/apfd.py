@@ -2,13 +2,13 @@
 
 Two histories, each through the real processors (Driver over an in-memory store):
 
-1. **The recorded more-itertools replay** (``fastci.data.replay``, 100 real commits): the selection
+1. **The recorded more-itertools replay** (``fastci.selection.replay``, 100 real commits): the selection
    processor answers each commit, the test-plan processor orders the kept tests; the faults are the
    recorded mutants of that commit (each detected by the tests that failed on it, from full runs
    without ``-x``), the costs the tests' measured durations at that commit. A fault counts for a set
    when a test of the set detects it. Also for the whole suite: the plan first, then every other
    test in declared order (what running everything riskiest-first would do).
-2. **A synthetic CI history with red runs** (``fastci.workload.Workload``: a regression that breaks
+2. **A synthetic CI history with red runs** (``fastci.demo.history.Workload``: a regression that breaks
    three tests for a stretch of commits, flaky tests, a sick node): at each commit the tests that
    ran, ordered by their history (the plan of a selection that keeps exactly them); the faults are
    that commit's failures, each detected by the test that failed.
@@ -37,11 +37,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.data.replay import load, replay_selections  # noqa: E402
-from fastci.events import ResultEvent  # noqa: E402
-from fastci.events.selection import KeptTest, Selection, SelectionMetrics  # noqa: E402
-from fastci.processors.driver import Driver  # noqa: E402
-from fastci.processors.test_plan import TestPlanProcessor  # noqa: E402
+from fastci.selection.replay import load, replay_selections  # noqa: E402
+from fastci.producer.events import ResultEvent  # noqa: E402
+from fastci.selection.events import KeptTest, Selection, SelectionMetrics  # noqa: E402
+from fastci.runtime.driver import Driver  # noqa: E402
+from fastci.planning.processor import TestPlanProcessor  # noqa: E402
 
 FAILED = frozenset({"failed", "error"})
 
@@ -157,7 +157,7 @@ def replay_cases(name: str) -> tuple[list[Case], list[Case], dict]:
 
 
 def synthetic_cases(commits: int) -> tuple[list[Case], dict]:
-    from fastci.workload import Workload
+    from fastci.demo.history import Workload
 
     workload = Workload(commits=commits, seed=7)
     store: dict[str, bytes] = {}
@@ -227,7 +227,7 @@ def main() -> None:
     print(table("\nthe kept tests of each selection, in plan order:", kept, args.seeds))
     print(table("\nthe whole suite (the plan first, then the rest in declared order):", suite, args.seeds))
     cases, synthetic = synthetic_cases(args.synthetic_commits)
-    print(f"\nsynthetic history (fastci.workload.Workload, seed 7): {synthetic['commits']} commits, "
+    print(f"\nsynthetic history (fastci.demo.history.Workload, seed 7): {synthetic['commits']} commits, "
           f"{synthetic['failures']} failed runs")
     print(table("the tests each commit ran, ordered by their history:", cases, args.seeds))
     print(f"\n{time.perf_counter() - started:.1f} s")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.events.regression import RegressionAlert  # noqa: E402
-from fastci.regression.harness import Pipeline  # noqa: E402
+from fastci.regression.events import RegressionAlert  # noqa: E402
+from fastci.runtime.memory import Pipeline  # noqa: E402
 from fastci.regression.owners import parse_owner_file  # noqa: E402
 from fastci.regression.perfstats import repeats_needed  # noqa: E402
 from fastci.regression.synthetic import REPO, Scenario, sha  # noqa: E402

@@ -27,16 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.fleet.rules import RULES  # noqa: E402
-from fastci.fleet.simulation import (  # noqa: E402
-    FleetConfig,
-    FleetSimulation,
-    detections,
-    flake_rate,
-    misattribution,
-    replay_embedded,
-    slow_false_suspects,
-    throughput_noise,
-)
+from fastci.fleet.simulation import FleetConfig, FleetSimulation, detections, flake_rate, misattribution, replay_embedded, slow_false_suspects, throughput_noise
 
 
 def show(value) -> str:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.fleet.simulation import FleetConfig, ThroughputRig  # noqa: E402
 from fastci.fleet.slowness import SlowGate, judge  # noqa: E402
-from fastci.processors.failure_attribution import TRIM  # noqa: E402
+from fastci.fleet.failure_attribution import TRIM  # noqa: E402
 
 
 HEALTHY_FIRST = 4  # runs a slow node had before it turned slow (about the fleet simulation's 12 h)

@@ -4,7 +4,7 @@
 
 Per family (the four ``fastci qualify`` models), at the smoke config (a tenth of the nightly steps,
 as ``bench/qualify_durations.py`` timed it): the declared shrinkable dimensions and validation scope
-(``fastci.qualify.workload``), the cost model, and one real traced training run (tracing collector
+(``fastci.qualify.configs``), the cost model, and one real traced training run (tracing collector
 with dimension points, reference backend): every unit it executed, and where the units that do not
 run from the first step and layer first ran. The simulator gives each fleet model test the
 declaration of its family, and each unit a change touches the first-execution points of one real
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.qualify.backend import ReferenceBackend  # noqa: E402
 from fastci.qualify.models import FAMILIES  # noqa: E402
-from fastci.qualify.workload import COST, dimensions, scope, traced_training  # noqa: E402
+from fastci.qualify.configs import COST, dimensions, scope, traced_training  # noqa: E402
 
 SMOKE_FRACTION = 10
 SEED = 1234

@@ -5,7 +5,7 @@
 Per model (the four families of ``fastci qualify``) and precision (bf16, fp8), ``--repeats`` times:
 the inference check and the training check at the pinned number of steps (the nightly
 configuration), and training at a tenth of the steps (the presubmit smoke configuration). The
-simulator samples these seconds and scales them to fleet-size runs (``fastci.simulate.fleet``);
+simulator samples these seconds and scales them to fleet-size runs (``fastci.simulate.fleet_suite``);
 the file records the host's load average so the spread can be read with it.
 """
 

@@ -4,7 +4,7 @@ A model-night: the baseline is built as the detector builds it from the 10 previ
 night kept as a sketch of at most 256 order statistics, the newest nights up to 1,024 samples); the
 night carries ``repeats`` samples after warmup with multiplicative run-to-run noise; a night that fails the gate (one-sided Mann-Whitney p < 0.01 and the 95%
 bootstrap interval of the median ratio below 0.99) gets a confirmation run with the same repeats,
-and only a second failure is an alert - the detector's rule (fastci/processors/regression_detector.py).
+and only a second failure is an alert - the detector's rule (fastci/regression/detector.py).
 
 - detection: the night (and its rerun) is 2% slower; an alert is a detection;
 - false alarm: nothing changed; an alert is a false alarm;
@@ -32,9 +32,9 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.events.regression import RegressionAlert  # noqa: E402
-from fastci.processors.regression_detector import NIGHT_SAMPLES, POOL_SAMPLES, RegressionDetectorProcessor  # noqa: E402
-from fastci.regression.harness import Pipeline  # noqa: E402
+from fastci.regression.events import RegressionAlert  # noqa: E402
+from fastci.regression.detector import NIGHT_SAMPLES, POOL_SAMPLES, RegressionDetectorProcessor  # noqa: E402
+from fastci.runtime.memory import Pipeline  # noqa: E402
 from fastci.regression.perfstats import PerfGate, compare, median_ratio_interval, repeats_needed, sketch  # noqa: E402
 from fastci.regression.synthetic import Scenario  # noqa: E402
 

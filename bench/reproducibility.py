@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.cli import main  # noqa: E402
+from fastci.cli.main import main  # noqa: E402
 from fastci.views.store import Views  # noqa: E402
 
 

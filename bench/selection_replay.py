@@ -25,7 +25,7 @@ Shortcuts, each exact: a set equal to the full suite reuses the full run's outco
 running again; a set that contains the kept set is not rerun for a mutant the kept set killed.
 
 ``--record FILE`` also writes the replay's inputs and ground truth to a gzipped JSON-lines file
-(``fastci.data.replay`` reads it; CI has neither network nor mirror): the commits, results and
+(``fastci.selection.replay`` reads it; CI has neither network nor mirror): the commits, results and
 evidence events in the order they were fed to selection, what selection kept, and a fault matrix
 (each mutant's full run is then made without ``-x``, so every test that fails on it is known; a test
 still running 20 times as long as it took without the mutant counts as hung and failed,
@@ -59,12 +59,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_mutants import Mutant, make_mutant  # noqa: E402
 
-from fastci.data.replay import ReplayWriter as Recorder  # noqa: E402
-from fastci.events import CommitEvent, ResultEvent  # noqa: E402
-from fastci.events.codec import decode  # noqa: E402
-from fastci.events.inputs import Bundle  # noqa: E402
-from fastci.processors.driver import Driver  # noqa: E402
-from fastci.processors.selection import SelectionProcessor  # noqa: E402
+from fastci.selection.replay import ReplayWriter as Recorder  # noqa: E402
+from fastci.producer.events import CommitEvent, ResultEvent  # noqa: E402
+from fastci.topology import decode  # noqa: E402
+from fastci.producer.events import Bundle  # noqa: E402
+from fastci.runtime.driver import Driver  # noqa: E402
+from fastci.selection.processor import SelectionProcessor  # noqa: E402
 from fastci.runtime.log import TopicLog  # noqa: E402
 from fastci.selection.changes import analyze_commit  # noqa: E402
 from fastci.selection.units import is_test_file  # noqa: E402

@@ -35,13 +35,16 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.config import KafkaSettings  # noqa: E402
-from fastci.events import TOPICS, ChangedFunction, CommitEvent, Event, EvidenceEvent, FoldedStack, encode  # noqa: E402
-from fastci.processors import ALL_PROCESSORS  # noqa: E402
-from fastci.publishing import publish_embedded  # noqa: E402
+from fastci.core.config import KafkaSettings  # noqa: E402
+from fastci.topology import TOPICS
+from fastci.producer.events import ChangedFunction, CommitEvent, EvidenceEvent, FoldedStack
+from fastci.core.events import Event
+from fastci.core.codec import encode  # noqa: E402
+from fastci.topology import ALL_PROCESSORS  # noqa: E402
+from fastci.runtime.publish import publish_embedded  # noqa: E402
 from fastci.runtime.embedded import EmbeddedRuntime, RunStats  # noqa: E402
 from fastci.runtime.kafka_io import ensure_topics, group_lag, publish, topic_partitions  # noqa: E402
-from fastci.workload import REPO, Workload  # noqa: E402
+from fastci.demo.history import REPO, Workload  # noqa: E402
 from streams.app import repartition_topics  # noqa: E402
 
 INPUTS = ["commits", "results", "evidence", "node-health"]

@@ -1,12 +1,12 @@
 """How a qualification model's training time scales with each shrinkable dimension: the cost model its
-workload declaration carries (``fastci.qualify.workload.COST``).
+workload declaration carries (``fastci.qualify.configs.COST``).
 
 The model: a share ``fixed`` of the full run does not shrink (data generation, the final eval,
 setup), the rest scales as ``prod((value / full) ** exponent)``. Each training step does the same
 work, so the steps exponent is 1 and the steps dimension alone gives the fixed share:
 ``t(steps = s) / t(full) = fixed + (1 - fixed) * s / S``. Each other dimension at its minimum, the
 others full, gives its exponent on the part that shrinks. Then the check: each model shrunk to its
-rule's config (``fastci.planning.workload`` on the full run's evidence, so every unit still runs),
+rule's config (``fastci.planning.shrink`` on the full run's evidence, so every unit still runs),
 measured against the estimate.
 
 Times: the training check, untraced, reference backend, BLAS on one thread; CPU time of the process
@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from fastci.planning.workload import smallest_config  # noqa: E402
+from fastci.planning.shrink import smallest_config  # noqa: E402
 from fastci.qualify.backend import ReferenceBackend  # noqa: E402
 from fastci.qualify.golden import SEED  # noqa: E402
 from fastci.qualify.models import FAMILIES  # noqa: E402
 from fastci.qualify.stack import RuntimeConfig  # noqa: E402
 from fastci.qualify.train import train  # noqa: E402
-from fastci.qualify.workload import COST, configured, dimensions, traced_training  # noqa: E402
+from fastci.qualify.configs import COST, configured, dimensions, traced_training  # noqa: E402
 
 
 def cpu_seconds(name: str, values: dict[str, int], repeats: int) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FEATURES: tuple[str, ...] = ("fastci.producer.plugin", "fastci.evidence.plugin")
+FEATURES: tuple[str, ...] = ("fastci.producer.pytest_results", "fastci.evidence.pytest_evidence")
 
 
 def pytest_addoption(parser: Any) -> None:

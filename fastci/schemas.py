@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from fastci.events import TOPICS
+from fastci.topology import TOPICS
 
 
 def schema_documents() -> dict[str, dict[str, Any]]:

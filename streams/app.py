@@ -7,7 +7,7 @@ processors reading it, every processor's writes are taken, outputs are sent and
 acknowledged, then the Tables are written and their changelog records acknowledged
 (before faust commits the batch's offsets). With the offset marks and dedup window in
 each Table value and deterministic output ids, a crash anywhere gives no lost
-state and no duplicate a consumer would keep (see ``fastci.processors.driver``).
+state and no duplicate a consumer would keep (see ``fastci.runtime.driver``).
 
 Why one agent and not one per processor: with several agents subscribed to one
 topic, each record is shared by several faust channels. A rebalance clears the
@@ -33,10 +33,13 @@ import orjson
 from aiokafka.partitioner import murmur2
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from fastci.config import KafkaSettings
-from fastci.events import DEAD_LETTERS, Event, InvalidEvent, encode
-from fastci.processors import Processor, build_processors, owner_of
-from fastci.processors.driver import Driver, Origin, decode_or_refusal
+from fastci.core.config import KafkaSettings
+from fastci.topology import DEAD_LETTERS
+from fastci.core.events import Event
+from fastci.core.codec import InvalidEvent, encode
+from fastci.core.processor import Processor, owner_of
+from fastci.topology import build_processors
+from fastci.runtime.driver import Driver, Origin, decode_or_refusal
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.positions import Positions, Verdict, position_partition
 

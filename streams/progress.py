@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from aiokafka import AIOKafkaConsumer
 
-from fastci.config import KafkaSettings
-from fastci.processors import Processor
+from fastci.core.config import KafkaSettings
+from fastci.core.processor import Processor
 from fastci.runtime.kafka_io import read_to_end, topic_partitions
 from fastci.runtime.positions import position_key, position_partition
 from streams.app import route_names

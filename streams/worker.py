@@ -10,9 +10,10 @@ import asyncio
 
 import faust
 
-from fastci.config import KafkaSettings
-from fastci.events import TOPICS
-from fastci.processors import Processor, build_processors
+from fastci.core.config import KafkaSettings
+from fastci.topology import TOPICS
+from fastci.core.processor import Processor
+from fastci.topology import build_processors
 from fastci.runtime.kafka_io import ensure_topics
 from streams.app import create_app, repartition_topics
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fastci.config import KafkaSettings
+from fastci.core.config import KafkaSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 KAFKA_SH = ROOT / "docker" / "kafka" / "kafka.sh"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from fastci.events import NodeHealthEvent
-from fastci.events.fleet import NodeAttribution
+from fastci.producer.events import NodeHealthEvent
+from fastci.fleet.events import NodeAttribution
 
 from factories import BUNDLE, result
 

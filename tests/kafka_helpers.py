@@ -10,9 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from fastci.config import KafkaSettings
-from fastci.events import decode
-from fastci.processors import Processor, build_processors
+from fastci.core.config import KafkaSettings
+from fastci.topology import decode
+from fastci.core.processor import Processor
+from fastci.topology import build_processors
 from fastci.runtime.kafka_io import read_to_end, topic_partitions
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError

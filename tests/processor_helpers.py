@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fastci.events import Event
-from fastci.processors import Processor
+from fastci.core.events import Event
+from fastci.core.processor import Processor
 
 
 class Store:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastci.events.golden import GoldenReference
+from fastci.regression.references import GoldenReference
 
 from factories import BUNDLE
 

@@ -1,4 +1,4 @@
-"""A small synthetic recording with the shape of ``fastci.data.replay.Replay``, for simulator tests.
+"""A small synthetic recording with the shape of ``fastci.selection.replay.Replay``, for simulator tests.
 
 A library of ``functions`` functions, ``tests`` tests each calling two of them directly, and
 ``commits`` commits an hour apart each modifying one or two functions; every commit carries one
@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from fastci.events import Bundle, CommitEvent, EvidenceEvent, ResultEvent
+from fastci.producer.events import Bundle, CommitEvent, EvidenceEvent, ResultEvent
 
 REPO = "acme/lib"
 LIB = "lib/core.py"

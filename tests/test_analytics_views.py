@@ -8,12 +8,12 @@ from datetime import datetime, timedelta, timezone
 import duckdb
 import numpy as np
 
-from fastci.cli import main
-from fastci.events import CommitEvent
-from fastci.events.fleet import NodeStateChanged
-from fastci.events.regression import BaselineExclusion
-from fastci.events.schedule import ScheduleEvent
-from fastci.publishing import publish_embedded
+from fastci.cli.main import main
+from fastci.producer.events import CommitEvent
+from fastci.fleet.events import NodeStateChanged
+from fastci.regression.events import BaselineExclusion
+from fastci.scheduling.events import ScheduleEvent
+from fastci.runtime.publish import publish_embedded
 from fastci.reproduce.request import rerun_request
 from fastci.views.store import Views
 

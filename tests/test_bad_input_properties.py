@@ -9,9 +9,12 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastci.events import MAX_EVENT_BYTES, TOPICS, InvalidEvent, decode, encode
-from fastci.publishing import check_lines, publish_embedded
-from fastci.processors import ALL_PROCESSORS
+from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
+
+from fastci.topology import decode
+from fastci.topology import TOPICS
+from fastci.runtime.publish import check_lines, publish_embedded
+from fastci.topology import ALL_PROCESSORS
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 
 from factories import result_doc

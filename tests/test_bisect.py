@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from fastci.events import ResultEvent
-from fastci.events.regression import BisectPlan, BisectStep, RegressionAlert
-from fastci.events.runs import RunRequested
-from fastci.regression.harness import Pipeline
+from fastci.producer.events import ResultEvent
+from fastci.regression.events import BisectPlan, BisectStep, RegressionAlert
+from fastci.scheduling.runs import RunRequested
+from fastci.runtime.memory import Pipeline
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 
@@ -139,9 +139,9 @@ def test_a_failed_bisect_run_is_asked_for_again_and_the_bisect_still_converges()
 
 
 def test_the_largest_plan_stays_under_the_event_size_limit():
-    from fastci.events import MAX_EVENT_BYTES, encode
-    from fastci.events.regression import PlannedChange
-    from fastci.processors.bisect_planner import AUTHOR_CHARS, MAX_CHANGES, TITLE_CHARS
+    from fastci.core.codec import MAX_EVENT_BYTES, encode
+    from fastci.regression.events import PlannedChange
+    from fastci.regression.bisect_planner import AUTHOR_CHARS, MAX_CHANGES, TITLE_CHARS
 
     pipeline = bisect(Scenario(culprit=3, changes=8, seed=10, repeats=4000))  # the most samples an alert carries
     (plan,) = pipeline.of_topic(BisectPlan.TOPIC)
@@ -152,7 +152,7 @@ def test_the_largest_plan_stays_under_the_event_size_limit():
 
 
 def test_a_finished_bisect_keeps_only_its_small_progress():
-    from fastci.processors.bisect import BisectProcessor
+    from fastci.regression.bisect import BisectProcessor
 
     pipeline = bisect(Scenario(culprit=300, changes=400, seed=12))
     assert final_alert(pipeline).stage == "culprit"

@@ -11,13 +11,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-import fastci.cli
-from fastci.events import decode, encode
+from fastci.cli.main import main
+from fastci.core.codec import encode
+from fastci.topology import decode
 from fastci.runtime.embedded import DataDir
 from fastci.selection.changes import ChangeAnalysisError, analyze_commit, layers_of
 from fastci.selection.units import MODULE, Units
-
-COMMANDS_MODULE = "fastci.selection.commands"
 
 
 @pytest.fixture(autouse=True)
@@ -379,11 +378,9 @@ def test_a_path_that_is_not_a_repository_is_an_error_naming_it(tmp_path):
 
 
 @pytest.fixture
-def cli(monkeypatch):
-    """``fastci.cli.main`` with the changes command registered (the lead adds it to COMMAND_MODULES)."""
-    if COMMANDS_MODULE not in fastci.cli.COMMAND_MODULES:
-        monkeypatch.setattr(fastci.cli, "COMMAND_MODULES", (*fastci.cli.COMMAND_MODULES, COMMANDS_MODULE))
-    return fastci.cli.main
+def cli():
+    """The ``fastci`` command line, called in this process."""
+    return main
 
 
 def commits_in_log(data: Path) -> list:
@@ -500,9 +497,9 @@ def test_defs_under_nested_blocks_are_collected_once():
 
 
 def test_changes_refuses_an_event_too_large_for_consumers(repo, tmp_path, cli, capsys, monkeypatch):
-    import fastci.events
+    import fastci.core.codec
 
-    monkeypatch.setattr(fastci.events, "MAX_EVENT_BYTES", 200)  # rather than a commit of ~12,000 functions
+    monkeypatch.setattr(fastci.core.codec, "MAX_EVENT_BYTES", 200)  # rather than a commit of ~12,000 functions
     sha = two_commits(repo, MODEL, MODEL.replace("return model", "return model.eval()"))
     data = tmp_path / "data"
     assert cli(["--data-dir", str(data), "changes", "--repo", str(repo.path), "--rev", sha]) == 2

@@ -7,8 +7,8 @@ import sys
 
 import orjson
 
-from fastci.cli import main
-from fastci.events import encode
+from fastci.cli.main import main
+from fastci.core.codec import encode
 
 from factories import result, result_doc
 

@@ -7,16 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastci.events.golden import LossBandSpec, ToleranceSpec
-from fastci.regression.correctness import (
-    build_loss_band,
-    check_eval,
-    check_loss_curve,
-    check_output,
-    check_result,
-    default_tolerance,
-    smooth,
-)
+from fastci.regression.references import LossBandSpec, ToleranceSpec
+from fastci.regression.correctness import build_loss_band, check_eval, check_loss_curve, check_output, check_result, default_tolerance, smooth
 
 from regression_factories import golden
 

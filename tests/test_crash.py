@@ -13,9 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fastci.events import encode
+from fastci.core.codec import encode
 from fastci.runtime.embedded import DataDir
-from fastci.workload import Workload
+from fastci.demo.history import Workload
 
 pytestmark = pytest.mark.slow
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from fastci.events import DeadLetter, Event, ResultEvent
-from fastci.processors.base import Processor, Step, compound_key
-from fastci.processors.driver import SEEN_ID_CHARS, Driver, Origin, decode_entry
-from fastci.processors.test_history import TestHistory, TestHistoryProcessor
+from fastci.core.dead_letters import DeadLetter
+from fastci.core.events import Event
+from fastci.producer.events import ResultEvent
+from fastci.core.processor import Processor, Step, compound_key
+from fastci.runtime.driver import SEEN_ID_CHARS, Driver, Origin, decode_entry
+from fastci.fleet.test_history import TestHistory, TestHistoryProcessor
 
 from factories import result
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastci.events import decode, encode
-from fastci.processors import build_processors
-from fastci.processors.driver import decode_entry
-from fastci.processors.test_history import TestHistory
-from fastci.publishing import check_lines, publish_embedded
+from fastci.core.codec import encode
+
+from fastci.topology import decode
+from fastci.topology import build_processors
+from fastci.runtime.driver import decode_entry
+from fastci.fleet.test_history import TestHistory
+from fastci.runtime.publish import check_lines, publish_embedded
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 
 from factories import result

@@ -5,16 +5,11 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from fastci.events import (
-    MAX_EVENT_BYTES,
-    CommitEvent,
-    InvalidEvent,
-    NodeHealthEvent,
-    ResultEvent,
-    decode,
-    derive_id,
-    encode,
-)
+from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
+
+from fastci.topology import decode
+from fastci.producer.events import CommitEvent, NodeHealthEvent, ResultEvent
+from fastci.core.events import derive_id
 
 from factories import result, result_doc
 
@@ -140,7 +135,7 @@ def test_commit_events_carry_layers_and_changed_functions():
 def test_a_trusted_record_equals_the_validated_one_and_stays_frozen():
     from pydantic import ValidationError
 
-    from fastci.processors.selection import CatalogEntry, SelectionState
+    from fastci.selection.processor import CatalogEntry, SelectionState
 
     values = {"units": None, "files": ("a.py",), "tests": {"t1": ("c1",)}, "file_tests": None,
               "catalog": {"t1": CatalogEntry(test_id="tests/test_a.py::test_x", recent_s={"r": 1.5})}}

@@ -13,8 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fastci.cli import UsageError
-from fastci.evidence.commands import register
+from fastci.cli.base import UsageError
+from fastci.cli.evidence import register
 from fastci.evidence.stacks import units_of
 from fastci.runtime.embedded import DataDir
 

@@ -227,7 +227,7 @@ def test_the_tracer_stops_keeping_stacks_at_its_limit(tmp_path):
 
 
 def test_an_event_too_big_for_kafka_keeps_the_test_frame_and_the_innermost_frames():
-    from fastci.events import MAX_EVENT_BYTES, encode
+    from fastci.core.codec import MAX_EVENT_BYTES, encode
     from fastci.evidence.publish import KEPT_FRAMES, evidence_event
 
     deep = [(";".join(["test_x (tests/test_x.py:3)", *(f"f{i}_{j} (pkg/m{j}.py:{j})" for j in range(15))]), 1)

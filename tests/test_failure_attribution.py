@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastci.events.base import derive_id
-from fastci.events.fleet import FlakyVerdict, NodeAttribution, NodeStateChanged
-from fastci.processors.failure_attribution import FailureAttributionProcessor
-from fastci.processors.node_state import NodeStateProcessor
+from fastci.core.events import derive_id
+from fastci.fleet.events import FlakyVerdict, NodeAttribution, NodeStateChanged
+from fastci.fleet.failure_attribution import FailureAttributionProcessor
+from fastci.fleet.node_state import NodeStateProcessor
 
 from factories import BUNDLE
 from fleet_factories import run

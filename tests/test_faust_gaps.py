@@ -9,7 +9,7 @@ import asyncio
 import faust
 from faust.types import TP
 
-from fastci.config import KafkaSettings
+from fastci.core.config import KafkaSettings
 from streams.app import GaplessConsumer, create_app
 
 TP0 = TP("results", 0)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastci.events.fleet import FlakyTest, FlakyVerdict
-from fastci.events.regression import BaselineExclusion, RegressionAlert
-from fastci.events.runs import RunRequested
+from fastci.fleet.events import FlakyTest, FlakyVerdict
+from fastci.regression.events import BaselineExclusion, RegressionAlert
+from fastci.scheduling.runs import RunRequested
 from fastci.fleet.flakiness import STABLE_AFTER
-from fastci.processors.flaky_detector import FlakyDetectorProcessor
-from fastci.processors.flaky_owners import FlakyOwnersProcessor
-from fastci.processors.regression_detector import RegressionDetectorProcessor
+from fastci.fleet.flaky_detector import FlakyDetectorProcessor
+from fastci.fleet.flaky_owners import FlakyOwnersProcessor
+from fastci.regression.detector import RegressionDetectorProcessor
 from fastci.regression.owners import parse_owner_file
 
 from fleet_factories import run

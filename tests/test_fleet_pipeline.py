@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import orjson
 
-from fastci.cli import main
-from fastci.events import NodeHealthEvent
-from fastci.events.fleet import NodeStateChanged
-from fastci.events.runs import RunRequested
-from fastci.publishing import publish_embedded
+from fastci.cli.main import main
+from fastci.producer.events import NodeHealthEvent
+from fastci.fleet.events import NodeStateChanged
+from fastci.scheduling.runs import RunRequested
+from fastci.runtime.publish import publish_embedded
 from fastci.regression.owners import parse_owner_file
 from fastci.runtime.embedded import DataDir
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastci.events.fleet import NodeStateChanged
+from fastci.fleet.events import NodeStateChanged
 from fastci.fleet import simulation
 from fastci.fleet.simulation import FleetConfig, FleetSimulation, detections, flake_rate, misattribution, revision_of
 

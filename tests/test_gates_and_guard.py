@@ -6,11 +6,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from fastci.events.fleet import NodeStateChanged
-from fastci.events.regression import BaselineExclusion, GateResult
-from fastci.processors.baseline_guard import BaselineGuardProcessor
-from fastci.processors.correctness_gates import CorrectnessGatesProcessor, GoldenHeld, golden_key
-from fastci.processors.driver import Driver, Entry, encode_entry
+from fastci.fleet.events import NodeStateChanged
+from fastci.regression.events import BaselineExclusion, GateResult
+from fastci.regression.baseline_guard import BaselineGuardProcessor
+from fastci.regression.correctness_gates import CorrectnessGatesProcessor, GoldenHeld, golden_key
+from fastci.runtime.driver import Driver, Entry, encode_entry
 
 from factories import result
 from processor_helpers import Store, feed, of_topic

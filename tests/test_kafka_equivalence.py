@@ -8,13 +8,14 @@ from collections import defaultdict
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from fastci.events import TOPICS, Event
-from fastci.publishing import publish_embedded
+from fastci.topology import TOPICS
+from fastci.core.events import Event
+from fastci.runtime.publish import publish_embedded
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish
 from fastci.views.refresh import refresh_embedded, refresh_kafka
 from fastci.views.store import Views
-from fastci.workload import Workload
+from fastci.demo.history import Workload
 
 from kafka_helpers import read_events, start_worker, stop_worker, wait_until_consumed
 
@@ -101,6 +102,6 @@ def test_embedded_and_faust_worker_agree(kafka, tmp_path):
 
 
 def read_embedded(data_dir, topic: str) -> list[Event]:
-    from fastci.events import decode
+    from fastci.topology import decode
 
     return [decode(topic, r.payload) for r in DataDir(data_dir).log.topic(topic).read()]

@@ -16,13 +16,13 @@ from dataclasses import replace
 
 import pytest
 
-from fastci.events import TOPICS
-from fastci.publishing import publish_embedded
+from fastci.topology import TOPICS
+from fastci.runtime.publish import publish_embedded
 from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
 from fastci.views.refresh import refresh_embedded, refresh_kafka
 from fastci.views.store import Views
-from fastci.workload import Workload
+from fastci.demo.history import Workload
 
 from kafka_helpers import committed, start_worker, stop_worker, wait_for_committed, wait_until_consumed
 
@@ -138,7 +138,7 @@ def test_two_workers_share_partitions_then_one_dies(kafka, tmp_path, report_figu
 
 def test_broker_restarted_mid_stream(private_broker, tmp_path, report_figure):
     settings = replace(
-        __import__("fastci.config", fromlist=["KafkaSettings"]).KafkaSettings(),
+        __import__("fastci.core.config", fromlist=["KafkaSettings"]).KafkaSettings(),
         bootstrap=private_broker.bootstrap,
         namespace="restart-",
     )
@@ -168,8 +168,10 @@ def test_broker_restarted_mid_stream(private_broker, tmp_path, report_figure):
 def test_producer_whose_broker_disappears_and_comes_back(private_broker, tmp_path, report_figure):
     """A CI producer keeps publishing while its broker is down: everything is spooled, sent once the
     broker is back, and the worker's views equal an uninterrupted run's."""
-    from fastci.config import KafkaSettings
-    from fastci.producer import KafkaTarget, Producer, RetryPolicy, Spool
+    from fastci.core.config import KafkaSettings
+    from fastci.producer.targets import KafkaTarget
+    from fastci.producer.client import Producer, RetryPolicy
+    from fastci.producer.spool import Spool
 
     settings = KafkaSettings(bootstrap=private_broker.bootstrap, namespace="outage-", partitions=4)
     events = recorded()[:12_000]

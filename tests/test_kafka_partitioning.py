@@ -13,15 +13,17 @@ from typing import ClassVar
 import orjson
 import pytest
 
-from fastci.events import TOPICS, Event, ResultEvent
-from fastci.events.base import Record
-from fastci.processors import Processor, Step, compound_key, owner_of
-from fastci.processors.driver import decode_entry
-from fastci.publishing import publish_embedded
+from fastci.topology import TOPICS
+from fastci.core.events import Event
+from fastci.producer.events import ResultEvent
+from fastci.core.events import Record
+from fastci.core.processor import Processor, Step, compound_key, owner_of
+from fastci.runtime.driver import decode_entry
+from fastci.runtime.publish import publish_embedded
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
 from fastci.runtime.positions import position_partition
-from fastci.workload import Workload
+from fastci.demo.history import Workload
 from streams.app import partition_of
 
 from kafka_helpers import stop_worker, wait_until_consumed
@@ -57,7 +59,7 @@ class NodeTally(Processor[Tally]):
 WORKER = """
 import sys
 sys.path.insert(0, {tests!r})
-from fastci.config import KafkaSettings
+from fastci.core.config import KafkaSettings
 from streams.worker import run_processors
 from test_kafka_partitioning import NodeTally
 run_processors(KafkaSettings.from_env(), [NodeTally()])

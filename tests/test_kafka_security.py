@@ -13,8 +13,8 @@ from dataclasses import replace
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
-from fastci.config import KafkaSettings
-from fastci.events import TOPICS
+from fastci.core.config import KafkaSettings
+from fastci.topology import TOPICS
 from fastci.runtime.kafka_io import ensure_topics, publish
 
 from conftest import SCRAM_USERS

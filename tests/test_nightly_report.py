@@ -7,10 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from fastci.cli import main
-from fastci.events import CommitEvent
-from fastci.publishing import publish_embedded
-from fastci.regression.harness import Pipeline
+from fastci.cli.main import main
+from fastci.producer.events import CommitEvent
+from fastci.runtime.publish import publish_embedded
+from fastci.runtime.memory import Pipeline
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastci.events.base import derive_id
-from fastci.events.fleet import NodeStateChanged
-from fastci.events.runs import RunRequested
-from fastci.processors.driver import Driver, Origin
-from fastci.processors.node_state import RERUN_PURPOSE, NodeStateProcessor
+from fastci.core.events import derive_id
+from fastci.fleet.events import NodeStateChanged
+from fastci.scheduling.runs import RunRequested
+from fastci.runtime.driver import Driver, Origin
+from fastci.fleet.node_state import RERUN_PURPOSE, NodeStateProcessor
 
 from fleet_factories import NODE, at, cleared, failure, run, signal, throughput
 from processor_helpers import Store, feed, of_topic

@@ -9,15 +9,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from fastci.regression.changepoint import change_points
-from fastci.regression.perfstats import (
-    PerfGate,
-    compare,
-    median_ratio_interval,
-    metric_direction,
-    relative_noise,
-    repeats_needed,
-    seed_from,
-)
+from fastci.regression.perfstats import PerfGate, compare, median_ratio_interval, metric_direction, relative_noise, repeats_needed, seed_from
 
 GATE = PerfGate()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from fastci.cli import main
-from fastci.events import decode
+from fastci.cli.main import main
+from fastci.topology import decode
 from fastci.runtime.embedded import DataDir
 
 

@@ -7,12 +7,13 @@ from datetime import datetime, timedelta, timezone
 from factories import BUNDLE
 from processor_helpers import Store, feed
 
-from fastci.events import ResultEvent, decode
-from fastci.events.base import Event
-from fastci.events.runs import RunRequested
-from fastci.events.schedule import ClockTick, PoolConfig, PoolNode, ScheduleEvent
-from fastci.processors.pool_scheduler import DEFAULT_CLASSES, PoolSchedulerProcessor
-from fastci.publishing import publish_embedded
+from fastci.producer.events import ResultEvent
+from fastci.topology import decode
+from fastci.core.events import Event
+from fastci.scheduling.runs import RunRequested
+from fastci.scheduling.events import ClockTick, PoolConfig, PoolNode, ScheduleEvent
+from fastci.scheduling.processor import DEFAULT_CLASSES, PoolSchedulerProcessor
+from fastci.runtime.publish import publish_embedded
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.views.refresh import refresh_embedded
 from fastci.views.store import Views

@@ -12,9 +12,9 @@ from test_pool_embedded import CONFIG, T0, request, results_of, running_now
 
 from datetime import timedelta
 
-from fastci.events import TOPICS
-from fastci.events.schedule import ClockTick, ScheduleEvent
-from fastci.processors.pool_scheduler import PoolSchedulerProcessor
+from fastci.topology import TOPICS
+from fastci.scheduling.events import ClockTick, ScheduleEvent
+from fastci.scheduling.processor import PoolSchedulerProcessor
 from fastci.runtime.kafka_io import ensure_topics, publish
 
 from kafka_helpers import read_events, start_worker, stop_worker, wait_until_consumed

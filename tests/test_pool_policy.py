@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from fastci.scheduling.pool import (
-    ClassRule,
-    NodeView,
-    RunningView,
-    WaitingView,
-    checkpointed,
-    schedule_pass,
-)
+from fastci.scheduling.pool import ClassRule, NodeView, RunningView, WaitingView, checkpointed, schedule_pass
 
 RULES = {
     "release": ClassRule(0, 0.25),

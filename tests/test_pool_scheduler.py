@@ -7,17 +7,11 @@ from datetime import datetime, timedelta, timezone
 from factories import BUNDLE
 from processor_helpers import Store, feed
 
-from fastci.events import ResultEvent
-from fastci.events.fleet import NodeStateChanged
-from fastci.events.runs import RunRequested
-from fastci.events.schedule import ClassPolicy, ClockTick, PoolConfig, PoolNode, ScheduleEvent
-from fastci.processors.pool_scheduler import (
-    DEFAULT_CLASSES,
-    PlanEntry,
-    PoolSchedulerProcessor,
-    job_key,
-    shards,
-)
+from fastci.producer.events import ResultEvent
+from fastci.fleet.events import NodeStateChanged
+from fastci.scheduling.runs import RunRequested
+from fastci.scheduling.events import ClassPolicy, ClockTick, PoolConfig, PoolNode, ScheduleEvent
+from fastci.scheduling.processor import DEFAULT_CLASSES, PlanEntry, PoolSchedulerProcessor, job_key, shards
 
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
@@ -240,7 +234,7 @@ def plan(name: str, entries, hardware_path: bool):
     """A test-plan event as the scheduler reads it (issue7-plan's model lands in place of this stand-in)."""
     from types import SimpleNamespace
 
-    from fastci.events.base import derive_id
+    from fastci.core.events import derive_id
 
     tests = [SimpleNamespace(test_id=t, config={}, estimated_s=s, chips=c) for t, c, s in entries]
     return SimpleNamespace(TOPIC="test-plan", id=derive_id("test-plan", name), key="default", pool="default",

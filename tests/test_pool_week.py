@@ -15,10 +15,10 @@ from datetime import datetime, timezone
 import pytest
 from factories import BUNDLE
 
-from fastci.events.fleet import NodeStateChanged
-from fastci.events.runs import RunRequested
-from fastci.events.schedule import ScheduleEvent
-from fastci.processors.pool_scheduler import DEFAULT_CLASSES, PoolSchedulerProcessor, default_config
+from fastci.fleet.events import NodeStateChanged
+from fastci.scheduling.runs import RunRequested
+from fastci.scheduling.events import ScheduleEvent
+from fastci.scheduling.processor import DEFAULT_CLASSES, PoolSchedulerProcessor, default_config
 from fastci.simulate.bus import Bus
 from fastci.simulate.loop import Loop, Runner, TestRun, at_seconds
 

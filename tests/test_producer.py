@@ -11,19 +11,13 @@ import time
 import orjson
 import pytest
 
-from fastci.events import ResultEvent
-from fastci.producer import (
-    ContextError,
-    EmbeddedTarget,
-    KafkaTarget,
-    Producer,
-    RetryPolicy,
-    Spool,
-    TargetUnavailable,
-    load_context,
-)
+from fastci.producer.events import ResultEvent
+from fastci.producer.context import ContextError, load_context
+from fastci.producer.targets import EmbeddedTarget, KafkaTarget, TargetUnavailable
+from fastci.producer.client import Producer, RetryPolicy
+from fastci.producer.spool import Spool
 from fastci.producer.context import bundle_toml
-from fastci.config import KafkaSettings
+from fastci.core.config import KafkaSettings
 from fastci.runtime.embedded import DataDir
 
 from factories import result
@@ -201,7 +195,7 @@ def test_damaged_spool_lines_are_dead_lettered_and_set_aside(tmp_path):
 
 
 def test_only_input_topics_can_be_published(tmp_path):
-    from fastci.events import TestStatusChanged
+    from fastci.fleet.events import TestStatusChanged
 
     p = producer(FlakyTarget(), tmp_path)
     status = TestStatusChanged(test_id="t", result_id="0" * 32, run_id="r", commit="abcdef1", node_id="n",

@@ -6,7 +6,7 @@ import os
 
 import orjson
 
-from fastci.cli import main
+from fastci.cli.main import main
 from fastci.producer.context import bundle_toml, load_context
 from fastci.qualify.stack import HEALTHY
 from fastci.runtime.embedded import DataDir

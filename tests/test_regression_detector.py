@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastci.events.regression import BaselineExclusion, GateResult, RegressionAlert
-from fastci.events.runs import RunRequested
-from fastci.processors.regression_detector import RegressionDetectorProcessor, perf_key
+from fastci.regression.events import BaselineExclusion, GateResult, RegressionAlert
+from fastci.scheduling.runs import RunRequested
+from fastci.regression.detector import RegressionDetectorProcessor, perf_key
 
 from processor_helpers import Store, feed, of_topic
 from regression_factories import nightly, rerun
@@ -127,7 +127,7 @@ def test_a_flaky_test_is_not_judged():
 
 
 def gate(night: int, passed: bool, trigger="nightly", commit=None, node="node-01", name="logits"):
-    from fastci.events.regression import CheckOutcome
+    from fastci.regression.events import CheckOutcome
 
     from factories import BUNDLE
     from regression_factories import sha

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from fastci.events import TOPICS
-from fastci.events.fleet import NodeStateChanged
-from fastci.events.regression import BaselineExclusion, BisectStep, RegressionAlert
-from fastci.events.runs import RunRequested
-from fastci.processors import build_processors
-from fastci.regression.harness import Pipeline
+from fastci.topology import TOPICS
+from fastci.fleet.events import NodeStateChanged
+from fastci.regression.events import BaselineExclusion, BisectStep, RegressionAlert
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import build_processors
+from fastci.runtime.memory import Pipeline
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.kafka_io import ensure_topics, publish

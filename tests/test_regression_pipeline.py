@@ -3,17 +3,17 @@ plan -> bisect runs -> culprit alert, with a runner answering run requests betwe
 
 from __future__ import annotations
 
-from fastci.events import decode
-from fastci.events.fleet import NodeStateChanged
-from fastci.events.regression import BaselineExclusion, RegressionAlert
-from fastci.events.runs import RunRequested
-from fastci.processors import build_processors
-from fastci.publishing import publish_embedded
-from fastci.regression.harness import Pipeline
+from fastci.topology import decode
+from fastci.fleet.events import NodeStateChanged
+from fastci.regression.events import BaselineExclusion, RegressionAlert
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import build_processors
+from fastci.runtime.publish import publish_embedded
+from fastci.runtime.memory import Pipeline
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats
-from fastci.events.base import Event
+from fastci.core.events import Event
 
 OWNERS = "* @framework-team\n/fastlm/kernels/ @kernels-team\nlayer:driver @driver-team\n"
 
@@ -81,7 +81,7 @@ def scenario_time(result):
 
 def test_a_processor_with_several_inputs_reads_each_record_under_its_own_topic(tmp_path):
     """The embedded runtime once labelled every input's records with its last input topic."""
-    from fastci.processors.baseline_guard import BaselineGuardProcessor
+    from fastci.regression.baseline_guard import BaselineGuardProcessor
 
     scenario = Scenario(culprit=None, changes=2, seed=13, repeats=3)
     nights = scenario.nightly_results()

@@ -9,9 +9,9 @@ from datetime import datetime, timedelta, timezone
 import orjson
 import pytest
 
-from fastci.cli import main
-from fastci.events.regression import Endpoint, RegressionAlert
-from fastci.publishing import publish_embedded
+from fastci.cli.main import main
+from fastci.regression.events import Endpoint, RegressionAlert
+from fastci.runtime.publish import publish_embedded
 from fastci.release.bundle import ReleaseBundle, parse_environment, parse_manifest, render_environment
 from fastci.release.git import Repo
 from fastci.runtime.embedded import DataDir

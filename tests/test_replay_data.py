@@ -1,4 +1,4 @@
-"""The recorded more-itertools replay (fastci.data.replay): what it holds, and that replaying it through the
+"""The recorded more-itertools replay (fastci.selection.replay): what it holds, and that replaying it through the
 real selection processor reproduces the live run's selections."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fastci.data.replay import ReplayWriter, check, load, replay_path, replay_selections
+from fastci.selection.replay import ReplayWriter, check, load, replay_path, replay_selections
 
 from factories import result
 from test_selection import REPO, commit, evidence, stack

@@ -8,9 +8,9 @@ import os
 import orjson
 import pytest
 
-from fastci.cli import main
-from fastci.events.runs import RunRequested
-from fastci.publishing import publish_embedded
+from fastci.cli.main import main
+from fastci.scheduling.runs import RunRequested
+from fastci.runtime.publish import publish_embedded
 from fastci.qualify.stack import HEALTHY, with_defect
 from fastci.reproduce.request import rerun_request
 from fastci.reproduce.runner import Runner
@@ -147,7 +147,7 @@ def test_rerun_errors_and_the_request_id_is_stable(qualified, tmp_path, capsys):
 
 def test_the_runner_runs_only_what_it_can_reproduce_and_remembers_where_it_was(qualified, tmp_path):
     data, originals = qualified
-    from fastci.events import ResultEvent
+    from fastci.producer.events import ResultEvent
     from fastci.report.nightly import load
 
     views = Views(data / "views.duckdb", read_only=True)

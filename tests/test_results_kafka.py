@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from conftest import PrivateBroker
-from fastci.config import KafkaSettings
+from fastci.core.config import KafkaSettings
 from kafka_helpers import read_events
 from test_results_plugin import ENV, run_suite
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
-from fastci.producer.plugin import _Outcome
+from fastci.producer.pytest_results import _Outcome
 from fastci.runtime.embedded import DataDir
 
 SUITE = """

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from fastci.events import TOPICS
+from fastci.topology import TOPICS
 from fastci.schemas import schema_documents, write_schemas
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fastci.events import CommitEvent, EvidenceEvent
-from fastci.events.selection import Selection
-from fastci.processors.selection import SelectionProcessor
+from fastci.producer.events import CommitEvent, EvidenceEvent
+from fastci.selection.events import Selection
+from fastci.selection.processor import SelectionProcessor
 from fastci.selection.graph import executions, short_id, unit_name
 from fastci.selection.pruning import prune
 

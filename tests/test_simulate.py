@@ -5,7 +5,7 @@ from __future__ import annotations
 from processor_helpers import Store, feed, of_topic
 from test_selection import ATTN, commit, history, kept_ids
 
-from fastci.processors.selection import SelectionProcessor
+from fastci.selection.processor import SelectionProcessor
 
 
 def select_with(processor: SelectionProcessor, change):
@@ -31,9 +31,9 @@ import pytest  # noqa: E402
 from sim_factories import recording  # noqa: E402
 
 from fastci.simulate.ablation import unit_test_durations  # noqa: E402
-from fastci.simulate.fleet import Durations, choose_models, load_qualify_durations  # noqa: E402
+from fastci.simulate.fleet_suite import Durations, choose_models, load_qualify_durations  # noqa: E402
 from fastci.simulate.sim import VARIANTS, Simulation  # noqa: E402
-from fastci.simulate.workload import Settings  # noqa: E402
+from fastci.simulate.arrivals import Settings  # noqa: E402
 
 SMALL = Settings(days=1, changes_per_day=120, faults_per_day=8, experiments_per_day=4, warmup_h=3.0, drain_days=0.5)
 EVERYTHING, SELECTION, PRUNING, RISK, WORKLOAD = VARIANTS

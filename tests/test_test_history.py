@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fastci.events import TestStatusChanged
-from fastci.processors.test_history import TestHistory, TestHistoryProcessor
+from fastci.fleet.events import TestStatusChanged
+from fastci.fleet.test_history import TestHistory, TestHistoryProcessor
 
 from factories import result
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from fastci.events import EvidenceEvent, decode
-from fastci.events.inputs import WorkloadEvidence
-from fastci.events.plan import PAGE_SIZE, TestPlan
-from fastci.events.selection import KeptTest, Selection, SelectionMetrics
-from fastci.processors import ALL_PROCESSORS
-from fastci.processors.driver import Driver
-from fastci.processors.selection import SelectionProcessor
-from fastci.processors.test_plan import TestPlanProcessor, needed_units
-from fastci.publishing import publish_embedded
+from fastci.producer.events import EvidenceEvent
+from fastci.topology import decode
+from fastci.producer.events import WorkloadEvidence
+from fastci.planning.events import PAGE_SIZE, TestPlan
+from fastci.selection.events import KeptTest, Selection, SelectionMetrics
+from fastci.topology import ALL_PROCESSORS
+from fastci.runtime.driver import Driver
+from fastci.selection.processor import SelectionProcessor
+from fastci.planning.processor import TestPlanProcessor, needed_units
+from fastci.runtime.publish import publish_embedded
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 
 from factories import result

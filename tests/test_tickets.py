@@ -8,13 +8,13 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from fastci.cli import main
-from fastci.publishing import publish_embedded
-from fastci.regression.harness import Pipeline
+from fastci.cli.main import main
+from fastci.runtime.publish import publish_embedded
+from fastci.runtime.memory import Pipeline
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario
-from fastci.tickets import open_tickets
-from fastci.events.regression import RegressionAlert
+from fastci.regression.tickets import open_tickets
+from fastci.regression.events import RegressionAlert
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastci.publishing import publish_embedded
+from fastci.runtime.publish import publish_embedded
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.views.refresh import refresh_embedded
 from fastci.views.store import Views

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from fastci.events.selection import KeptTest, Selection
-from fastci.planning.workload import executes, smallest_config
-from fastci.processors.test_plan import TestPlanProcessor
+from fastci.selection.events import KeptTest, Selection
+from fastci.planning.shrink import executes, smallest_config
+from fastci.planning.processor import TestPlanProcessor
 from fastci.qualify.backend import ReferenceBackend
 from fastci.qualify.golden import SEED
-from fastci.qualify.workload import dimensions, evidence_event, traced_training
+from fastci.qualify.configs import dimensions, evidence_event, traced_training
 
 from factories import result
 from processor_helpers import Store, feed, of_topic

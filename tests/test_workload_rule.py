@@ -1,4 +1,4 @@
-"""The shrink rule (fastci.planning.workload) and the dimension points the tracing collector records."""
+"""The shrink rule (fastci.planning.shrink) and the dimension points the tracing collector records."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from fastci.evidence import dimensions
 from fastci.evidence.stacks import UnitsCache
 from fastci.evidence.tracing import POINT_LIMIT, Tracer
-from fastci.events.inputs import MAX_POINTS
-from fastci.planning.workload import Dimension, add_point, executes, scale_of, smallest_config
+from fastci.producer.events import MAX_POINTS
+from fastci.planning.shrink import Dimension, add_point, executes, scale_of, smallest_config
 
 STEPS, LAYERS = Dimension("steps", 300, 20), Dimension("layers", 4, 1)
 

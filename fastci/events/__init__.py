@@ -1,8 +1,16 @@
-"""The event contract: every fact and decision fastci moves, as frozen pydantic models."""
+"""The public event contract, in one import: every event model fastci moves and the codec.
 
-from fastci.events.base import Event, derive_id
-from fastci.events.codec import MAX_EVENT_BYTES, InvalidEvent, decode, encode, model_for
-from fastci.events.inputs import (
+Each model is defined beside the capability that owns it (``fastci/<capability>/events.py``); this
+package only hands the names on, for producers and analysts. fastci's own code imports from the
+defining modules.
+"""
+
+from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
+from fastci.core.dead_letters import DeadLetter, FieldError
+from fastci.core.events import Event, derive_id
+from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
+from fastci.planning.events import TestPlan
+from fastci.producer.events import (
     Bundle,
     ChangedFile,
     ChangedFunction,
@@ -12,26 +20,49 @@ from fastci.events.inputs import (
     NodeHealthEvent,
     ResultEvent,
 )
-from fastci.events.outputs import DeadLetter, FieldError, TestStatusChanged
-from fastci.events.registry import DEAD_LETTERS, INPUT_TOPICS, TOPICS
+from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
+from fastci.regression.references import GoldenReference, OwnerMap
+from fastci.release.events import ReleaseEvent
+from fastci.scheduling.events import ClockTick, PoolConfig, ScheduleEvent
+from fastci.scheduling.runs import RunRequested
+from fastci.selection.events import Selection
+from fastci.topology import DEAD_LETTERS, INPUT_TOPICS, TOPICS, decode, model_for
 
 __all__ = [
     "DEAD_LETTERS",
     "INPUT_TOPICS",
     "MAX_EVENT_BYTES",
     "TOPICS",
+    "BaselineExclusion",
+    "BisectPlan",
+    "BisectStep",
     "Bundle",
     "ChangedFile",
     "ChangedFunction",
+    "ClockTick",
     "CommitEvent",
     "DeadLetter",
     "Event",
     "EvidenceEvent",
     "FieldError",
+    "FlakyTest",
+    "FlakyVerdict",
     "FoldedStack",
+    "GateResult",
+    "GoldenReference",
     "InvalidEvent",
+    "NodeAttribution",
     "NodeHealthEvent",
+    "NodeStateChanged",
+    "OwnerMap",
+    "PoolConfig",
+    "ReleaseEvent",
+    "RegressionAlert",
     "ResultEvent",
+    "RunRequested",
+    "ScheduleEvent",
+    "Selection",
+    "TestPlan",
     "TestStatusChanged",
     "decode",
     "derive_id",

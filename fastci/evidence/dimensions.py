@@ -11,7 +11,7 @@ Code under test marks its loops::
 Outside evidence collection this costs a dict write per loop turn. The tracing collector
 (``fastci.evidence.tracing.Tracer`` with ``dimensions=True``) reads the current point at every
 call into project code and keeps, per unit, the minimal points it ran at
-(``fastci.planning.workload.add_point``). The point is one tuple replaced on every change, so the
+(``fastci.planning.shrink.add_point``). The point is one tuple replaced on every change, so the
 tracer tells "same point as this unit's last call" by identity.
 """
 
@@ -65,7 +65,7 @@ def first_executions(points: Mapping[tuple[str, int], list[dict[str, int]]], roo
     restricted to ``dimensions`` (undeclared ones are dropped: the unit then looks as if it ran
     outside them). Units that ran at the first index of everything are left out: any config runs them."""
     from fastci.evidence.stacks import Frame, to_project_stack
-    from fastci.planning.workload import add_point
+    from fastci.planning.shrink import add_point
     from fastci.selection.graph import parse_frame
     from fastci.evidence.tracing import POINT_LIMIT
 

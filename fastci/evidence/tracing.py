@@ -28,9 +28,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastci.evidence import dimensions as _dimensions
-from fastci.planning.workload import add_point
+from fastci.planning.shrink import add_point
 
-POINT_LIMIT = 8  # minimal points per call site: fastci.events.inputs.MAX_POINTS
+POINT_LIMIT = 8  # minimal points per call site: fastci.producer.events.MAX_POINTS
 
 T = TypeVar("T")
 RawStack = tuple[tuple[str, int], ...]  # (filename, line) root first

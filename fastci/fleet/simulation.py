@@ -47,17 +47,18 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from fastci.events import Bundle, Event, NodeHealthEvent, ResultEvent
-from fastci.events.fleet import OUT_OF_SERVICE_STATES, NodeAttribution, NodeStateChanged
-from fastci.events.runs import RunRequested
-from fastci.processors import build_processors
+from fastci.producer.events import Bundle, NodeHealthEvent, ResultEvent
+from fastci.core.events import Event
+from fastci.fleet.events import OUT_OF_SERVICE_STATES, NodeAttribution, NodeStateChanged
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import build_processors
 from fastci.qualify import golden
 from fastci.qualify.emulated import EmulatedAccelerator
 from fastci.qualify.models import FAMILIES
 from fastci.qualify.runner import check_inference
 from fastci.qualify.stack import HEALTHY, RuntimeConfig, with_defect
 from fastci.qualify.train import Trainer
-from fastci.regression.harness import Pipeline
+from fastci.runtime.memory import Pipeline
 from fastci.regression.owners import parse_owner_file
 
 REPO = "acme/fleet-models"
@@ -585,7 +586,7 @@ def replay_embedded(inputs: list[Event], data_dir, hours: float = 1.0) -> int:
     running the embedded runtime (every processor) after each hour, as a live fleet would feed it;
     return how many hours were published. Published all at once, the runtime would take each topic
     in turn (one append time for everything), and node-state would see every signal before any result."""
-    from fastci.publishing import publish_embedded
+    from fastci.runtime.publish import publish_embedded
     from fastci.runtime.embedded import EmbeddedRuntime
 
     def hour(event: Event) -> int:

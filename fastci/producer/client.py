@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from fastci.events import Event, ResultEvent
-from fastci.events.registry import INPUT_TOPICS
+from fastci.core.events import Event
+from fastci.producer.events import ResultEvent
+from fastci.topology import INPUT_TOPICS
 from fastci.producer.context import RunContext
 from fastci.producer.spool import Spool
 from fastci.producer.targets import Target, TargetUnavailable

@@ -34,9 +34,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fastci.events import Bundle
-from fastci.events.base import Name, Record, Sha
-from fastci.events.inputs import Trigger
+from fastci.producer.events import Bundle
+from fastci.core.events import Name, Record, Sha
+from fastci.producer.events import Trigger
 
 BUNDLE_LAYERS = ("compiler", "kernels", "runtime", "driver", "firmware")
 _TOP_LEVEL = ("node_id", "hardware_revision", "bundle")

@@ -9,8 +9,9 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
-from fastci.config import KafkaSettings
-from fastci.events import Event, encode
+from fastci.core.config import KafkaSettings
+from fastci.core.events import Event
+from fastci.core.codec import encode
 
 
 class TargetUnavailable(RuntimeError):
@@ -30,7 +31,7 @@ class EmbeddedTarget:
         self.description = f"the embedded log in {self.data_dir}"
 
     def send(self, events: list[Event]) -> None:
-        from fastci.publishing import publish_embedded
+        from fastci.runtime.publish import publish_embedded
 
         try:
             publish_embedded(self.data_dir, events)  # appends are fsynced before it returns

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastci.qualify.models import Family, Params
+from fastci.qualify.models.base import Family, Params
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 PROBE_SIZE = 32  # held-out inputs the inference check runs

@@ -26,11 +26,12 @@ from typing import Literal
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from fastci.events import Bundle
+from fastci.producer.events import Bundle
 from fastci.qualify import checks, golden
 from fastci.qualify.backend import Backend, ReferenceBackend
 from fastci.qualify.emulated import EmulatedAccelerator, Precision
-from fastci.qualify.models import FAMILIES, Family
+from fastci.qualify.models import FAMILIES
+from fastci.qualify.models.base import Family
 from fastci.qualify.stack import RuntimeConfig
 from fastci.qualify.train import Trainer, infer, train
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastci.events.golden import GoldenReference, LossBandSpec, ToleranceSpec
-from fastci.events.regression import CheckOutcome
+from fastci.regression.references import GoldenReference, LossBandSpec, ToleranceSpec
+from fastci.regression.events import CheckOutcome
 
 # Defaults per dtype of the computation under test, for model outputs of order 1 compared with an
 # fp32 reference. rtol is a few units of rounding of the dtype (torch.testing's values for fp32,

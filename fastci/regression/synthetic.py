@@ -16,9 +16,10 @@ from functools import cached_property
 
 import numpy as np
 
-from fastci.events import Bundle, CommitEvent, Event, ResultEvent
-from fastci.events.golden import GoldenReference
-from fastci.events.runs import RunRequested
+from fastci.producer.events import Bundle, CommitEvent, ResultEvent
+from fastci.core.events import Event
+from fastci.regression.references import GoldenReference
+from fastci.scheduling.runs import RunRequested
 
 REPO = "acme/llm-framework"
 TEST = "tests/models/test_llama_tiny.py::test_throughput"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fastci.events import Bundle
-from fastci.events.regression import RegressionAlert
+from fastci.producer.events import Bundle
+from fastci.regression.events import RegressionAlert
 from fastci.producer.context import BUNDLE_LAYERS
 from fastci.release.gates import Evidence, TestResult
 from fastci.views.store import Views

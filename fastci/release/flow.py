@@ -23,8 +23,8 @@ from pathlib import Path
 
 import orjson
 
-from fastci.events import Bundle
-from fastci.events.release import GateOutcome
+from fastci.producer.events import Bundle
+from fastci.release.events import GateOutcome
 from fastci.release import gates as release_gates
 from fastci.release.bundle import BundleError, ReleaseBundle, environment_dir, parse_environment, render_environment
 from fastci.release.git import GitError, LoggedCommit, Repo

@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from fastci.events import Bundle
-from fastci.events.release import GateOutcome
-from fastci.events.regression import RegressionAlert
+from fastci.producer.events import Bundle
+from fastci.release.events import GateOutcome
+from fastci.regression.events import RegressionAlert
 
 EVAL_MIN_RATIO = 0.99
 DEFAULT_PRECISIONS = ("bf16", "fp8")

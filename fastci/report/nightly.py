@@ -22,16 +22,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fastci.events.base import Event
-from fastci.events.golden import GoldenReference
-from fastci.events.inputs import ResultEvent
-from fastci.events.regression import BisectStep, GateResult, RegressionAlert
-from fastci.processors.regression_detector import CPD_MAX_P, GATE
+from fastci.core.events import Event
+from fastci.regression.references import GoldenReference
+from fastci.producer.events import ResultEvent
+from fastci.regression.events import BisectStep, GateResult, RegressionAlert
+from fastci.regression.detector import CPD_MAX_P, GATE
 from fastci.regression.changepoint import change_points
 from fastci.regression.correctness import build_loss_band, check_loss_curve
 from fastci.regression.perfstats import metric_direction
 from fastci.report.health import CIHealth, build_health, render_section, summary_lines
-from fastci.report import fleet as fleet_report
+from fastci.report import fleet_section as fleet_report
 from fastci.report.svg import Band, Chart, Line, Point
 from fastci.views.schema import model_columns, quote, table_name
 from fastci.views.store import Views

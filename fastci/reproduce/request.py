@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from fastci.events import ResultEvent
-from fastci.events.runs import RunRequested
+from fastci.producer.events import ResultEvent
+from fastci.scheduling.runs import RunRequested
 
 REQUESTER = "fastci-rerun"
 MAX_REPEATS = 100_000

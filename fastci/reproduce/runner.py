@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fastci.events import Bundle, decode
-from fastci.events.codec import InvalidEvent
-from fastci.events.inputs import ResultEvent
-from fastci.events.runs import RunRequested
+from fastci.producer.events import Bundle
+from fastci.topology import decode
+from fastci.core.codec import InvalidEvent
+from fastci.producer.events import ResultEvent
+from fastci.scheduling.runs import RunRequested
 from fastci.producer.context import BUNDLE_LAYERS, RunContext
-from fastci.publishing import publish_embedded
+from fastci.runtime.publish import publish_embedded
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.log import Position
 

@@ -23,9 +23,12 @@ from pathlib import Path
 
 import orjson
 
-from fastci.events import DEAD_LETTERS, Event, InvalidEvent, encode
-from fastci.processors import Processor, build_processors
-from fastci.processors.driver import Driver, Origin, decode_or_refusal
+from fastci.topology import DEAD_LETTERS
+from fastci.core.events import Event
+from fastci.core.codec import InvalidEvent, encode
+from fastci.core.processor import Processor
+from fastci.topology import build_processors
+from fastci.runtime.driver import Driver, Origin, decode_or_refusal
 from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.log import Log, LogRecord, Position

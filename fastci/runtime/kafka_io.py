@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from fastci.config import KafkaSettings
-from fastci.events import Event, encode
+from fastci.core.config import KafkaSettings
+from fastci.core.events import Event
+from fastci.core.codec import encode
 
 _SEND_WINDOW = 5000  # unacknowledged sends in flight before we wait
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from fastci.events.inputs import LAYERS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
+from fastci.producer.events import LAYERS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
 from fastci.selection.units import MODULE, Units
 
 PYTHON_SUFFIX = ".py"

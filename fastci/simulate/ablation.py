@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fastci.simulate.fleet import Durations, FleetModel, choose_models, load_qualify_durations
+from fastci.simulate.fleet_suite import Durations, FleetModel, choose_models, load_qualify_durations
 from fastci.simulate.sim import Simulation, Variant
-from fastci.simulate.workload import Settings
+from fastci.simulate.arrivals import Settings
 
 
 @dataclass
@@ -29,7 +29,7 @@ def unit_test_durations(replay: Any) -> dict[str, list[float]]:
 
 
 def load_inputs(name: str = "more-itertools") -> Inputs:
-    from fastci.data.replay import load
+    from fastci.selection.replay import load
 
     replay = load(name)
     durations = Durations(load_qualify_durations(), unit_test_durations(replay))

@@ -13,9 +13,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from fastci.events import Event
-from fastci.processors import Processor
-from fastci.processors.driver import Driver
+from fastci.core.events import Event
+from fastci.core.processor import Processor
+from fastci.runtime.driver import Driver
 
 Listener = Callable[[Event], None]
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from fastci.events import Bundle, ResultEvent
-from fastci.events.schedule import DEFAULT_POOL, ClockTick, ScheduleEvent
+from fastci.producer.events import Bundle, ResultEvent
+from fastci.scheduling.events import DEFAULT_POOL, ClockTick, ScheduleEvent
 from fastci.simulate.bus import Bus
 
 SIM_BUNDLE = Bundle(compiler="cc-1.0", kernels="kn-1.0", runtime="rt-1.0", driver="dr-535", firmware="fw-7")

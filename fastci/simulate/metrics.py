@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastci.events.runs import RunRequested
-from fastci.events.schedule import ScheduleEvent
-from fastci.simulate.workload import DAY, Change
+from fastci.scheduling.runs import RunRequested
+from fastci.scheduling.events import ScheduleEvent
+from fastci.simulate.arrivals import DAY, Change
 
 
 def percentile(values: Sequence[float], share: float) -> float:

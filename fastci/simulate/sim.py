@@ -5,7 +5,7 @@ Processors (each through the same ``Driver`` the runtimes use, over in-memory st
 first two with parts switched off. Around them, the simulation plays what is not a processor: the
 change stream (``commits`` and recorded ``evidence``), the nightly trigger and developers
 (``run-requested``), the clock (``clock``), and a runner that runs what the scheduler places and
-publishes ``results`` (durations from ``fastci.simulate.fleet``; a test fails when the change it
+publishes ``results`` (durations from ``fastci.simulate.fleet_suite``; a test fails when the change it
 runs for carries a fault that test detects).
 """
 
@@ -17,18 +17,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fastci.events import CommitEvent, EvidenceEvent, ResultEvent
-from fastci.events.base import derive_id
-from fastci.events.runs import RunRequested
-from fastci.events.schedule import PoolConfig, ScheduleEvent
-from fastci.processors.pool_scheduler import PoolSchedulerProcessor, default_config
-from fastci.processors.selection import SelectionProcessor
+from fastci.producer.events import CommitEvent, EvidenceEvent, ResultEvent
+from fastci.core.events import derive_id
+from fastci.scheduling.runs import RunRequested
+from fastci.scheduling.events import PoolConfig, ScheduleEvent
+from fastci.scheduling.processor import PoolSchedulerProcessor, default_config
+from fastci.selection.processor import SelectionProcessor
 from fastci.selection.units import is_test_file
 from fastci.simulate.bus import Bus
-from fastci.simulate.fleet import Durations, FleetModel, choose_models
+from fastci.simulate.fleet_suite import Durations, FleetModel, choose_models
 from fastci.simulate.loop import SIM_BUNDLE, Loop, Runner, TestRun, at_seconds
 from fastci.simulate.metrics import Metrics
-from fastci.simulate.workload import DAY, Change, Settings, Stream, change_stream, experiments
+from fastci.simulate.arrivals import DAY, Change, Settings, Stream, change_stream, experiments
 
 START_S = 1_795_996_800.0  # 2026-12-01 00:00 UTC, a Tuesday: the first measured day starts here
 DRAIN_CHECK_S = 900.0
@@ -63,7 +63,7 @@ def touches_library(commit: CommitEvent) -> bool:
 
 
 def plan_processor(variant: Variant) -> Any:
-    from fastci.processors.test_plan import TestPlanProcessor
+    from fastci.planning.processor import TestPlanProcessor
 
     return TestPlanProcessor(order="risk" if variant.risk_order else "declared", shrink=variant.workload)
 

@@ -1,7 +1,7 @@
 """Analyst SQL views over the materialised tables: results by bundle and tier, the compatibility matrix,
 reruns and whether they reproduced, release history, and CI health.
 
-They come after the fleet's views (``fastci/views/fleet.py``), whose node states and hardware flake
+They come after the fleet's views (``fastci/views/fleet_views.py``), whose node states and hardware flake
 rate the CI-health figures use.
 
 ``fastci views refresh`` (re)creates them; they are plain DuckDB views, so ``fastci sql`` queries them

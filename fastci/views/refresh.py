@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from fastci.config import KafkaSettings
-from fastci.events import TOPICS, InvalidEvent, decode, encode
-from fastci.processors import ALL_PROCESSORS
-from fastci.processors.driver import decode_state
+from fastci.core.config import KafkaSettings
+from fastci.topology import TOPICS
+from fastci.core.codec import InvalidEvent, encode
+from fastci.topology import decode
+from fastci.topology import ALL_PROCESSORS
+from fastci.runtime.driver import decode_state
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.kafka_io import read_to_end
 from fastci.runtime.log import Position

@@ -18,9 +18,9 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from fastci.events import TOPICS
-from fastci.processors import ALL_PROCESSORS
-from fastci.views import analytics, fleet
+from fastci.topology import TOPICS
+from fastci.topology import ALL_PROCESSORS
+from fastci.views import analytics, fleet_views as fleet
 from fastci.views.schema import TableSpec, quote, state_table, topic_table
 
 # Modules of analyst SQL views over the tables, (re)created whenever the file is opened for writing.

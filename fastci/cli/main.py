@@ -1,0 +1,92 @@
+"""The ``fastci`` command line: the parser, the global options and the dispatch; each command group
+lives in a module of its own and adds its subcommands through ``register(commands)``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fastci.cli import (
+    demo,
+    evidence,
+    pipeline,
+    pool,
+    producer,
+    qualify,
+    regression,
+    release,
+    reproduce,
+    selection,
+    simulate,
+    views,
+)
+from fastci.cli.base import UsageError, console
+from fastci.core import config
+
+# In the order ``fastci --help`` lists them. A module adds parsers and sets ``func`` on them; handlers get
+# the parsed args (``data_dir`` resolved) and return an exit code. Heavy imports stay inside handlers, so
+# ``fastci --help`` and the pytest plugin stay fast.
+COMMAND_GROUPS = (pipeline, views, demo, producer, qualify, regression, selection, evidence, release, reproduce, pool, simulate)
+
+
+def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default,
+        help=f"embedded runtime data (log, state, views); default $FASTCI_DATA_DIR or {config.DEFAULT_DATA_DIR}",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        default=default,
+        help=f"Kafka bootstrap servers; default $FASTCI_KAFKA_BOOTSTRAP or {config.DEFAULT_BOOTSTRAP}",
+    )
+    parser.add_argument(
+        "--namespace", default=default, help="prefix of every Kafka topic and group; default $FASTCI_KAFKA_NAMESPACE"
+    )
+
+
+def _finish(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's ``--help`` opens with its one-line help as a description, and accepts the global
+    options after the subcommand too (``fastci sql --data-dir X ...``)."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        helps = {choice.dest: choice.help for choice in action._choices_actions}
+        for name, sub in action.choices.items():
+            if sub.description is None and helps.get(name):
+                sub.description = helps[name]
+            if not any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                _global_options(sub, argparse.SUPPRESS)  # given after the subcommand, it wins
+            _finish(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fastci",
+        description="The CI brain for GPU-heavy test suites: an event-sourced stream processor.",
+    )
+    _global_options(parser, None)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in COMMAND_GROUPS:
+        group.register(commands)
+    _finish(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.data_dir_given = args.data_dir is not None
+    args.data_dir = args.data_dir or config.data_dir()
+    try:
+        return args.func(args) or 0
+    except UsageError as error:
+        console.print(f"[red]error:[/red] {error}", markup=True)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

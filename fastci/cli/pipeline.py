@@ -1,0 +1,141 @@
+"""``fastci publish``, ``run``, ``worker``, ``lag`` and ``schemas``: moving events through the runtimes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.table import Column, Table
+
+from fastci.cli.base import UsageError, console, kafka_settings, out, progress_bar
+
+
+def register(commands: Any) -> None:
+    publish = commands.add_parser("publish", help="validate events (JSON lines) and append them to a topic")
+    publish.add_argument("file", nargs="?", default="-", help="JSON-lines file, '-' for stdin (default)")
+    publish.add_argument("--topic", help='topic of every line; without it each line is {"topic": ..., "event": {...}}')
+    publish.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
+    publish.set_defaults(func=cmd_publish)
+
+    run = commands.add_parser("run", help="process the embedded log with every processor")
+    run.add_argument("--follow", action="store_true", help="keep running and process new events as they arrive")
+    run.add_argument("--processor", action="append", help="run only this processor (repeatable)")
+    run.add_argument("--batch", type=int, default=2000, help="events per checkpoint (default 2000)")
+    run.add_argument(
+        "--no-sync", action="store_true", help="skip fsync per batch (faster; a power cut may lose the last batches)"
+    )
+    run.set_defaults(func=cmd_run)
+
+    worker = commands.add_parser("worker", help="run the processors as a faust worker on Kafka")
+    worker.add_argument("--processor", action="append", help="run only this processor (repeatable)")
+    worker.add_argument(
+        "--log-level", default="warn", choices=("crit", "error", "warn", "info", "debug"), help="faust's log level"
+    )
+    worker.set_defaults(func=cmd_worker)
+
+    lag = commands.add_parser(
+        "lag", help="records each processor route has not applied yet on Kafka (exit 3 while any is behind)"
+    )
+    lag.add_argument("--processor", action="append", help="only this processor (repeatable)")
+    lag.set_defaults(func=cmd_lag)
+
+    schemas = commands.add_parser("schemas", help="write the JSON Schema of every event to a folder")
+    schemas.add_argument("--out", type=Path, default=Path("schemas"), help="the folder (default ./schemas)")
+    schemas.add_argument("--check", action="store_true", help="only check that the files match the models")
+    schemas.set_defaults(func=cmd_schemas)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from fastci.runtime.publish import check_lines, publish_embedded, publish_kafka, read_lines
+
+    checked = check_lines(read_lines(args.file), args.topic)
+    dead = checked.dead_letters()
+    if args.kafka:
+        publish_kafka(kafka_settings(args), [*checked.accepted, *dead])
+        where = f"Kafka at {kafka_settings(args).bootstrap}"
+    else:
+        publish_embedded(args.data_dir, [*checked.accepted, *dead])
+        where = f"the embedded log in {args.data_dir}"
+    counts = Counter(e.TOPIC for e in checked.accepted)
+    detail = ", ".join(f"{t}: {n}" for t, n in sorted(counts.items())) or "nothing"
+    console.print(f"accepted {len(checked.accepted)} event(s) into {where} ({detail})")
+    if checked.refused:
+        console.print(f"[red]refused {len(checked.refused)} event(s)[/red], parked on dead-letters:")
+        for refusal in checked.refused[:20]:
+            console.print(f"  {refusal}", markup=False)
+        if len(checked.refused) > 20:
+            console.print(f"  ... and {len(checked.refused) - 20} more (see the dead_letters view)")
+        return 1
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from fastci.topology import build_processors
+    from fastci.runtime.embedded import EmbeddedRuntime
+
+    runtime = EmbeddedRuntime(args.data_dir, build_processors(args.processor), batch_size=args.batch, sync=not args.no_sync)
+    try:
+        with progress_bar() as progress:
+            tasks: dict[str, Any] = {}
+
+            def report(name: str, done: int, pending: int) -> None:
+                if name not in tasks:
+                    tasks[name] = progress.add_task(name, total=pending or None)
+                progress.update(tasks[name], completed=done)
+
+            if args.follow:
+                console.print(f"following {args.data_dir} (Ctrl-C to stop)")
+            try:
+                stats = runtime.run(follow=args.follow, progress=report)
+            except KeyboardInterrupt:
+                return 130
+    finally:
+        runtime.close()
+    if stats.events == 0 and not args.follow:
+        console.print(f"nothing new to process in {args.data_dir} (publish events first: fastci publish)")
+        return 0
+    table = Table("processor", "events", "outputs", "dead letters", Column("seconds", justify="right"), title="embedded run")
+    for name, s in stats.by_processor.items():
+        table.add_row(name, f"{s.events:,}", f"{s.outputs:,}", f"{s.dead_letters:,}", f"{s.seconds:.2f}")
+    table.add_row("(decoding input records, once for all)", "", "", "", f"{stats.decode_seconds:.2f}")
+    console.print(table)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from streams.worker import run_worker
+
+    settings = kafka_settings(args)
+    console.print(f"faust worker {settings.app_id} on {settings.bootstrap} (session timeout {settings.session_timeout_s:g} s)")
+    run_worker(settings, args.processor, loglevel=args.log_level)
+    return 0
+
+
+def cmd_lag(args: argparse.Namespace) -> int:
+    from fastci.topology import build_processors
+    from streams.progress import unapplied
+
+    settings = kafka_settings(args)
+    behind = asyncio.run(unapplied(settings, build_processors(args.processor)))
+    table = Table("route", Column("records not applied", justify="right"), title=f"lag of {settings.app_id}")
+    for route, records in behind.items():
+        table.add_row(route, f"{records:,}")
+    out.print(table)
+    return 0 if not any(behind.values()) else 3
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    from fastci.schemas import write_schemas
+
+    changed = write_schemas(args.out, check=args.check)
+    if args.check:
+        if changed:
+            console.print(f"[red]schemas out of date:[/red] {', '.join(changed)} (run 'fastci schemas')")
+            return 1
+        console.print(f"schemas in {args.out} match the event models")
+        return 0
+    console.print(f"wrote {len(changed)} changed schema file(s) to {args.out}" if changed else "schemas already up to date")
+    return 0

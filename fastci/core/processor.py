@@ -1,0 +1,84 @@
+"""The processor contract: pure functions from (state, event) to (writes, outputs).
+
+A processor holds logic and nothing else. It reads the state of its own keys
+through a ``StateReader`` (a faust Table partition in the Kafka runtime, a local
+store in the embedded one) and returns a ``Step``: the state values to write and
+the events to emit. No I/O, no clock, no randomness: the same events in the same
+order give the same outputs in every runtime. Runtimes apply the step; a
+processor never mutates anything itself.
+
+Partitioning: each event is handled under its *partition key*, the topic's key
+unless ``partition_by`` names another field for that topic (the Kafka runtime then
+repartitions the topic by that field first). A processor may read and write any
+state key it *owns* for that partition key: the partition key itself, or a
+compound key ``compound_key(partition_key, ...)``. The Kafka runtime stores a
+compound key in the partition of its first part, so everything one partition
+key owns sits together on one worker.
+
+Rules a processor keeps, so that runtimes can give "no loss, no duplicates":
+- an output event's id derives from the id of the input event that caused it;
+- a write to a key other than the partition key must be idempotent (a set, not
+  an increment), because after a crash only the partition key's entry remembers
+  that the event was applied (see ``fastci.runtime.driver``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Generic, Protocol, TypeVar
+
+from fastci.core.events import Event
+from fastci.core.events import Record
+
+S = TypeVar("S", bound=Record)
+
+
+class StateReader(Protocol[S]):
+    def get(self, key: str) -> S | None:
+        """The state stored under ``key``, or None when the key has none yet."""
+        ...
+
+
+@dataclass(frozen=True)
+class Step(Generic[S]):
+    """What one event did: state values to store (None deletes a key) and events to emit."""
+
+    writes: Mapping[str, S | None] = field(default_factory=dict)
+    outputs: Sequence[Event] = ()
+
+
+KEY_SEPARATOR = "\x1f"  # cannot occur in a validated name
+
+
+def compound_key(owner: str, *parts: str) -> str:
+    """A state key owned by ``owner`` (a partition key), e.g. compound_key(repo, function)."""
+    return KEY_SEPARATOR.join((owner, *parts))
+
+
+def owner_of(key: str) -> str:
+    """The partition key that owns a state key."""
+    return key.split(KEY_SEPARATOR, 1)[0]
+
+
+class Processor(ABC, Generic[S]):
+    """Subclasses name themselves, their input and output topics, and their state model."""
+
+    name: ClassVar[str]
+    inputs: ClassVar[tuple[str, ...]]
+    outputs: ClassVar[tuple[str, ...]]
+    state_model: ClassVar[type[Record]]
+    state_key: ClassVar[str] = "key"  # what a state key is, as a column name in the views
+    # How many recent event ids each key remembers, so a redelivered event changes nothing.
+    dedup_window: ClassVar[int] = 16
+    # Input topic -> event field to partition by, where it is not the topic's own key.
+    partition_by: ClassVar[Mapping[str, str]] = {}
+
+    def partition_key(self, event: Event) -> str:
+        field = self.partition_by.get(event.TOPIC)
+        return event.key if field is None else str(getattr(event, field))
+
+    @abstractmethod
+    def process(self, state: StateReader[S], event: Event) -> Step[S]:
+        """Turn one event into writes and outputs, reading only ``state``."""

@@ -1,1 +1,0 @@
-"""Data shipped with the package: recorded replays of real repositories (``fastci.data.replay``)."""

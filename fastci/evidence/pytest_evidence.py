@@ -1,0 +1,319 @@
+"""pytest feature: ``--fastci-evidence`` publishes one ``evidence`` event per test: the project
+code the test executed (setup, call and teardown: its fixtures count), as folded stacks.
+
+Methods (``--fastci-evidence-method``):
+
+- ``sampling`` (default): one ``py-spy record --idle`` attached to this process for the whole
+  session; each test's phases run inside a marker frame named for that test, so a sample is
+  attributed by its own content (``fastci.evidence.sampling`` says why not by time). Waiting
+  counts (a test blocked on a device or a subprocess still runs that code); threads and
+  subprocesses the test starts are not seen. Cheap; sees what runs long enough to be sampled.
+  Tests with no sample in project code get no event: no samples is no evidence of no code.
+- ``tracing``: ``sys.setprofile`` during each phase (``fastci.evidence.tracing``): every project
+  function called, once per distinct stack, threads the test starts included. Exact; slower.
+
+``bench/evidence_overhead.py`` measures both: sampling at 200 Hz finds nearly all of what
+tracing finds in tests of tens of milliseconds or more, and little in millisecond unit tests.
+
+How a phase comes to run inside the marker or the tracer: ``CallInfo.from_call`` (pytest's public
+class that runs each phase of each test) is wrapped for the session. A hook wrapper cannot do it:
+pluggy runs the wrapped hooks after the wrapper's generator yielded, so its frame is not on the
+stack; and implementing ``pytest_runtest_protocol`` would bypass rerun plugins. Everything a
+phase runs, other plugins' hooks included, is inside the marker; only project files count.
+
+Workload (tracing only): a test marked ``@pytest.mark.fastci_workload(scope={...}, dimensions={name:
+{"full": F, "minimum": M, "cost_exponent": E}})`` whose code marks its loops with
+``fastci.evidence.dimensions.at`` gets a ``workload`` block on its evidence: its declaration and,
+per unit, the minimal (step, layer...) points it first ran at (``fastci.planning.shrink``).
+
+Events are published at the end of the session (the results plugin's spool and targets; the
+results' run id when ``--fastci-results`` is on too, so both join on it).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+METHODS = ("sampling", "tracing")
+TARGETS = ("embedded", "kafka")
+PHASES = frozenset({"setup", "call", "teardown"})
+DEFAULT_RATE_HZ = 200.0  # see bench/evidence_overhead.py: the overhead and recall of each rate
+
+
+def addoption(group: Any) -> None:
+    group.addoption("--fastci-evidence", action="store_true",
+                    help="publish one evidence event per test: the project code it executed (folded stacks)")
+    group.addoption("--fastci-evidence-method", choices=METHODS, default="sampling",
+                    help="sampling: py-spy samples (cheap, default); tracing: every function call (exact, slower)")
+    group.addoption("--fastci-evidence-rate", type=float, default=DEFAULT_RATE_HZ, metavar="HZ",
+                    help=f"py-spy samples per second when sampling (default {DEFAULT_RATE_HZ:g})")
+    group.addoption("--fastci-evidence-blocking", action="store_true",
+                    help="py-spy pauses the tests for each sample: never a torn stack, more overhead "
+                         "(default: it reads them while they run)")
+    group.addoption("--fastci-evidence-root", default=None, metavar="DIR",
+                    help="project root the stacks' paths are relative to (default: the git work tree of the rootdir)")
+    group.addoption("--fastci-evidence-target", choices=TARGETS, default=None,
+                    help="where evidence goes: the embedded log (default, in $FASTCI_DATA_DIR or .fastci) or kafka "
+                         "($FASTCI_KAFKA_BOOTSTRAP, $FASTCI_KAFKA_NAMESPACE); default $FASTCI_EVIDENCE_TARGET")
+    group.addoption("--fastci-evidence-spool", default=None, metavar="DIR",
+                    help="spool directory for evidence not yet acknowledged (default <data dir>/spool/<target>)")
+
+
+WORKLOAD_MARKER = "fastci_workload"
+
+
+def configure(config: Any) -> None:
+    config.addinivalue_line(
+        "markers", f"{WORKLOAD_MARKER}(scope, dimensions): the test's validation scope and shrinkable dimensions "
+        "(name -> full, minimum, cost_exponent), for --fastci-evidence tracing",
+    )
+    if not config.getoption("fastci_evidence"):
+        return
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        return  # the pytest-xdist controller runs no tests; each worker samples itself
+    from fastci.core import config as fastci_config
+    from fastci.evidence.publish import NoCommit, code_under_test, producer_for
+
+    root = Path(config.getoption("fastci_evidence_root") or _work_tree(Path(str(config.rootpath)))).resolve()
+    try:
+        repo, commit = code_under_test(root)
+    except NoCommit as error:
+        raise pytest.UsageError(f"--fastci-evidence: {error}") from None
+    target = config.getoption("fastci_evidence_target") or os.environ.get("FASTCI_EVIDENCE_TARGET", "embedded")
+    if target not in TARGETS:
+        raise pytest.UsageError(f"--fastci-evidence: FASTCI_EVIDENCE_TARGET {target!r} is not one of {', '.join(TARGETS)}")
+    rate = config.getoption("fastci_evidence_rate")
+    if not rate > 0:
+        raise pytest.UsageError(f"--fastci-evidence-rate: must be more than 0 samples per second (got {rate:g})")
+    kafka = fastci_config.KafkaSettings.from_env() if target == "kafka" else None
+    spool = config.getoption("fastci_evidence_spool")
+    producer = producer_for(target == "kafka", fastci_config.data_dir(), kafka, Path(spool) if spool else None)
+    collector = EvidenceCollector(
+        config.getoption("fastci_evidence_method"), rate, not config.getoption("fastci_evidence_blocking"), root, Path(str(config.invocation_params.dir)),
+        repo, commit, _run_id(config), producer,
+    )
+    config.pluginmanager.register(collector, "fastci-evidence")
+    collector.wrap_phases()
+    config.add_cleanup(collector.unwrap_phases)
+
+
+def _work_tree(path: Path) -> Path:
+    from fastci.producer.context import _git
+
+    top = _git(path, "rev-parse", "--show-toplevel")
+    return Path(top) if top else path
+
+
+def _run_id(config: Any) -> str:
+    results = config.pluginmanager.get_plugin("fastci-results")  # registered before us (FEATURES order)
+    if results is not None:
+        return results.run_id
+    from fastci.producer.pytest_results import run_id_of
+
+    return run_id_of(config)
+
+
+class EvidenceCollector:
+    def __init__(self, method: str, rate_hz: float, nonblocking: bool, root: Path, cwd: Path, repo: str, commit: str, run_id: str, producer: Any) -> None:
+        from fastci.evidence.stacks import UnitsCache
+
+        self.method, self.rate_hz, self.nonblocking, self.root, self.cwd = method, rate_hz, nonblocking, root, cwd
+        self.repo, self.commit, self.run_id, self.producer = repo, commit, run_id, producer
+        self.units = UnitsCache()
+        self.test_ids: list[str] = []  # by test index (a marker's number)
+        self.phase_runner: Callable[[Callable[[], Any]], Any] | None = None  # set while a test runs
+        self.problem: str | None = None  # why there is no evidence, when there is none
+        self.published = self.without_evidence = 0
+        self.report: Any = None
+        self._recording: Any = None
+        self._traced: dict[int, Any] = {}
+        self._workloads: dict[int, tuple[dict[str, Any], Any]] = {}  # the marker's arguments, the points
+        self._sampled: dict[int, list[Any]] = {}
+        self._samples = self._outside = self._errors = 0
+        if method == "sampling":
+            from fastci.evidence.sampling import Markers
+
+            self.markers = Markers()
+        else:
+            from fastci.evidence.tracing import Tracer
+
+            self.tracer = Tracer(lambda filename: self.units.relpath(filename, self.root, self.cwd) is not None)
+
+    # ----- running each test phase inside a marker or the tracer
+
+    def wrap_phases(self) -> None:
+        from _pytest.runner import CallInfo
+
+        self._original_from_call = CallInfo.__dict__["from_call"]
+        original = self._original_from_call.__func__
+        collector = self
+
+        def from_call(cls: Any, func: Callable[[], Any], when: str, reraise: Any = None) -> Any:
+            run = collector.phase_runner
+            if run is None or when not in PHASES:
+                return original(cls, func, when, reraise)
+            return original(cls, lambda: run(func), when, reraise)
+
+        CallInfo.from_call = classmethod(from_call)  # type: ignore[method-assign,assignment]
+
+    def unwrap_phases(self) -> None:
+        from _pytest.runner import CallInfo
+
+        CallInfo.from_call = self._original_from_call  # type: ignore[method-assign]
+
+    # ----- hooks
+
+    def pytest_sessionstart(self, session: Any) -> None:
+        if self.method != "sampling":
+            return
+        from fastci.evidence.pyspy import Attached, PySpyError, Sampling
+
+        self._output = Path(tempfile.mkdtemp(prefix="fastci-evidence-")) / "raw.txt"
+        self._recording = Attached(os.getpid(), Sampling(rate_hz=self.rate_hz, nonblocking=self.nonblocking), self._output)
+        try:
+            self._recording.start()
+        except PySpyError as error:
+            self.problem, self._recording = str(error), None
+            self._output.parent.rmdir()
+
+    def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
+        """A workload marker that does not validate stops the session before any test runs."""
+        for item in items:
+            marker = item.get_closest_marker(WORKLOAD_MARKER)
+            if marker is not None:
+                if self.method != "tracing":
+                    raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{WORKLOAD_MARKER} needs "
+                                            "--fastci-evidence-method tracing (sampling cannot place calls at a step)")
+                self._workload(item.nodeid, marker.kwargs, {})
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: Any, nextitem: Any):
+        index = len(self.test_ids)
+        self.test_ids.append(item.nodeid)
+        workload = item.get_closest_marker(WORKLOAD_MARKER)
+        if self.method == "tracing":
+            self.tracer.dimensions = workload is not None  # a point per call costs: only where declared
+            self.tracer.begin_test()
+            self.phase_runner = self.tracer.run
+        elif self._recording is not None:
+            self.phase_runner = self.markers.marker(index)
+        try:
+            yield
+        finally:
+            self.phase_runner = None
+            if self.method == "tracing":
+                self._traced[index] = (self.tracer.end_test(), self.tracer.overflowed)
+                if workload is not None:
+                    self._workloads[index] = (workload.kwargs, self.tracer.points)
+
+    def pytest_sessionfinish(self, session: Any) -> None:
+        from fastci.evidence.pyspy import PySpyError
+
+        if self._recording is not None:
+            try:
+                self._collect_samples(self._recording.stop())
+            except PySpyError as error:
+                self.problem = str(error)
+            finally:
+                self._output.unlink(missing_ok=True)
+                self._output.parent.rmdir()
+        self._publish()
+        self.report = self.producer.close()
+
+    def _collect_samples(self, recorded: Any) -> None:
+        from fastci.evidence.stacks import parse_raw
+
+        samples = parse_raw(recorded.raw)
+        self._sampled, self._outside = self.markers.attribute(samples)
+        self._samples = sum(count for _, count in samples)
+        self._errors = recorded.errors
+
+    def _publish(self) -> None:
+        from fastci.evidence.publish import evidence_event
+
+        workloads = {self.test_ids[index]: self._workload(self.test_ids[index], *declared)
+                     for index, declared in self._workloads.items()}
+        for test_id, (stacks, config) in self._evidence().items():
+            if not stacks and self.method == "sampling":
+                self.without_evidence += 1
+                continue
+            self.producer.publish(evidence_event(
+                test_id, self.run_id, self.repo, self.commit, self.method, stacks, self.rate_hz, config,
+                workloads.get(test_id),
+            ))
+            self.published += 1
+
+    def _workload(self, test_id: str, marker: dict[str, Any], points: Any) -> Any:
+        """The evidence's workload block from a test's marker and the points it ran at; a marker that
+        does not validate is a usage error naming the field."""
+        scope, declared = marker.get("scope", {}), marker.get("dimensions", {})
+        unknown = sorted(set(marker) - {"scope", "dimensions", "fixed_share"})
+        if unknown:
+            raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: unknown argument(s) {', '.join(unknown)} "
+                                    "(it takes scope, dimensions, fixed_share)")
+        from pydantic import ValidationError
+
+        from fastci.producer.events import WorkloadEvidence
+        from fastci.evidence.dimensions import first_executions
+
+        if not isinstance(declared, dict) or not isinstance(scope, dict):
+            raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: scope and dimensions must be dicts")
+        first = first_executions(points, self.root, self.units, self.cwd, dimensions=set(declared))
+        try:
+            return WorkloadEvidence.model_validate({
+                "scope": scope,
+                "dimensions": [{"name": name, **spec} for name, spec in declared.items()],
+                "fixed_share": marker.get("fixed_share", 0.0),
+                "first_executions": [{"unit": unit, "at": at} for unit, at in first.items()],
+            })
+        except (ValidationError, TypeError) as error:
+            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'workload'}: {e['msg']}" for e in error.errors()) \
+                if isinstance(error, ValidationError) else str(error)
+            raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: {detail}") from None
+
+    def _evidence(self) -> dict[str, tuple[list[tuple[str, int]], dict[str, Any]]]:
+        """Merged stacks and config by test id (a test run twice in the session counts once)."""
+        from fastci.evidence.stacks import Frame, merge, to_project_stack
+
+        pairs: dict[str, list[tuple[str | None, int]]] = {}
+        config: dict[str, dict[str, Any]] = {}
+        for index, test_id in enumerate(self.test_ids):
+            found = pairs.setdefault(test_id, [])
+            if self.method == "sampling":
+                sampled = self._sampled.get(index, [])
+                found += [(to_project_stack(frames, self.root, self.units, self.cwd), count) for frames, count in sampled]
+                config.setdefault(test_id, {"samples": 0})["samples"] += sum(count for _, count in sampled)
+            else:
+                traced, overflowed = self._traced.get(index, (set(), False))
+                found += [(to_project_stack([Frame("", f, n) for f, n in raw], self.root, self.units, self.cwd), 1) for raw in traced]
+                config[test_id] = {"stack_limit_reached": True} if overflowed else {}
+        merged = {test_id: merge(found) for test_id, found in pairs.items()}
+        if self.method == "tracing":  # distinct stacks, once each, however many phases ran them
+            merged = {test_id: [(stack, 1) for stack, _ in stacks] for test_id, stacks in merged.items()}
+        return {test_id: (merged[test_id], config[test_id]) for test_id in merged}
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        write = terminalreporter.write_line
+        how = f"sampling at {self.rate_hz:g} Hz" if self.method == "sampling" else "tracing"
+        if self.problem:
+            write(f"fastci: no evidence ({how}): {self.problem}")
+        report = self.report
+        if report is None or (self.problem and not self.published):
+            return
+        target = self.producer.target.description
+        detail = f"; {self._samples - self._outside} of {self._samples} sample(s) in tests" if self.method == "sampling" else ""
+        if self._errors:
+            detail += f", {self._errors} unreadable"
+        if self.without_evidence:
+            detail += f"; {self.without_evidence} test(s) with no sample in project code got none"
+        if report.error:
+            write(f"fastci: evidence of {self.published} test(s) ({how}{detail}) of run {self.run_id} spooled, {target} did not "
+                  f"acknowledge ({report.error}); it waits in {self.producer.spool.directory} for 'fastci spool drain'")
+        else:
+            write(f"fastci: evidence of {self.published} test(s) ({how}{detail}) of run {self.run_id} published to {target}")

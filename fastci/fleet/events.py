@@ -1,0 +1,179 @@
+"""Fleet events: what the fleet decides about nodes (health states, attribution) and tests (flakiness).
+
+- ``node-state-changed`` (key node_id): the ``node-state`` processor moved a node to a new state,
+  with the rule that fired and the evidence behind it. Read by ``baseline-guard`` (a sick node's
+  results stay out of baselines) and the pool scheduler (quarantined nodes get no work).
+- ``node-attribution`` (key node_id): what comparing one test's results across nodes says about a
+  node (``failure-attribution``, keyed by test, writes it; ``node-state`` reads it).
+- ``flaky-verdicts`` (key test_id): ``flaky-detector`` marked a test flaky (or stable again).
+- ``flaky-tests`` (key test_id): the same verdict with the test's owners from the owner map
+  (``flaky-owners``, keyed by repo, adds them).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
+from fastci.regression.references import TeamName
+from fastci.producer.events import Bundle, Status
+
+NodeState = Literal["healthy", "suspect", "quarantined", "diagnosing"]
+# States whose results must not be trusted as performance or correctness evidence.
+UNTRUSTED_STATES: frozenset[str] = frozenset({"suspect", "quarantined", "diagnosing"})
+# States the scheduler must not place work on (reruns go to 'healthy' nodes only).
+OUT_OF_SERVICE_STATES: frozenset[str] = frozenset({"quarantined", "diagnosing"})
+
+EvidenceKind = Literal[
+    "xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic", "diagnostic_started",
+    "failure", "throughput",
+]
+AttributionKind = Literal["failure", "cleared", "throughput"]
+MAX_EVIDENCE = 32
+
+
+class NodeEvidence(Record):
+    """One signal or attribution behind a state change."""
+
+    kind: EvidenceKind
+    event_id: str = Field(max_length=64, description="The node-health or node-attribution event.")
+    time: Timestamp
+    value: FiniteFloat | None = Field(default=None, description="The signal's value, or a run's throughput ratio.")
+    test_id: Name | None = None
+    detail: Text = ""
+
+
+class NodeStateChanged(Event):
+    """A node moved to a new health state. Key: node_id. Id: from the node, state, time and cause.
+
+    ``reason`` says why in words; ``rule`` names the threshold that fired (see the README's table)
+    and ``evidence`` lists the signals and attributions it counted.
+    """
+
+    TOPIC: ClassVar[str] = "node-state-changed"
+    KEY: ClassVar[str] = "node_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("node_id", "state", "time", "cause_id")
+
+    node_id: Name
+    state: NodeState
+    reason: Text = Field(default="", description="Why, in words (the signals or results behind it).")
+    time: Timestamp = Field(description="When the node entered the state (the causing event's time).")
+    previous: NodeState | None = Field(default=None, description="The state it left.")
+    cause_id: str = Field(default="", max_length=64, description="The event that caused the change.")
+    rule: Name | None = Field(default=None, description="The threshold that fired, e.g. 'xid-fatal'.")
+    hardware_revision: Name | None = None
+    evidence: tuple[NodeEvidence, ...] = Field(default=(), max_length=MAX_EVIDENCE)
+    reruns_requested: int = Field(default=0, ge=0, description="Tests asked to run again elsewhere with this change.")
+    pool: Name = Field(default="default", description="The accelerator pool the node serves.")
+
+
+class NodeAttribution(Event):
+    """What comparing one test's results across nodes says about one node. Key: node_id.
+
+    - ``failure``: the test failed on this node on a bundle where it passed on other nodes (and
+      failed on few): evidence of a node fault;
+    - ``cleared``: a failure attributed earlier turned out not to be the node's (the test then
+      failed on many nodes: a software regression; or it was marked flaky);
+    - ``throughput``: one passing run's throughput relative to the same test's other nodes on the
+      same bundle and hardware revision (``ratio`` = this run's median / the others' median).
+
+    Id: from the judged result's id and the kind (and the metric), so a replay says it once.
+    """
+
+    TOPIC: ClassVar[str] = "node-attribution"
+    KEY: ClassVar[str] = "node_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("result_id", "kind", "metric")
+
+    node_id: Name
+    kind: AttributionKind
+    result_id: str = Field(max_length=64, description="The result judged.")
+    cause_id: str = Field(max_length=64, description="The event whose arrival decided it.")
+    test_id: Name
+    bundle: Bundle
+    hardware_revision: Name
+    time: Timestamp | None = Field(default=None, description="When the judged result ran.")
+    failing_nodes: int = Field(default=0, ge=0, description="Distinct nodes failing the test on the bundle (window).")
+    passing_nodes: int = Field(default=0, ge=0, description="Distinct other nodes passing it.")
+    metric: Name | None = None
+    ratio: FiniteFloat | None = Field(default=None, gt=0)
+    peer_runs: int = Field(default=0, ge=0, description="Other nodes' runs the ratio was taken against.")
+    clears: str | None = Field(default=None, max_length=64, description="Id of the attribution withdrawn.")
+    detail: Text = ""
+
+
+class RunOutcome(Record):
+    result_id: str = Field(max_length=64)
+    node_id: Name
+    status: Status
+    trigger: Name
+
+
+class FlakyVerdict(Event):
+    """A test was marked flaky, or stable again. Key: test_id. Id: from the deciding result's id.
+
+    ``rule``: 'outcomes-differ' (runs of the same commit, bundle, config and seed disagree, and not
+    because of one sick node), 'retries' (too many runs passed only on retry), 'stable' (long
+    enough without either), 'withdrawn' (the disagreement turned out to be a sick node's: its
+    failures were excluded after the verdict).
+    """
+
+    TOPIC: ClassVar[str] = "flaky-verdicts"
+    KEY: ClassVar[str] = "test_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("cause_id",)
+
+    cause_id: str = Field(max_length=64)
+    test_id: Name
+    repo: Name
+    flaky: bool
+    rule: Literal["outcomes-differ", "retries", "stable", "withdrawn"]
+    reason: Text
+    time: Timestamp | None = None
+    commit: Sha | None = None
+    bundle: Bundle | None = None
+    config: Config = Field(default_factory=dict)
+    seed: int | None = None
+    chips: int = Field(default=0, ge=0)
+    outcomes: tuple[RunOutcome, ...] = Field(default=(), max_length=MAX_EVIDENCE, description="The runs that disagreed.")
+
+
+class FlakyTest(Event):
+    """A flaky verdict with the test's owners from the repo's owner map. Key: test_id."""
+
+    TOPIC: ClassVar[str] = "flaky-tests"
+    KEY: ClassVar[str] = "test_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("verdict_id",)
+
+    verdict_id: str = Field(max_length=64)
+    test_id: Name
+    repo: Name
+    flaky: bool
+    owners: tuple[TeamName, ...] = Field(default=(), max_length=16)
+    owner_map_version: Name | None = Field(default=None, description="The owner map used; None if the repo has none yet.")
+    rule: Name
+    reason: Text
+    time: Timestamp | None = None
+    chips: int = Field(default=0, ge=0)
+
+
+Health = Literal["passing", "failing"]
+
+
+class TestStatusChanged(Event):
+    """A test flipped between passing and failing. Key: test_id. Id: derived from the result's id."""
+
+    TOPIC: ClassVar[str] = "test-status-changed"
+    KEY: ClassVar[str] = "test_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("result_id",)
+    __test__ = False  # not a pytest test class, despite the name
+
+    result_id: str = Field(description="Id of the result event that caused the flip.")
+    test_id: Name
+    run_id: Name
+    commit: Sha
+    node_id: Name
+    previous: Health
+    current: Health
+    status: Status = Field(description="The status of the result that caused the flip.")
+    runs: int = Field(ge=1, description="Runs of this test seen so far, this one included.")

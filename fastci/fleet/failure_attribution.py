@@ -1,0 +1,296 @@
+"""failure-attribution: compares a test's results across nodes and says what that means for each node.
+
+Keyed by test, so all of a test's results arrive here. Per (test, bundle, hardware revision, config)
+it keeps small values: when each node last passed, the recent failures, and per throughput metric
+each node's newest run levels. What it learns about a node goes out as ``node-attribution`` events
+keyed by node, which ``node-state`` reads (this processor never touches a node's state).
+
+Failures (``WINDOW`` either side of the failed run):
+- the test failed on this node and on at most ``MAX_FAULTY_NODES`` nodes, and passed on at least
+  ``MIN_PASSING_NODES`` other nodes: a ``failure`` attribution (the node may be at fault);
+- it failed on ``SOFTWARE_NODES`` or more nodes: a software regression (or a flaky test), not a
+  node fault; failures attributed earlier in the window are withdrawn (``cleared``);
+- otherwise it waits: a later result can decide it (the passes often arrive after the failure).
+Tests marked flaky (``flaky-verdicts``) are not attributed, and their earlier attributions are
+withdrawn.
+
+Throughput: every passing run with a throughput-like metric gets a ``throughput`` observation: the
+run's level over the median of the same test's other nodes' levels in the ``PEER_WINDOW`` before it
+(one value per node, at least ``MIN_PEER_NODES`` nodes), as performance (< 1 is slower). A run's
+level is the 20%-trimmed mean of its samples: robust to a few disturbed samples like the median,
+and it uses more of them (bench/fleet_slow_gate.py compares the two on real runs; on this host
+neither was consistently less noisy).
+
+Cost: a result rewrites its group (one entry per node that passed in the last two windows, and at
+most ``MAX_FAILURES`` failures) and, when it carries throughput, one small value per metric; nothing
+grows with the history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+from typing import ClassVar
+
+import numpy as np
+import orjson
+from pydantic import Field
+from scipy import stats
+
+from fastci.core.events import Event
+from fastci.producer.events import ResultEvent
+from fastci.core.events import Record
+from fastci.fleet.events import FlakyVerdict, NodeAttribution
+from fastci.producer.events import Bundle
+from fastci.fleet.flakiness import FAILING, PASSING
+from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.regression.perfstats import as_performance, metric_direction
+
+NAME = "failure-attribution"
+WINDOW = timedelta(hours=72)
+SOFTWARE_NODES = 3
+MAX_FAULTY_NODES = 2
+MIN_PASSING_NODES = 2
+PEER_WINDOW = timedelta(hours=24)
+MIN_PEER_NODES = 4
+LEVELS_PER_NODE = 3  # a node's newest run levels kept per metric
+MAX_FAILURES = 64
+MAX_NODES = 4096
+MAX_METRICS = 8
+MAX_GROUPS = 64
+TRIM = 0.2  # share of a run's samples cut from each end before averaging
+
+
+class Failure(Record):
+    result_id: str
+    node_id: str
+    time: datetime | None = None
+    decided: bool = False  # judged: attributed, or not a node's fault
+    attributed: bool = False  # currently attributed to its node
+    attribution_id: str | None = None
+
+
+class Group(Record):
+    """One test on one bundle, hardware revision and config: who passed when, and what failed."""
+
+    bundle: Bundle
+    hardware_revision: str
+    passed: dict[str, datetime | None] = Field(default_factory=dict, max_length=MAX_NODES)  # node -> newest pass
+    failures: tuple[Failure, ...] = Field(default=(), max_length=MAX_FAILURES)
+    metrics: tuple[str, ...] = Field(default=(), max_length=MAX_METRICS)  # those with a levels key
+
+
+class Levels(Record):
+    """One throughput metric of one group: each node's newest run levels (time, level as performance)."""
+
+    by_node: dict[str, tuple[tuple[datetime | None, float], ...]] = Field(default_factory=dict, max_length=MAX_NODES)
+
+
+class AttributionState(Record):
+    group: Group | None = None
+    levels: Levels | None = None
+    groups: tuple[str, ...] | None = None  # the test's group digests, oldest first
+    flaky: bool | None = None
+
+
+def group_digest(event: ResultEvent) -> str:
+    identity = orjson.dumps([event.bundle.model_dump(), event.hardware_revision, event.config], option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(identity).hexdigest()[:20]
+
+
+def group_key(test_id: str, digest: str) -> str:
+    return compound_key(test_id, "group", digest)
+
+
+def levels_key(test_id: str, digest: str, metric: str) -> str:
+    return compound_key(test_id, "levels", digest, metric)
+
+
+def groups_key(test_id: str) -> str:
+    return compound_key(test_id, "groups")
+
+
+def flaky_key(test_id: str) -> str:
+    return compound_key(test_id, "flaky")
+
+
+def _state(**values) -> AttributionState:
+    return AttributionState.trusted({"group": None, "levels": None, "groups": None, "flaky": None, **values})
+
+
+class FailureAttributionProcessor(Processor[AttributionState]):
+    name: ClassVar[str] = NAME
+    inputs: ClassVar[tuple[str, ...]] = (ResultEvent.TOPIC, FlakyVerdict.TOPIC)
+    outputs: ClassVar[tuple[str, ...]] = (NodeAttribution.TOPIC,)
+    state_model: ClassVar[type[Record]] = AttributionState
+    state_key: ClassVar[str] = "key"
+
+    def process(self, state: StateReader[AttributionState], event: Event) -> Step[AttributionState]:
+        if isinstance(event, FlakyVerdict):
+            return self._verdict(state, event)
+        assert isinstance(event, ResultEvent)
+        if event.status not in FAILING | PASSING:
+            return Step()
+        test, digest = event.test_id, group_digest(event)
+        key = group_key(test, digest)
+        held = state.get(key)
+        group = held.group if held is not None and held.group is not None else Group.trusted(
+            {"bundle": event.bundle, "hardware_revision": event.hardware_revision, "passed": {}, "failures": (),
+             "metrics": ()})
+        writes: dict[str, AttributionState | None] = {}
+        outputs: list[Event] = []
+        self._remember_group(state, test, digest, writes)
+        now = event.time
+        passed, failures = _recent(group, now)
+        if event.status in FAILING:
+            if any(f.result_id == event.id for f in failures):
+                return Step()  # applied before (the group is not the test's own entry: a crash can replay it)
+            failures.append(Failure.trusted({"result_id": event.id, "node_id": event.node_id, "time": now,
+                                             "decided": False, "attributed": False, "attribution_id": None}))
+        else:
+            previous = passed.get(event.node_id)
+            passed[event.node_id] = now if previous is None or now is None else max(previous, now)
+            metrics = group.metrics
+            for metric, level in _levels(event).items():
+                outputs += self._throughput(state, writes, test, digest, metric, level, event)
+                if metric not in metrics and len(metrics) < MAX_METRICS:
+                    metrics = (*metrics, metric)
+            group = Group.trusted({**group.__dict__, "metrics": metrics})
+        flaky = state.get(flaky_key(test))
+        if not (flaky is not None and flaky.flaky):
+            outputs += _judge(group, passed, failures, test, event.id, clearing=event.status in FAILING)
+        group = Group.trusted({**group.__dict__, "passed": passed, "failures": tuple(failures[-MAX_FAILURES:])})
+        writes[key] = _state(group=group)
+        return Step(writes=writes, outputs=outputs)
+
+    def _remember_group(self, state, test: str, digest: str, writes) -> None:
+        """A new stack or config for the test: note it; the oldest beyond MAX_GROUPS is forgotten."""
+        known = state.get(groups_key(test))
+        digests = tuple(known.groups or ()) if known else ()
+        if digest in digests:
+            return
+        digests = (*digests, digest)
+        for old in digests[:-MAX_GROUPS]:
+            held = state.get(group_key(test, old))
+            for metric in held.group.metrics if held is not None and held.group is not None else ():
+                writes[levels_key(test, old, metric)] = None
+            writes[group_key(test, old)] = None
+        writes[groups_key(test)] = _state(groups=digests[-MAX_GROUPS:])
+
+    def _throughput(self, state, writes, test: str, digest: str, metric: str, level: float,
+                    event: ResultEvent) -> list[Event]:
+        """The run's level over its peers' (other nodes, the PEER_WINDOW before it); then note the level."""
+        key = levels_key(test, digest, metric)
+        held = state.get(key)
+        by_node = dict(held.levels.by_node) if held is not None and held.levels is not None else {}
+        now = event.time
+        peers: list[float] = []
+        runs = 0
+        for node, levels in by_node.items():
+            if node == event.node_id:
+                continue
+            recent = [v for t, v in levels if now is None or t is None or now - PEER_WINDOW <= t <= now]
+            if recent:
+                peers.append(float(np.median(recent)))
+                runs += len(recent)
+        if (now, level) not in by_node.get(event.node_id, ()):  # (a replayed result is noted once)
+            by_node[event.node_id] = (*by_node.get(event.node_id, ()), (now, level))[-LEVELS_PER_NODE:]
+        if now is not None:  # forget nodes with nothing in the window
+            by_node = {n: v for n, v in by_node.items() if any(t is None or t >= now - PEER_WINDOW for t, _ in v)}
+        writes[key] = _state(levels=Levels.trusted({"by_node": by_node}))
+        if len(peers) < MIN_PEER_NODES:
+            return []
+        ratio = level / float(np.median(peers))
+        return [NodeAttribution(
+            node_id=event.node_id, kind="throughput", result_id=event.id, cause_id=event.id, test_id=test,
+            bundle=event.bundle, hardware_revision=event.hardware_revision, time=now, metric=metric, ratio=ratio,
+            peer_runs=runs, detail=f"{metric}: {ratio:.3f}x the median of {len(peers)} other nodes",
+        )]
+
+    def _verdict(self, state: StateReader[AttributionState], verdict: FlakyVerdict) -> Step[AttributionState]:
+        writes: dict[str, AttributionState | None] = {flaky_key(verdict.test_id): _state(flaky=verdict.flaky)}
+        outputs: list[Event] = []
+        if verdict.flaky:  # a flaky test's failures say nothing about nodes: withdraw what it said
+            known = state.get(groups_key(verdict.test_id))
+            for digest in known.groups or () if known else ():
+                key = group_key(verdict.test_id, digest)
+                held = state.get(key)
+                if held is None or held.group is None:
+                    continue
+                failures = list(held.group.failures)
+                cleared = _clear(held.group, failures, [i for i, f in enumerate(failures) if f.attributed],
+                                 verdict.test_id, verdict.id, "the test was marked flaky")
+                if cleared:
+                    outputs += cleared
+                    writes[key] = _state(group=Group.trusted({**held.group.__dict__, "failures": tuple(failures)}))
+        return Step(writes=writes, outputs=outputs)
+
+
+def _levels(event: ResultEvent) -> dict[str, float]:
+    levels: dict[str, float] = {}
+    for metric in sorted(event.metrics):
+        samples = event.metrics[metric]
+        direction = metric_direction(metric)
+        if direction is None or not samples or any(s <= 0 for s in samples) or len(levels) >= MAX_METRICS:
+            continue
+        levels[metric] = float(stats.trim_mean(as_performance(samples, direction), TRIM))
+    return levels
+
+
+def _recent(group: Group, now: datetime | None) -> tuple[dict[str, datetime | None], list[Failure]]:
+    """Passes and failures a failure in the window could still be judged against (two windows back)."""
+    if now is None:
+        return dict(group.passed), list(group.failures)
+    horizon = now - 2 * WINDOW
+    passed = {n: t for n, t in group.passed.items() if t is None or t >= horizon}
+    return passed, [f for f in group.failures if f.time is None or f.time >= horizon]
+
+
+def _near(time: datetime | None, other: datetime | None) -> bool:
+    return time is None or other is None or abs(other - time) <= WINDOW
+
+
+def _judge(group: Group, passed: dict[str, datetime | None], failures: list[Failure], test_id: str, cause_id: str,
+           clearing: bool) -> list[Event]:
+    """Decide the failures the new result lets us decide. A pass can only decide waiting failures; a
+    failure can also show that failures attributed earlier were a software regression."""
+    outputs: list[Event] = []
+    for i, failure in enumerate(failures):
+        if failure.decided and not (clearing and failure.attributed):
+            continue
+        failing = {f.node_id for f in failures if _near(failure.time, f.time)}
+        if len(failing) >= SOFTWARE_NODES:
+            if failure.attributed:
+                outputs += _clear(group, failures, [i], test_id, cause_id,
+                                  f"the test failed on {len(failing)} nodes: a software regression, not a node fault")
+            else:
+                failures[i] = Failure.trusted({**failure.__dict__, "decided": True})
+            continue
+        if failure.decided:
+            continue
+        passing = [n for n, t in passed.items() if n != failure.node_id and _near(failure.time, t)]
+        if len(failing) <= MAX_FAULTY_NODES and len(passing) >= MIN_PASSING_NODES:
+            attribution = NodeAttribution(
+                node_id=failure.node_id, kind="failure", result_id=failure.result_id, cause_id=cause_id,
+                test_id=test_id, bundle=group.bundle, hardware_revision=group.hardware_revision, time=failure.time,
+                failing_nodes=len(failing), passing_nodes=len(passing),
+                detail=f"{test_id} failed on {failure.node_id} and passed on {len(passing)} other node(s) "
+                       f"with the same bundle and config",
+            )
+            failures[i] = Failure.trusted({**failure.__dict__, "decided": True, "attributed": True,
+                                           "attribution_id": attribution.id})
+            outputs.append(attribution)
+    return outputs
+
+
+def _clear(group: Group, failures: list[Failure], indexes: list[int], test_id: str, cause_id: str, why: str) -> list[Event]:
+    outputs: list[Event] = []
+    for i in indexes:
+        failure = failures[i]
+        outputs.append(NodeAttribution(
+            node_id=failure.node_id, kind="cleared", result_id=failure.result_id, cause_id=cause_id, test_id=test_id,
+            bundle=group.bundle, hardware_revision=group.hardware_revision, time=failure.time,
+            clears=failure.attribution_id, detail=f"withdrawn: {why}",
+        ))
+        failures[i] = Failure.trusted({**failure.__dict__, "decided": True, "attributed": False})
+    return outputs

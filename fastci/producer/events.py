@@ -1,0 +1,213 @@
+"""Input events: the facts producers append (commits, evidence, results, node health)."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
+
+Layer = Literal["model", "framework", "compiler", "kernels", "runtime", "driver", "firmware"]
+LAYERS: tuple[str, ...] = Layer.__args__  # type: ignore[attr-defined]
+Change = Literal["added", "modified", "deleted"]
+Trigger = Literal["presubmit", "nightly", "release", "bisect", "dev", "rerun"]
+Status = Literal["passed", "failed", "error", "skipped", "flaky"]
+Digest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+SignalKind = Literal["xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic", "diagnostic_started"]
+
+
+class ChangedFile(Record):
+    path: Name
+    change: Literal["added", "modified", "deleted", "renamed"]
+    old_path: Name | None = Field(default=None, description="Previous path of a renamed file.")
+
+
+class ChangedFunction(Record):
+    path: Name = Field(description="File the function lives in (the new path for a rename).")
+    qualname: Name = Field(
+        description="Qualified name inside the module, e.g. 'Trainer.step' or 'build.<locals>.inner'; "
+        "'<module>' for module-level code, 'Class.<body>' for a class body."
+    )
+    change: Change
+
+
+class CommitEvent(Event):
+    """A merged (or proposed) change to a repository. Key: repo."""
+
+    TOPIC: ClassVar[str] = "commits"
+    KEY: ClassVar[str] = "repo"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("repo", "sha")
+
+    repo: Name
+    sha: Sha
+    parents: tuple[Sha, ...] = ()
+    author: Text
+    time: Timestamp
+    title: Text
+    changed_files: tuple[ChangedFile, ...] = Field(default=(), max_length=100_000)
+    changed_functions: tuple[ChangedFunction, ...] = Field(default=(), max_length=100_000)
+    layers: tuple[Layer, ...] = Field(default=(), description="Stack layers the change touches.")
+    hardware_path: bool = Field(
+        default=False, description="True when the change can alter what runs on the accelerator."
+    )
+
+
+class FoldedStack(Record):
+    """One line of py-spy ``--format raw`` output: frames root-first, joined by ';', and a count."""
+
+    stack: Annotated[str, StringConstraints(min_length=1, max_length=65_536)]
+    count: int = Field(ge=1)
+
+
+MAX_DIMENSIONS = 16
+MAX_POINTS = 8  # minimal first-execution points kept per unit (dropping one only asks for more)
+
+
+class WorkloadDimension(Record):
+    """A dimension of a test's config that may shrink (steps, layers, hidden size, context...)."""
+
+    name: Name
+    full: int = Field(ge=1, description="Its value in the full config (the run this evidence is of).")
+    minimum: int = Field(ge=1, description="The smallest value the test accepts.")
+    cost_exponent: FiniteFloat = Field(
+        default=1.0, ge=0, le=4, description="Duration grows as value ** cost_exponent (measured by the test's owner)."
+    )
+
+    @model_validator(mode="after")
+    def _minimum_within_full(self) -> "WorkloadDimension":
+        if self.minimum > self.full:
+            raise ValueError(f"minimum {self.minimum} of dimension {self.name!r} is above its full value {self.full}")
+        return self
+
+
+class FirstExecution(Record):
+    """Where along the dimensions a unit first executed: the minimal points (0-based indices: step,
+    layer...) of its executions. It runs in a config that reaches one of them (every index below
+    the config's value). A dimension missing from a point: it ran outside that dimension's loop."""
+
+    unit: Name = Field(description="'path::qualname', as in stacks and commits.")
+    at: tuple[dict[Name, Annotated[int, Field(ge=0)]], ...] = Field(min_length=1, max_length=MAX_POINTS)
+
+
+class WorkloadEvidence(Record):
+    """A test's declared validation scope and shrinkable dimensions, and where its units first ran."""
+
+    scope: Config = Field(
+        default_factory=dict, description="Dimensions the test exists to check, with their values: never shrunk."
+    )
+    dimensions: tuple[WorkloadDimension, ...] = Field(max_length=MAX_DIMENSIONS)
+    fixed_share: FiniteFloat = Field(
+        default=0.0, ge=0, le=1,
+        description="Share of the full run's duration no dimension shrinks (setup, data, per-call overheads).",
+    )
+    first_executions: tuple[FirstExecution, ...] = Field(
+        default=(),
+        max_length=50_000,
+        description="Units whose first execution lies past the first index of some dimension (the rest run "
+        "in any config).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "WorkloadEvidence":
+        full = {d.name: d.full for d in self.dimensions}
+        if len(full) != len(self.dimensions):
+            raise ValueError("dimension names must be unique")
+        if overlap := sorted(set(full) & set(self.scope)):
+            raise ValueError(f"{', '.join(overlap)}: in the validation scope, so not shrinkable")
+        for first in self.first_executions:
+            for point in first.at:
+                for name, index in point.items():
+                    if name not in full:
+                        raise ValueError(f"{first.unit}: dimension {name!r} is not declared")
+                    if index >= full[name]:
+                        raise ValueError(f"{first.unit}: index {index} of {name!r} is not below its full value {full[name]}")
+        return self
+
+
+class EvidenceEvent(Event):
+    """What one test executed during one run. Key: test_id."""
+
+    TOPIC: ClassVar[str] = "evidence"
+    KEY: ClassVar[str] = "test_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("test_id", "run_id")
+
+    test_id: Name
+    run_id: Name
+    repo: Name = Field(description="Repository whose code the test exercised (joins with commits).")
+    commit: Sha
+    method: Literal["sampling", "tracing"] = Field(
+        description="'sampling' for py-spy stacks, 'tracing' for exact function-level tracing."
+    )
+    sampling_rate_hz: FiniteFloat | None = Field(default=None, gt=0)
+    stacks: tuple[FoldedStack, ...] = Field(max_length=200_000)
+    config: Config = Field(default_factory=dict)
+    workload: WorkloadEvidence | None = Field(
+        default=None, description="The test's shrinkable dimensions and where its units first ran (tracing only)."
+    )
+
+
+class Bundle(Record):
+    """The exact stack a result ran on: every layer's version."""
+
+    compiler: Name
+    kernels: Name
+    runtime: Name
+    driver: Name
+    firmware: Name
+
+
+class ResultEvent(Event):
+    """The outcome of one test in one run. Key: test_id."""
+
+    TOPIC: ClassVar[str] = "results"
+    KEY: ClassVar[str] = "test_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("test_id", "run_id")
+
+    test_id: Name
+    run_id: Name
+    repo: Name = Field(description="Repository the tested commit belongs to (joins with commits).")
+    commit: Sha
+    bundle: Bundle
+    node_id: Name
+    hardware_revision: Name
+    trigger: Trigger
+    status: Status = Field(description="'flaky' means it failed, then passed on retry.")
+    duration_s: FiniteFloat = Field(ge=0)
+    chips: int = Field(default=0, ge=0, description="Accelerator chips held by the run (0 for CPU).")
+    metrics: dict[Name, tuple[FiniteFloat, ...]] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="Named metrics as lists of samples, e.g. throughput per repeat after warmup.",
+    )
+    loss_curve: tuple[FiniteFloat, ...] = Field(default=(), max_length=1_000_000)
+    eval_score: FiniteFloat | None = None
+    seed: int | None = None
+    config: Config = Field(default_factory=dict)
+    time: Timestamp | None = Field(default=None, description="When the run finished.")
+    pool: Name = Field(default="default", description="The accelerator pool that ran it (the pool scheduler's partition).")
+    output_digest: Digest | None = Field(
+        default=None,
+        description="sha256 (hex) of the run's numeric outputs (e.g. its logits, or the weights a training run "
+        "ended with), so a rerun can show it reproduced them bit for bit.",
+    )
+
+
+class NodeHealthEvent(Event):
+    """One health signal from an accelerator node. Key: node_id.
+
+    ``value`` by kind: xid = the XID code; ecc = uncorrectable error count; temperature = degrees C;
+    nccl_timeout = timeouts seen (reported for the node whose rank did not join the collective);
+    heartbeat = seconds since the previous heartbeat; diagnostic_started = a diagnostic run began on
+    the node (value: its expected length in seconds, or 0); diagnostic = 1.0 pass, 0.0 fail.
+    """
+
+    TOPIC: ClassVar[str] = "node-health"
+    KEY: ClassVar[str] = "node_id"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("node_id", "kind", "time", "value")
+
+    node_id: Name
+    kind: SignalKind
+    value: FiniteFloat
+    time: Timestamp
+    detail: Text = ""

@@ -1,0 +1,128 @@
+"""baseline-guard: results from nodes that were not healthy must not count as evidence.
+
+Keyed by node: it folds ``node-state-changed`` and the node's results (repartitioned by node_id)
+and emits a ``baseline-exclusions`` event, keyed by test, for every result that ran while its node
+was suspect, quarantined or diagnosing, including results that arrived before the node's state
+changed (a node is usually sick before anyone says so: results from ``LOOKBACK`` before the change
+count too). Consumers drop the excluded results from baselines whenever the exclusion arrives.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import ClassVar
+
+from pydantic import Field
+
+from fastci.core.events import Event
+from fastci.producer.events import ResultEvent
+from fastci.core.events import Record
+from fastci.fleet.events import UNTRUSTED_STATES, NodeStateChanged
+from fastci.regression.events import BaselineExclusion
+from fastci.core.processor import Processor, StateReader, Step, compound_key
+
+LOOKBACK = timedelta(hours=24)
+RUNS_PER_HOUR = 256  # per node; a node hosts a few dozen runs an hour
+TRANSITIONS = 16
+
+
+class Transition(Record):
+    state: str
+    time: datetime
+    reason: str = ""
+
+
+class RecentRun(Record):
+    result_id: str
+    test_id: str
+    time: datetime | None
+    excluded: bool = False
+
+
+class NodeRecord(Record):
+    """The node's state (its own key, written per result), or one hour of its runs (a compound key).
+
+    The node's runs of the lookback are kept by hour under keys of their own, so a result rewrites
+    only the runs of its hour, not a whole day's: every write is a changelog record on Kafka, and a
+    value holding a day of runs was 38 KB, rewritten for every batch.
+    """
+
+    transitions: tuple[Transition, ...] = Field(default=(), max_length=TRANSITIONS)
+    hours: tuple[str, ...] = Field(default=(), description="node key: the hours that have runs, oldest first")
+    runs: tuple[RecentRun, ...] = Field(default=(), max_length=RUNS_PER_HOUR, description="hour key: its runs")
+
+    def state_at(self, time: datetime | None) -> Transition | None:
+        """The transition in force at ``time`` (the latest one when time is unknown)."""
+        applicable = [t for t in self.transitions if time is None or t.time <= time]
+        return max(applicable, key=lambda t: t.time) if applicable else None
+
+
+_NO_TIME = "none"  # the hour of results that say no time: kept until the newer hours push it out
+_KEPT_HOURS = int(LOOKBACK / timedelta(hours=1)) + 2  # the lookback's hours, whole, plus the no-time one
+
+
+def hour_of(time: datetime | None) -> str:
+    return _NO_TIME if time is None else time.strftime("%Y-%m-%dT%H")
+
+
+def hour_key(node_id: str, hour: str) -> str:
+    return compound_key(node_id, "runs", hour)
+
+
+class BaselineGuardProcessor(Processor[NodeRecord]):
+    name: ClassVar[str] = "baseline-guard"
+    inputs: ClassVar[tuple[str, ...]] = (NodeStateChanged.TOPIC, ResultEvent.TOPIC)
+    outputs: ClassVar[tuple[str, ...]] = (BaselineExclusion.TOPIC,)
+    state_model: ClassVar[type[Record]] = NodeRecord
+    state_key: ClassVar[str] = "node_id"
+    partition_by = {ResultEvent.TOPIC: "node_id"}
+
+    def process(self, state: StateReader[NodeRecord], event: Event) -> Step[NodeRecord]:
+        if isinstance(event, NodeStateChanged):
+            return self._state_changed(state, state.get(event.node_id) or NodeRecord(), event)
+        assert isinstance(event, ResultEvent)
+        node = event.node_id
+        record = state.get(node) or NodeRecord()
+        in_force = record.state_at(event.time)
+        excluded = in_force is not None and in_force.state in UNTRUSTED_STATES
+        hour = hour_of(event.time)
+        bucket = state.get(hour_key(node, hour)) or NodeRecord()
+        # Built from validated values, without validating again: this runs for every result.
+        run = RecentRun.trusted({"result_id": event.id, "test_id": event.test_id, "time": event.time, "excluded": excluded})
+        writes: dict[str, NodeRecord | None] = {
+            hour_key(node, hour): NodeRecord.trusted({"transitions": (), "hours": (), "runs": (*bucket.runs, run)[-RUNS_PER_HOUR:]})
+        }
+        if hour not in record.hours:
+            hours = sorted((*record.hours, hour), key=lambda h: (h != _NO_TIME, h))
+            writes.update({hour_key(node, gone): None for gone in hours[:-_KEPT_HOURS]})
+            record = record.model_copy(update={"hours": tuple(hours[-_KEPT_HOURS:])})
+        writes[node] = record
+        outputs = [_exclusion(run, node, in_force, event.id)] if excluded and in_force else []
+        return Step(writes=writes, outputs=outputs)
+
+    def _state_changed(self, state: StateReader[NodeRecord], record: NodeRecord, event: NodeStateChanged) -> Step[NodeRecord]:
+        change = Transition(state=event.state, time=event.time, reason=event.reason)
+        transitions = tuple(sorted((*record.transitions, change), key=lambda t: t.time))[-TRANSITIONS:]
+        writes: dict[str, NodeRecord | None] = {event.node_id: record.model_copy(update={"transitions": transitions})}
+        outputs: list[Event] = []
+        if event.state in UNTRUSTED_STATES:
+            since = event.time - LOOKBACK
+            for hour in record.hours:
+                if hour != _NO_TIME and hour < hour_of(since):
+                    continue
+                key = hour_key(event.node_id, hour)
+                runs = list((state.get(key) or NodeRecord()).runs)
+                for i, run in enumerate(runs):
+                    if not run.excluded and (run.time is None or run.time >= since):
+                        runs[i] = run.model_copy(update={"excluded": True})
+                        outputs.append(_exclusion(run, event.node_id, change, event.id))
+                writes[key] = NodeRecord(runs=tuple(runs))
+        return Step(writes=writes, outputs=outputs)
+
+
+def _exclusion(run: RecentRun, node_id: str, state: Transition, cause_id: str) -> BaselineExclusion:
+    reason = f"node {node_id} {state.state} since {state.time.isoformat()}" + (f": {state.reason}" if state.reason else "")
+    return BaselineExclusion(
+        result_id=run.result_id, test_id=run.test_id, node_id=node_id, node_state=state.state,
+        reason=reason[:4096], cause_id=cause_id,
+    )

@@ -1,0 +1,109 @@
+"""bisect-planner: turns a detected regression into the list of changes a bisect must search.
+
+Keyed by repo: it keeps the repo's commit graph (one small value per commit) and its owner map,
+and reads ``regression-alert`` repartitioned by repo. For a 'detected' alert it walks first parents
+from the bad commit back to the good one (as ``git bisect --first-parent``), names each change's
+owners from the owner map, lists the bundle components that differ between the two runs, and emits
+a ``bisect-plan`` keyed by test, which the bisect processor (keyed by test) works from.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar
+
+from pydantic import Field
+
+from fastci.producer.events import CommitEvent
+from fastci.core.events import Event
+from fastci.core.events import Record
+from fastci.regression.references import OwnerMap
+from fastci.producer.events import Bundle
+from fastci.regression.events import BisectPlan, ComponentBump, PlannedChange, RegressionAlert
+from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.regression.owners import owners_of_change, owners_of_layer, owners_of_path
+
+MAX_CHANGES = 1500  # ~4 days of a 400-changes/day stack; the plan must stay under the 1 MiB event limit
+MAX_PATHS = 64
+TITLE_CHARS, AUTHOR_CHARS = 120, 80
+COMPONENTS: tuple[str, ...] = tuple(Bundle.model_fields)  # compiler, kernels, runtime, driver, firmware
+
+
+class CommitNode(Record):
+    parents: tuple[str, ...] = ()
+    title: str = ""
+    author: str = ""
+    time: datetime | None = None
+    layers: tuple[str, ...] = ()
+    paths: tuple[str, ...] = Field(default=(), max_length=MAX_PATHS)
+
+
+class PlannerState(Record):
+    commit: CommitNode | None = None
+    owners: OwnerMap | None = None
+
+
+def commit_key(repo: str, sha: str) -> str:
+    return compound_key(repo, "commit", sha)
+
+
+def owners_key(repo: str) -> str:
+    return compound_key(repo, "owners")
+
+
+class BisectPlannerProcessor(Processor[PlannerState]):
+    name: ClassVar[str] = "bisect-planner"
+    inputs: ClassVar[tuple[str, ...]] = (CommitEvent.TOPIC, OwnerMap.TOPIC, RegressionAlert.TOPIC)
+    outputs: ClassVar[tuple[str, ...]] = (BisectPlan.TOPIC,)
+    state_model: ClassVar[type[Record]] = PlannerState
+    state_key: ClassVar[str] = "key"
+    partition_by = {RegressionAlert.TOPIC: "repo"}
+
+    def process(self, state: StateReader[PlannerState], event: Event) -> Step[PlannerState]:
+        if isinstance(event, CommitEvent):
+            node = CommitNode(
+                parents=event.parents, title=event.title[:TITLE_CHARS], author=event.author[:AUTHOR_CHARS], time=event.time,
+                layers=event.layers, paths=tuple(f.path for f in event.changed_files[:MAX_PATHS]),
+            )
+            return Step(writes={commit_key(event.repo, event.sha): PlannerState(commit=node)})
+        if isinstance(event, OwnerMap):
+            return Step(writes={owners_key(event.repo): PlannerState(owners=event)})
+        assert isinstance(event, RegressionAlert)
+        if event.stage != "detected":
+            return Step()
+        return Step(outputs=[self._plan(state, event)])
+
+    def _plan(self, state: StateReader[PlannerState], alert: RegressionAlert) -> BisectPlan:
+        held = state.get(owners_key(alert.repo))
+        owner_map = held.owners if held else None
+        changes, problem = self._range(state, alert, owner_map)
+        bumps = []
+        for component in COMPONENTS:
+            before, after = getattr(alert.good.bundle, component), getattr(alert.bad.bundle, component)
+            if before != after:
+                related = tuple(c.sha for c in changes if component in c.layers)[:50]
+                bumps.append(ComponentBump(component=component, from_version=before, to_version=after,
+                                           owners=owners_of_layer(component, owner_map), related_commits=related))
+        test_owners = owners_of_path(alert.test_id.split("::", 1)[0], owner_map) if owner_map else ()
+        return BisectPlan(alert_id=alert.id, test_id=alert.test_id, alert=alert, changes=tuple(changes),
+                          bumps=tuple(bumps), test_owners=test_owners, problem=problem)
+
+    def _range(self, state: StateReader[PlannerState], alert: RegressionAlert, owner_map: OwnerMap | None):
+        """Commits after good up to bad (oldest first), and what went wrong if the walk could not finish."""
+        good, sha = alert.good.commit, alert.bad.commit
+        walked: list[PlannedChange] = []
+        while sha != good:
+            if len(walked) >= MAX_CHANGES:
+                return [], f"more than {MAX_CHANGES} changes between {good[:10]} and {alert.bad.commit[:10]}"
+            held = state.get(commit_key(alert.repo, sha))
+            node = held.commit if held else None
+            if node is None:
+                return [], f"commit {sha[:10]} of {alert.repo} was never seen on 'commits'"
+            walked.append(PlannedChange(
+                sha=sha, title=node.title, author=node.author, layers=node.layers,  # type: ignore[arg-type]
+                owners=owners_of_change(node.paths, node.layers, owner_map),
+            ))
+            if not node.parents:
+                return [], f"{good[:10]} is not a first-parent ancestor of {alert.bad.commit[:10]}"
+            sha = node.parents[0]
+        return list(reversed(walked)), ""

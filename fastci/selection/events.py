@@ -1,0 +1,78 @@
+"""The selection decision for one commit: which tests to run, which were pruned, what it saves."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text
+
+# Why a test is kept. 'executes-changed-code': evidence shows it ran a changed function;
+# 'module-code': it ran code in a file whose module code or a class body changed (such code runs
+# at import, before any test, so evidence cannot attribute it); 'no-evidence': fastci has never
+# seen what it executes; 'changed-test': the commit adds or edits the test function itself (a new
+# test is known to no one yet); 'non-python-change': a file that is not Python (and not docs) changed.
+Reason = Literal["executes-changed-code", "module-code", "no-evidence", "changed-test", "non-python-change"]
+MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
+MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)
+MAX_COVERED_BY = 8  # kept tests named per pruned test
+MAX_FUNCTIONS = 16  # changed functions named per kept test
+
+
+class KeptTest(Record):
+    test_id: Name
+    reason: Reason
+    functions: tuple[Name, ...] = Field(
+        default=(), max_length=MAX_FUNCTIONS, description="Changed units it executes, as 'path::qualname'."
+    )
+    estimated_s: FiniteFloat = Field(ge=0, description="Expected duration (mean of its recorded runs).")
+
+
+class PrunedTest(Record):
+    test_id: Name
+    covered_by: tuple[Name, ...] = Field(
+        min_length=1,
+        max_length=MAX_COVERED_BY,
+        description="Kept tests that together execute every changed (function, calling context) it executes "
+        "(the first 8 when more are needed).",
+    )
+
+
+class SelectionMetrics(Record):
+    tests_known: int = Field(ge=0)
+    selected: int = Field(ge=0, description="Tests affected by the change, before pruning.")
+    kept: int = Field(ge=0)
+    pruned: int = Field(ge=0)
+    skipped: int = Field(ge=0, description="Known tests the change cannot affect.")
+    selection_ratio: FiniteFloat = Field(ge=0, le=1, description="kept / tests_known (1 when nothing is known).")
+    estimated_s_all: FiniteFloat = Field(ge=0)
+    estimated_s_kept: FiniteFloat = Field(ge=0)
+    saved_s: FiniteFloat = Field(ge=0)
+    saved_gpu_s: FiniteFloat = Field(ge=0, description="Chip-seconds saved versus running every known test.")
+    changed_units: int = Field(ge=0)
+    pairs_covered_by_all: int = Field(ge=0, description="Changed (function, context) pairs the full suite executes.")
+    pairs_covered_by_kept: int = Field(ge=0)
+    coverage_retention: FiniteFloat = Field(
+        ge=0, le=1, description="pairs_covered_by_kept / pairs_covered_by_all (1 when the suite covers none)."
+    )
+
+
+class Selection(Event):
+    """The tests a commit needs. Key: repo. Id: derived from the commit event's id."""
+
+    TOPIC: ClassVar[str] = "selection"
+    KEY: ClassVar[str] = "repo"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("commit_id",)
+
+    commit_id: str = Field(description="Id of the commits event this selection answers.")
+    repo: Name
+    sha: Sha
+    hardware_path: bool = Field(default=False, description="The commit's: the change can alter what runs on the accelerator.")
+    run_all: bool = Field(description="Run every test (kept is then empty): a rule selected the whole suite.")
+    run_all_reason: Text = ""
+    kept: tuple[KeptTest, ...] = Field(default=(), max_length=MAX_KEPT)
+    pruned: tuple[PrunedTest, ...] = Field(
+        default=(), max_length=MAX_PRUNED_LISTED, description="The first 2000 pruned tests by test id."
+    )
+    metrics: SelectionMetrics

@@ -1,0 +1,413 @@
+"""test-selection: keeps the evidence graph of each repository and answers every commit with a selection.
+
+Partitioned by repo (evidence and results are repartitioned by their ``repo`` field), the graph is
+kept as many small values under keys the repo owns, never one big one (DESIGN.md, "Big state
+without big values"):
+- ``(repo, "evidence", test)``: the units the test executed, each with its calling contexts;
+- ``(repo, "unit", unit id)``: the tests that executed the unit, each with those contexts;
+- ``(repo, "file", path)``: the tests that executed any code in the file;
+- ``(repo, "catalog", bucket)``: known tests (from results and evidence) with their mean duration,
+  chips, and whether they have evidence; 64 buckets, so a result rewrites one small value.
+New evidence for a test replaces its old evidence (postings it left are cleared). All of these
+writes are sets, not increments, so replaying an event rewrites the same values.
+
+For a commit: tests that executed a modified or deleted unit are selected; a changed module body or
+class body selects every test that ran code in that file (such code runs at import, before any
+test); a changed non-Python file that is not documentation selects everything; tests without
+evidence, and test functions the commit adds or edits, are always kept. Pruning then keeps the cheapest set covering every changed (unit,
+context) pair the selection covers (``fastci.selection.pruning``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import ClassVar
+
+from pydantic import Field
+
+from fastci.producer.events import CommitEvent, EvidenceEvent, ResultEvent
+from fastci.core.events import Event
+from fastci.core.events import Record
+from fastci.selection.events import MAX_COVERED_BY, MAX_FUNCTIONS, MAX_KEPT, MAX_PRUNED_LISTED, KeptTest, PrunedTest, Reason, Selection, SelectionMetrics
+from fastci.core.processor import KEY_SEPARATOR, Processor, StateReader, Step
+from fastci.selection.graph import executions, short_id, unit_name
+from fastci.selection.pruning import prune
+from fastci.selection.units import BODY, MODULE, is_test_file
+
+BUCKETS = 64
+DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
+# Files that never execute: documentation and type stubs (not .txt: requirements.txt matters).
+INERT_SUFFIXES = (".md", ".rst", ".pyi")
+INERT_DIRS = ("docs/", "doc/", ".github/ISSUE_TEMPLATE/")
+INERT_NAMES = (
+    "LICENSE", "LICENSE.txt", "AUTHORS", "CHANGELOG", ".gitignore", ".gitattributes", ".mailmap",
+    ".readthedocs.yaml", ".readthedocs.yml",  # the docs build's config
+)
+
+
+RECENT_RUNS = 8  # durations kept per test; their mean is its expected duration
+
+
+class CatalogEntry(Record):
+    test_id: str
+    recent_s: dict[str, float] = Field(default_factory=dict, description="run id -> duration, latest runs")
+    chips: int = 0
+    evidence: bool = False
+
+    @property
+    def mean_s(self) -> float:
+        return sum(self.recent_s.values()) / len(self.recent_s) if self.recent_s else DEFAULT_DURATION_S
+
+
+class SelectionState(Record):
+    """One of: a test's evidence, a unit's or a file's postings, a catalog bucket."""
+
+    units: dict[str, tuple[str, ...]] | None = Field(default=None, description="evidence: unit id -> contexts")
+    files: tuple[str, ...] | None = None
+    tests: dict[str, tuple[str, ...]] | None = Field(default=None, description="unit: test id -> contexts")
+    file_tests: tuple[str, ...] | None = None
+    catalog: dict[str, CatalogEntry] | None = None
+
+
+# compound_key(repo, kind, name), spelled out: these are built for every unit of every evidence event.
+def evidence_key(repo: str, test_id: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}evidence{KEY_SEPARATOR}{test_id}"
+
+
+def unit_key(repo: str, uid: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}unit{KEY_SEPARATOR}{uid}"
+
+
+def file_key(repo: str, path: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}file{KEY_SEPARATOR}{path}"
+
+
+def catalog_key(repo: str, bucket: int) -> str:
+    return f"{repo}{KEY_SEPARATOR}catalog{KEY_SEPARATOR}{bucket}"
+
+
+def bucket_of(tid: str) -> int:
+    return int(tid[:4], 16) % BUCKETS
+
+
+class SelectionProcessor(Processor[SelectionState]):
+    name: ClassVar[str] = "test-selection"  # not "selection": that is the topic (and its view)
+    inputs: ClassVar[tuple[str, ...]] = (EvidenceEvent.TOPIC, ResultEvent.TOPIC, CommitEvent.TOPIC)
+    outputs: ClassVar[tuple[str, ...]] = (Selection.TOPIC,)
+    state_model: ClassVar[type[Record]] = SelectionState
+    partition_by = {EvidenceEvent.TOPIC: "repo", ResultEvent.TOPIC: "repo"}
+
+    def __init__(self, pruning: bool = True, run_everything: bool = False) -> None:
+        """The defaults are what runs in production; the simulator's ablation turns pruning off
+        (keep every selected test) or selection off (every commit runs every known test)."""
+        self.pruning = pruning
+        self.run_everything = run_everything
+
+    def process(self, state: StateReader[SelectionState], event: Event) -> Step[SelectionState]:
+        if isinstance(event, EvidenceEvent):
+            return Step(writes=_record_evidence(state, event))
+        if isinstance(event, ResultEvent):
+            return Step(writes=_record_result(state, event))
+        if isinstance(event, CommitEvent):
+            catalog = _catalog(state, event.repo)
+            gone = removed_tests(event, catalog)
+            selection = select(state, event, gone, catalog, pruning=self.pruning,
+                               run_everything=self.run_everything)
+            return Step(writes=_forget_tests(state, event.repo, gone), outputs=(selection,))
+        return Step()
+
+
+def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState | None]:
+    units, files = _executed(tuple(s.stack for s in event.stacks))
+    writes: dict[str, SelectionState | None] = {}
+    _set_evidence(state, writes, event.repo, event.test_id, units, files)
+    tid = short_id(event.test_id)
+    bucket_key = catalog_key(event.repo, bucket_of(tid))
+    catalog = _get(state, writes, bucket_key).catalog or {}
+    entry = catalog.get(tid)
+    if entry is None or not entry.evidence:  # the usual case, a test's next evidence, writes nothing here
+        updated = (entry or CatalogEntry(test_id=event.test_id)).model_copy(update={"evidence": True})
+        writes[bucket_key] = _catalog_state(_with(catalog, tid, updated))
+    return writes
+
+
+@functools.lru_cache(maxsize=1024)  # a traced test's evidence repeats run after run until its code changes
+def _executed(stacks: tuple[str, ...]) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+    """Unit id -> its sorted context ids, and the files that ran; shared, never mutated."""
+    units, files = executions(stacks)
+    return {u: tuple(sorted(c)) for u, c in units.items()}, frozenset(files)
+
+
+def _forget_tests(state: StateReader[SelectionState], repo: str, tests: set[str]) -> dict[str, SelectionState | None]:
+    """Writes that remove tests a commit deleted or renamed: their evidence, their postings and
+    their catalog entries (a kept test id that no longer exists would make pytest run nothing)."""
+    writes: dict[str, SelectionState | None] = {}
+    for test in sorted(tests):
+        _set_evidence(state, writes, repo, test, {}, set())
+        writes[evidence_key(repo, test)] = None
+        bucket_key = catalog_key(repo, bucket_of(short_id(test)))
+        catalog = dict(_get(state, writes, bucket_key).catalog or {})
+        catalog.pop(short_id(test), None)
+        writes[bucket_key] = _catalog_state(catalog)
+    return writes
+
+
+def _set_evidence(
+    state: StateReader[SelectionState],
+    writes: dict[str, SelectionState | None],
+    repo: str,
+    test: str,
+    new_units: dict[str, tuple[str, ...]],
+    files: set[str] | frozenset[str],
+) -> None:
+    """Replace what ``test`` executed, keeping the unit and file postings in step with it."""
+    tid = short_id(test)
+    old = _get(state, writes, evidence_key(repo, test))
+    old_units, old_files = old.units or {}, set(old.files or ())
+    writes[evidence_key(repo, test)] = _state(units=new_units, files=tuple(sorted(files)))
+    # A posting is rewritten only when its entry for this test differs: a popular unit's posting
+    # lists thousands of tests, and a test's next evidence mostly repeats its last. The check reads
+    # the posting itself, not the test's old evidence, so a replay after a crash that persisted only
+    # some of an event's writes still repairs the rest.
+    for uid in old_units.keys() | new_units.keys():
+        contexts = new_units.get(uid)
+        key = unit_key(repo, uid)
+        tests = _get(state, writes, key).tests or {}
+        if tests.get(tid) != contexts:
+            writes[key] = _state(tests=_with(tests, tid, contexts))
+    for path in old_files | files:
+        key = file_key(repo, path)
+        members = _get(state, writes, key).file_tests or ()
+        if (tid in members) != (path in files):
+            updated = set(members) | {tid} if path in files else set(members) - {tid}
+            writes[key] = _state(file_tests=tuple(sorted(updated)))
+
+
+def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> dict[str, SelectionState]:
+    tid = short_id(event.test_id)
+    key = catalog_key(event.repo, bucket_of(tid))
+    catalog = (state.get(key) or SelectionState()).catalog or {}
+    entry = catalog.get(tid) or CatalogEntry(test_id=event.test_id)
+    # Keyed by run id, so a redelivered result rewrites the same value (this key is not the
+    # partition key, whose dedup window would catch it).
+    recent = {**entry.recent_s, event.run_id: event.duration_s}
+    recent = dict(list(recent.items())[-RECENT_RUNS:])
+    # A hardware test run in its CPU/simulator form holds no chips; that says nothing of what it needs.
+    updated = entry.model_copy(update={"recent_s": recent, "chips": event.chips or entry.chips})
+    return {key: _catalog_state(_with(catalog, tid, updated))}
+
+
+def _with(mapping: dict, key: str, value: object | None) -> dict:
+    """A copy of a sorted mapping with ``key`` set to ``value`` (removed when None), still sorted.
+    Postings and catalog buckets stay in key order, so a value's encoding does not depend on the
+    order its events arrived in (which differs between runtimes); only an insertion re-sorts."""
+    updated = dict(mapping)
+    if value is None:
+        updated.pop(key, None)
+        return updated
+    inserted = key not in updated
+    updated[key] = value
+    return dict(sorted(updated.items())) if inserted else updated
+
+
+def _state(**fields: object) -> SelectionState:
+    """A state value built by this module from validated parts, so not validated again: doing so
+    for a posting or a catalog bucket on every event cost more than the rest of the processor."""
+    return SelectionState.trusted({**_NO_FIELDS, **fields})
+
+
+_NO_FIELDS = dict.fromkeys(SelectionState.model_fields)
+
+
+def _catalog_state(catalog: dict[str, CatalogEntry]) -> SelectionState:
+    return _state(catalog=catalog)
+
+
+def _get(state: StateReader[SelectionState], writes: dict[str, SelectionState | None], key: str) -> SelectionState:
+    """This event's own writes first (one event may touch a key twice; None is a deletion), then
+    the store."""
+    if key in writes:
+        return writes[key] or SelectionState()
+    return state.get(key) or SelectionState()
+
+
+def _catalog(state: StateReader[SelectionState], repo: str) -> dict[str, CatalogEntry]:
+    catalog: dict[str, CatalogEntry] = {}
+    for bucket in range(BUCKETS):
+        catalog.update((state.get(catalog_key(repo, bucket)) or SelectionState()).catalog or {})
+    return catalog
+
+
+def removed_tests(commit: CommitEvent, catalog: dict[str, CatalogEntry]) -> set[str]:
+    """Known tests the commit deletes: deleted test functions, and every test of a deleted test
+    class or of a test file deleted or renamed (its node ids change with its path)."""
+    return removed_test_ids(commit, {entry.test_id for entry in catalog.values()})
+
+
+def removed_test_ids(commit: CommitEvent, known: set[str]) -> set[str]:
+    """Of the ``known`` test ids, those the commit deletes (see ``removed_tests``)."""
+    gone = {test for c in commit.changed_functions if c.change == "deleted" and (test := test_of(c.path, c.qualname))}
+    prefixes = [
+        f"{c.path}::{c.qualname.removesuffix(f'.{BODY}').replace('.', '::')}::"
+        for c in commit.changed_functions
+        if c.change == "deleted" and c.qualname.endswith(f".{BODY}") and is_test_file(c.path)
+    ]
+    prefixes += [
+        f"{f.old_path or f.path}::"
+        for f in commit.changed_files
+        if f.change in ("deleted", "renamed") and is_test_file(f.old_path or f.path)
+    ]
+    return {test for test in known if test in gone or (prefixes and test.startswith(tuple(prefixes)))}
+
+
+def select(
+    state: StateReader[SelectionState],
+    commit: CommitEvent,
+    gone: frozenset[str] | set[str] = frozenset(),
+    catalog: dict[str, CatalogEntry] | None = None,
+    pruning: bool = True,
+    run_everything: bool = False,
+) -> Selection:
+    """The selection for one commit, from the repo's graph as the store holds it now, leaving out
+    the tests the commit removes (``gone``); ``catalog`` is the repo's, when already read. Without
+    ``pruning`` every selected test is kept; with ``run_everything`` every known test is."""
+    repo = commit.repo
+    gone_ids = {short_id(test) for test in gone}
+    known_tests = _catalog(state, repo) if catalog is None else catalog
+    catalog = {tid: entry for tid, entry in known_tests.items() if tid not in gone_ids}
+    reasons: dict[str, Reason] = {}
+    names: dict[str, str] = {}  # test ids of tests the catalog does not know yet (new tests)
+    functions: dict[str, list[str]] = {}
+    pairs: dict[str, set[tuple[str, str]]] = {}
+
+    run_all_reason = "every test runs on every commit (selection off)" if run_everything else _non_python_change(commit)
+    for change in commit.changed_functions:
+        if change.qualname.endswith(f".{BODY}") and change.change == "added":
+            continue  # a new class: no test ran it yet (its new tests are changed tests)
+        if change.qualname == MODULE or change.qualname.endswith(f".{BODY}"):
+            for tid in (state.get(file_key(repo, change.path)) or SelectionState()).file_tests or ():
+                if tid in gone_ids:
+                    continue
+                _mark(reasons, tid, "module-code")
+                functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
+            continue
+        test = test_of(change.path, change.qualname) if change.change != "deleted" else None
+        if test is not None:
+            tid = short_id(test)
+            _mark(reasons, tid, "changed-test")
+            names[tid] = test
+        if change.change == "added":
+            continue  # nothing ran it yet: the tests that call it changed too (or are new), and select
+        uid = short_id(unit_name(change.path, change.qualname))
+        for tid, contexts in ((state.get(unit_key(repo, uid)) or SelectionState()).tests or {}).items():
+            if tid in gone_ids:
+                continue
+            _mark(reasons, tid, "executes-changed-code")
+            functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
+            pairs.setdefault(tid, set()).update((uid, context) for context in contexts)
+    for tid, entry in catalog.items():
+        if not entry.evidence:
+            reasons[tid] = "no-evidence"
+
+    cost = {tid: _duration(catalog.get(tid)) for tid in reasons}
+    forced = frozenset(tid for tid, reason in reasons.items() if reason != "executes-changed-code" or not pruning)
+    candidates = {tid: frozenset(pairs.get(tid, ())) for tid in reasons}
+    pruned = prune(candidates, cost, forced)
+    everything = set().union(*candidates.values()) if candidates else set()
+    kept_pairs = set().union(*(candidates[t] for t in pruned.kept)) if pruned.kept else set()
+
+    known = set(catalog) | set(reasons)
+    if run_all_reason is None and not known:
+        # Nothing known of this repo (no results, no evidence yet, or a repo name that does not
+        # match theirs): selecting nothing would run nothing.
+        run_all_reason = f"no test of {repo} is known yet"
+    if run_all_reason is None and len(pruned.kept) > MAX_KEPT:
+        run_all_reason = f"more than {MAX_KEPT} tests are affected"
+    run_all = run_all_reason is not None
+    kept_ids = sorted(known) if run_all else list(pruned.kept)
+    all_s = sum(_duration(catalog.get(t)) for t in known)
+    kept_s = sum(_duration(catalog.get(t)) for t in kept_ids)
+    all_gpu = sum(_duration(catalog.get(t)) * _chips(catalog.get(t)) for t in known)
+    kept_gpu = sum(_duration(catalog.get(t)) * _chips(catalog.get(t)) for t in kept_ids)
+    name = {tid: (catalog[tid].test_id if tid in catalog else names.get(tid, tid)) for tid in known}
+    metrics = SelectionMetrics(
+        tests_known=len(known),
+        selected=len(reasons) if not run_all else len(known),
+        kept=len(kept_ids),
+        pruned=0 if run_all else len(pruned.covered_by),
+        skipped=len(known) - len(kept_ids) - (0 if run_all else len(pruned.covered_by)),
+        selection_ratio=len(kept_ids) / len(known) if known else 1.0,
+        estimated_s_all=all_s,
+        estimated_s_kept=kept_s,
+        saved_s=max(0.0, all_s - kept_s),
+        saved_gpu_s=max(0.0, all_gpu - kept_gpu),
+        changed_units=len(commit.changed_functions),
+        pairs_covered_by_all=len(everything),
+        pairs_covered_by_kept=len(everything) if run_all else len(kept_pairs),
+        coverage_retention=1.0 if run_all or not everything else len(kept_pairs) / len(everything),
+    )
+    kept = () if run_all else tuple(
+        KeptTest(
+            test_id=name[tid],
+            reason=reasons[tid],
+            functions=tuple(sorted(set(functions.get(tid, ()))))[:MAX_FUNCTIONS],
+            estimated_s=_duration(catalog.get(tid)),
+        )
+        for tid in kept_ids
+    )
+    pruned_tests = () if run_all else tuple(
+        PrunedTest(test_id=name[tid], covered_by=tuple(name[k] for k in by[:MAX_COVERED_BY]))
+        for tid, by in sorted(pruned.covered_by.items(), key=lambda item: name[item[0]])[:MAX_PRUNED_LISTED]
+    )
+    return Selection(
+        commit_id=commit.id,
+        repo=repo,
+        sha=commit.sha,
+        hardware_path=commit.hardware_path,
+        run_all=run_all,
+        run_all_reason=run_all_reason or "",
+        kept=kept,
+        pruned=pruned_tests,
+        metrics=metrics,
+    )
+
+
+def _mark(reasons: dict[str, Reason], tid: str, reason: Reason) -> None:
+    """Record why a test is selected; any reason that keeps it unconditionally wins over
+    'executes-changed-code', which pruning may drop, whatever order the changes come in."""
+    if reason != "executes-changed-code" and reasons.get(tid, "executes-changed-code") == "executes-changed-code":
+        reasons[tid] = reason
+    else:
+        reasons.setdefault(tid, reason)
+
+
+def test_of(path: str, qualname: str) -> str | None:
+    """The pytest node id of a test function or method (``tests/test_x.py::TestY::test_z``), or None
+    when the unit is not one (pytest's default discovery: ``test*`` functions in test files)."""
+    if not is_test_file(path) or "<" in qualname:
+        return None
+    parts = qualname.split(".")
+    if not parts[-1].startswith("test"):
+        return None
+    return "::".join([path, *parts])
+
+
+def _non_python_change(commit: CommitEvent) -> str | None:
+    """The conservative rule: a changed file that is neither Python nor inert (documentation, type
+    stubs) may change anything (a kernel, a build file, a config), so the whole suite runs."""
+    for changed in commit.changed_files:
+        path = changed.path
+        inert = path.endswith(INERT_SUFFIXES) or path.startswith(INERT_DIRS) or path.rsplit("/", 1)[-1] in INERT_NAMES
+        if path.endswith(".py") or inert:
+            continue
+        return f"non-Python file changed: {path}"
+    return None
+
+
+def _duration(entry: CatalogEntry | None) -> float:
+    return DEFAULT_DURATION_S if entry is None else entry.mean_s
+
+
+def _chips(entry: CatalogEntry | None) -> int:
+    return entry.chips if entry is not None else 0
+
