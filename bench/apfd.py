@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.selection.replay import load, replay_selections  # noqa: E402
-from fastci.producer.events import ResultEvent  # noqa: E402
+from fastci.inputs import ResultEvent  # noqa: E402
 from fastci.selection.events import KeptTest, Selection, SelectionMetrics  # noqa: E402
 from fastci.runtime.driver import Driver  # noqa: E402
 from fastci.planning.processor import TestPlanProcessor  # noqa: E402

@@ -21,10 +21,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.regression.events import RegressionAlert  # noqa: E402
-from fastci.runtime.memory import Pipeline  # noqa: E402
+from fastci.runtime.memory import MemoryRuntime  # noqa: E402
 from fastci.regression.owners import parse_owner_file  # noqa: E402
 from fastci.regression.perfstats import repeats_needed  # noqa: E402
 from fastci.regression.synthetic import REPO, Scenario, sha  # noqa: E402
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import SYSTEM
 
 OWNERS = "* @framework-team\n/fastlm/compiler/ @compiler-team\nlayer:driver @driver-team\nlayer:firmware @firmware-team\n"
 
@@ -39,7 +41,7 @@ def trial(seed: int, noise: float, kind: str) -> dict:
     else:  # the driver bump is the culprit, among 400 innocent commits and a firmware bump
         scenario = Scenario(noise=noise, culprit=None, bumped={"driver": "dr-545", "firmware": "fw-8"},
                             culprit_component="driver", seed=seed, repeats=repeats_needed(noise) or 100)
-    pipeline = Pipeline(runner=scenario.run)
+    pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: scenario.run})
     pipeline.publish([parse_owner_file(OWNERS, repo=REPO), *scenario.commits()])
     pipeline.publish(scenario.nightly_results())
     final = [a for a in pipeline.of_topic(RegressionAlert.TOPIC) if a.stage in ("culprit", "unresolved")]

@@ -7,7 +7,7 @@ Per seed: how many signals and runs (all runs it hosted; and of them, the passin
 each one throughput ratio) each faulty node took to be suspect and quarantined, its failed
 tests rerun on healthy nodes of its revision and their outcome, and what was misattributed: healthy
 nodes made suspect or quarantined, attributions of the regression's failures left standing, nodes
-blamed with them, tests marked flaky that are not. See fastci/fleet/simulation.py for the fleet.
+blamed with them, tests marked flaky that are not. See fastci/simulate/fleet_faults.py for the fleet.
 
     .venv/bin/python bench/fleet_health.py [--seeds 3] [--first-seed 0] [--days 3] [--verbose] [--data-dir DIR]
 
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.fleet.rules import RULES  # noqa: E402
-from fastci.fleet.simulation import FleetConfig, FleetSimulation, detections, flake_rate, misattribution, replay_embedded, slow_false_suspects, throughput_noise
+from fastci.simulate.fleet_faults import FleetConfig, FleetSimulation, detections, flake_rate, misattribution, replay_embedded, slow_false_suspects, throughput_noise
 
 
 def show(value) -> str:

@@ -26,7 +26,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.fleet.simulation import FleetConfig, ThroughputRig  # noqa: E402
+from fastci.simulate.fleet_faults import FleetConfig, ThroughputRig  # noqa: E402
 from fastci.fleet.slowness import SlowGate, judge  # noqa: E402
 from fastci.fleet.failure_attribution import TRIM  # noqa: E402
 

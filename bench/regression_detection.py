@@ -34,9 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.regression.events import RegressionAlert  # noqa: E402
 from fastci.regression.detector import NIGHT_SAMPLES, POOL_SAMPLES, RegressionDetectorProcessor  # noqa: E402
-from fastci.runtime.memory import Pipeline  # noqa: E402
+from fastci.runtime.memory import MemoryRuntime  # noqa: E402
 from fastci.regression.perfstats import PerfGate, compare, median_ratio_interval, repeats_needed, sketch  # noqa: E402
 from fastci.regression.synthetic import Scenario  # noqa: E402
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import SYSTEM
 
 GATE = PerfGate()
 NOISES = (0.01, 0.02, 0.03, 0.04, 0.05)
@@ -79,7 +81,7 @@ def through_processor(trials: int, noise: float, repeats: int, drop: float) -> f
     for seed in range(trials):
         scenario = Scenario(noise=noise, drop=drop, repeats=repeats, changes=1, culprit=0, seed=60_000 + seed,
                             baseline_nights=BASELINE_NIGHTS)
-        pipeline = Pipeline([RegressionDetectorProcessor()], runner=scenario.run)
+        pipeline = MemoryRuntime(SYSTEM, [RegressionDetectorProcessor()], responders={RunRequested.TOPIC: scenario.run})
         pipeline.publish(scenario.nightly_results())
         alerts += any(a.stage == "detected" for a in pipeline.of_topic(RegressionAlert.TOPIC))
     return alerts / trials
@@ -92,7 +94,7 @@ def stable_history_alerts(trials: int, noise: float, repeats: int, nights: int =
     for seed in range(trials):
         scenario = Scenario(noise=noise, repeats=repeats, changes=1, culprit=None, seed=70_000 + seed,
                             baseline_nights=nights)
-        pipeline = Pipeline([RegressionDetectorProcessor()], runner=scenario.run)
+        pipeline = MemoryRuntime(SYSTEM, [RegressionDetectorProcessor()], responders={RunRequested.TOPIC: scenario.run})
         pipeline.publish(scenario.nightly_results())
         alerts += sum(a.stage == "detected" for a in pipeline.of_topic(RegressionAlert.TOPIC))
     return alerts / (trials * (nights + 1))

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.producer.events import CommitEvent  # noqa: E402
+from fastci.inputs import CommitEvent  # noqa: E402
 from fastci.runtime.driver import Driver, Entry, decode_entry, encode_entry  # noqa: E402
 from fastci.selection.processor import BUCKETS, CatalogEntry, SelectionProcessor, SelectionState, bucket_of, catalog_key, evidence_key, unit_key
 from fastci.selection.graph import short_id, unit_name  # noqa: E402

@@ -60,9 +60,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_mutants import Mutant, make_mutant  # noqa: E402
 
 from fastci.selection.replay import ReplayWriter as Recorder  # noqa: E402
-from fastci.producer.events import CommitEvent, ResultEvent  # noqa: E402
+from fastci.inputs import CommitEvent, ResultEvent  # noqa: E402
 from fastci.topology import decode  # noqa: E402
-from fastci.producer.events import Bundle  # noqa: E402
+from fastci.inputs import Bundle  # noqa: E402
 from fastci.runtime.driver import Driver  # noqa: E402
 from fastci.selection.processor import SelectionProcessor  # noqa: E402
 from fastci.runtime.log import TopicLog  # noqa: E402

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.core.config import KafkaSettings  # noqa: E402
 from fastci.topology import TOPICS
-from fastci.producer.events import ChangedFunction, CommitEvent, EvidenceEvent, FoldedStack
+from fastci.inputs import ChangedFunction, CommitEvent, EvidenceEvent, FoldedStack
 from fastci.core.events import Event
 from fastci.core.codec import encode  # noqa: E402
 from fastci.topology import ALL_PROCESSORS  # noqa: E402
@@ -124,6 +124,7 @@ async def raw_consume(settings: KafkaSettings, expected: int) -> float:
 
 NAIVE_AGENT = """
 import faust, sys
+from fastci.topology import SYSTEM
 bootstrap, namespace, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
 app = faust.App(namespace + "naive", broker="kafka://" + bootstrap, store="memory://", web_enabled=False,
                 topic_partitions=partitions, consumer_auto_offset_reset="earliest")
@@ -243,7 +244,7 @@ def embedded_rate(events: list[Event], topics: list[str], work: Path) -> tuple[f
     the elapsed seconds; and where the time went."""
     data = Path(tempfile.mkdtemp(prefix="embedded-", dir=work))
     publish_embedded(data, events)
-    runtime = EmbeddedRuntime(data, sync=True)
+    runtime = EmbeddedRuntime(data, SYSTEM, sync=True)
     started = time.perf_counter()
     stats = runtime.run()
     elapsed = time.perf_counter() - started

@@ -1,92 +1,100 @@
-"""Every topic fastci knows, the event model it carries and the field it is keyed by."""
+"""The one place that names every topic, every processor and the order they run in.
+
+The runtimes (``fastci/runtime/``), the faust app (``streams/``), the views and the simulator take
+``SYSTEM`` as a value; nothing below this file knows the whole. The pipes between processors follow
+from what each reads and writes (``SYSTEM.pipes()``); ``docs/topology.md`` lists them, and
+``tests/test_topology.py`` checks the declaration, the documented order and the order the embedded
+runtime runs.
+"""
 
 from __future__ import annotations
 
-from fastci.core.codec import InvalidEvent, decode_as, unknown_topic
-from fastci.core.events import Event
-from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged
-from fastci.regression.references import GoldenReference, OwnerMap
-from fastci.producer.events import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
 from fastci.core.dead_letters import DeadLetter
-from fastci.fleet.events import TestStatusChanged
-from fastci.planning.events import TestPlan
-from fastci.release.events import ReleaseEvent
-from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
-from fastci.scheduling.runs import RunRequested
-from fastci.scheduling.events import ClockTick, PoolConfig, ScheduleEvent
-from fastci.selection.events import Selection
-from fastci.regression.baseline_guard import BaselineGuardProcessor
-from fastci.regression.bisect import BisectProcessor
-from fastci.regression.bisect_planner import BisectPlannerProcessor
-from fastci.regression.correctness_gates import CorrectnessGatesProcessor
+from fastci.core.events import Event
+from fastci.core.processor import Processor
+from fastci.core.system import System
+from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
 from fastci.fleet.failure_attribution import FailureAttributionProcessor
 from fastci.fleet.flaky_detector import FlakyDetectorProcessor
 from fastci.fleet.flaky_owners import FlakyOwnersProcessor
 from fastci.fleet.node_state import NodeStateProcessor
-from fastci.scheduling.processor import PoolSchedulerProcessor
-from fastci.regression.detector import RegressionDetectorProcessor
-from fastci.selection.processor import SelectionProcessor
-from fastci.planning.processor import TestPlanProcessor
 from fastci.fleet.test_history import TestHistoryProcessor
-from fastci.core.processor import Processor
+from fastci.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
+from fastci.planning.events import TestPlan
+from fastci.planning.processor import TestPlanProcessor
+from fastci.regression.baseline_guard import BaselineGuardProcessor
+from fastci.regression.bisect import BisectProcessor
+from fastci.regression.bisect_planner import BisectPlannerProcessor
+from fastci.regression.correctness_gates import CorrectnessGatesProcessor
+from fastci.regression.detector import RegressionDetectorProcessor
+from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
+from fastci.regression.references import GoldenReference, OwnerMap
+from fastci.release.events import ReleaseEvent
+from fastci.scheduling.events import ClockTick, PoolConfig, ScheduleEvent
+from fastci.scheduling.processor import PoolSchedulerProcessor
+from fastci.scheduling.runs import RunRequested
+from fastci.selection.events import Selection
+from fastci.selection.processor import SelectionProcessor
 
-INPUT_MODELS: tuple[type[Event], ...] = (
-    CommitEvent, EvidenceEvent, ResultEvent, NodeHealthEvent, GoldenReference, OwnerMap,
-    ClockTick, PoolConfig,  # the pool's time and shape (the simulator or a CI driver publishes them)
-    ReleaseEvent,  # written by `fastci release` (a producer, like `fastci owners publish`)
+SYSTEM = System(
+    inputs=(
+        CommitEvent,
+        EvidenceEvent,
+        ResultEvent,
+        NodeHealthEvent,
+        GoldenReference,
+        OwnerMap,
+        ClockTick,  # the pool's time (the simulator or a CI driver publishes it)
+        PoolConfig,  # the pool's shape
+        ReleaseEvent,  # written by `fastci release`, a producer like `fastci owners publish`
+    ),
+    decisions=(
+        TestStatusChanged,
+        NodeStateChanged,
+        NodeAttribution,
+        FlakyVerdict,
+        FlakyTest,
+        GateResult,
+        BaselineExclusion,
+        RegressionAlert,
+        BisectPlan,
+        BisectStep,
+        RunRequested,
+        Selection,
+        TestPlan,
+        ScheduleEvent,
+    ),
+    # Writers before their readers, so one embedded round settles a chain. Where a pipe must run back
+    # (the fleet's loop), it is declared below and its events reach the reader in the next round.
+    processors=(
+        TestHistoryProcessor,
+        CorrectnessGatesProcessor,
+        BaselineGuardProcessor,
+        FlakyDetectorProcessor,
+        FlakyOwnersProcessor,
+        RegressionDetectorProcessor,
+        BisectPlannerProcessor,
+        BisectProcessor,
+        SelectionProcessor,
+        TestPlanProcessor,
+        FailureAttributionProcessor,
+        NodeStateProcessor,
+        PoolSchedulerProcessor,
+    ),
+    feedback={
+        # The fleet's loop: node states -> exclusions -> flaky verdicts -> attributions -> node states.
+        # node-state runs last, so a node's new state reaches baseline-guard in the next round.
+        ("node-state", "baseline-guard"): "node states exclude a sick node's results from baselines",
+        # bisect's own alerts (culprit, unresolved) are not 'detected' alerts: the planner drops them.
+        ("bisect", "bisect-planner"): "bisect ends an alert that the planner started; the planner ignores it",
+    },
 )
-OUTPUT_MODELS: tuple[type[Event], ...] = (
-    TestStatusChanged,
-    NodeStateChanged, NodeAttribution, FlakyVerdict, FlakyTest,  # the fleet processors
-    GateResult, BaselineExclusion, RegressionAlert, BisectPlan, BisectStep, RunRequested,
-    Selection,
-    TestPlan,
-    ScheduleEvent,
-)
+
+# The names most callers want, spelled once.
+TOPICS: dict[str, type[Event]] = dict(SYSTEM.topics)
+INPUT_TOPICS: tuple[str, ...] = SYSTEM.input_topics
 DEAD_LETTERS = DeadLetter.TOPIC
-
-TOPICS: dict[str, type[Event]] = {
-    model.TOPIC: model for model in (*INPUT_MODELS, *OUTPUT_MODELS, DeadLetter)
-}
-INPUT_TOPICS: tuple[str, ...] = tuple(model.TOPIC for model in INPUT_MODELS)
-
-# Every processor both runtimes run, in an order where producers come before their consumers. The fleet
-# processors form a loop (node states -> exclusions -> flaky verdicts -> attributions -> node states);
-# node-state comes last, so its changes reach baseline-guard in the next round.
-ALL_PROCESSORS: tuple[type[Processor], ...] = (
-    TestHistoryProcessor,
-    CorrectnessGatesProcessor,
-    BaselineGuardProcessor,
-    FlakyDetectorProcessor,
-    FlakyOwnersProcessor,
-    RegressionDetectorProcessor,
-    BisectPlannerProcessor,
-    BisectProcessor,
-    SelectionProcessor,
-    TestPlanProcessor,  # reads selection
-    FailureAttributionProcessor,
-    NodeStateProcessor,
-    PoolSchedulerProcessor,  # reads run-requested and node-state-changed, so after their writers
-)
-
-
-def build_processors(names: list[str] | None = None) -> list[Processor]:
-    """Instances of the named processors (all when ``names`` is empty), refusing unknown names."""
-    known = {cls.name: cls for cls in ALL_PROCESSORS}
-    unknown = sorted(set(names or ()) - set(known))
-    if unknown:
-        raise ValueError(f"unknown processor(s) {', '.join(unknown)} (known: {', '.join(known)})")
-    return [cls() for cls in ALL_PROCESSORS if not names or cls.name in names]
-
-
-def model_for(topic: str, raw: bytes = b"") -> type[Event]:
-    """The event model a topic carries; ``InvalidEvent`` for a topic the topology does not name."""
-    try:
-        return TOPICS[topic]
-    except KeyError:
-        raise unknown_topic(topic, TOPICS, raw) from None
-
-
-def decode(topic: str, raw: bytes) -> Event:
-    """Parse and validate one record of ``topic``; raise ``InvalidEvent`` saying what is wrong."""
-    return decode_as(model_for(topic, raw), raw)
+ALL_PROCESSORS: tuple[type[Processor], ...] = SYSTEM.processors
+build_processors = SYSTEM.build
+model_for = SYSTEM.model_for
+decode = SYSTEM.decode

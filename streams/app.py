@@ -34,12 +34,11 @@ from aiokafka.partitioner import murmur2
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from fastci.core.config import KafkaSettings
-from fastci.topology import DEAD_LETTERS
 from fastci.core.events import Event
 from fastci.core.codec import InvalidEvent, encode
 from fastci.core.processor import Processor, owner_of
-from fastci.topology import build_processors
-from fastci.runtime.driver import Driver, Origin, decode_or_refusal
+from fastci.topology import DEAD_LETTERS, SYSTEM, build_processors
+from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.positions import Positions, Verdict, position_partition
 
@@ -212,7 +211,7 @@ class Decoded:
 
     def item(self, topic: str) -> Event | InvalidEvent:
         if self._item is None:
-            self._item = decode_or_refusal(topic, self.message.value or b"")
+            self._item = SYSTEM.decode_or_refusal(topic, self.message.value or b"")
         return self._item
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 
 BUNDLE = {"compiler": "cc-1.0", "kernels": "kn-1.0", "runtime": "rt-1.0", "driver": "dr-535", "firmware": "fw-7"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from fastci.producer.events import NodeHealthEvent
+from fastci.inputs import NodeHealthEvent
 from fastci.fleet.events import NodeAttribution
 
 from factories import BUNDLE, result

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from fastci.producer.events import Bundle, CommitEvent, EvidenceEvent, ResultEvent
+from fastci.inputs import Bundle, CommitEvent, EvidenceEvent, ResultEvent
 
 REPO = "acme/lib"
 LIB = "lib/core.py"

@@ -9,7 +9,7 @@ import duckdb
 import numpy as np
 
 from fastci.cli.main import main
-from fastci.producer.events import CommitEvent
+from fastci.inputs import CommitEvent
 from fastci.fleet.events import NodeStateChanged
 from fastci.regression.events import BaselineExclusion
 from fastci.scheduling.events import ScheduleEvent

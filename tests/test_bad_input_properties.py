@@ -13,11 +13,13 @@ from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
 
 from fastci.topology import decode
 from fastci.topology import TOPICS
-from fastci.runtime.publish import check_lines, publish_embedded
+from fastci.producer.lines import check_lines
+from fastci.runtime.publish import publish_embedded
 from fastci.topology import ALL_PROCESSORS
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 
 from factories import result_doc
+from fastci.topology import SYSTEM
 
 JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(max_size=20)
 JSON = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
@@ -75,7 +77,7 @@ def state_of(data_dir) -> dict[tuple[str, str], dict]:
 
 
 def run(data_dir) -> None:
-    runtime = EmbeddedRuntime(data_dir)
+    runtime = EmbeddedRuntime(data_dir, SYSTEM)
     try:
         runtime.run()
     finally:

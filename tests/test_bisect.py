@@ -6,12 +6,13 @@ import math
 
 import pytest
 
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.regression.events import BisectPlan, BisectStep, RegressionAlert
 from fastci.scheduling.runs import RunRequested
-from fastci.runtime.memory import Pipeline
+from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
+from fastci.topology import SYSTEM
 
 OWNERS = """
 *                  @framework-team
@@ -23,7 +24,7 @@ layer:firmware     @firmware-team
 
 
 def bisect(scenario: Scenario) -> Pipeline:
-    pipeline = Pipeline(runner=scenario.run)
+    pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: scenario.run})
     pipeline.publish([parse_owner_file(OWNERS, repo=REPO), *scenario.commits()])
     pipeline.publish(scenario.nightly_results())
     return pipeline
@@ -77,7 +78,7 @@ def test_a_code_culprit_is_found_even_when_the_bundle_changed_too():
 
 def test_a_missing_commit_range_is_unresolved_with_the_reason():
     scenario = Scenario(culprit=20, changes=40, seed=6)
-    pipeline = Pipeline(runner=scenario.run)
+    pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: scenario.run})
     pipeline.publish(scenario.commits()[:-5])  # the newest commits never reached 'commits'
     pipeline.publish(scenario.nightly_results())
     alert = final_alert(pipeline)
@@ -87,7 +88,7 @@ def test_a_missing_commit_range_is_unresolved_with_the_reason():
 
 def test_an_unresolved_regression_goes_to_the_owners_of_the_test():
     scenario = Scenario(culprit=20, changes=40, seed=6)
-    pipeline = Pipeline(runner=scenario.run)
+    pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: scenario.run})
     owners = OWNERS + "/tests/models/ @models-team\n"
     pipeline.publish([parse_owner_file(owners, repo=REPO), *scenario.commits()[:-5]])
     pipeline.publish(scenario.nightly_results())
@@ -104,7 +105,7 @@ def test_a_redelivered_plan_changes_nothing():
 @pytest.mark.parametrize("kind", ["output", "loss_curve", "eval"])
 def test_correctness_regressions_are_bisected_by_their_gate(kind):
     scenario = Scenario(kind=kind, culprit=23, changes=60, seed=8)
-    pipeline = Pipeline(runner=scenario.run)
+    pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: scenario.run})
     pipeline.publish([parse_owner_file(OWNERS, repo=REPO), scenario.golden(), *scenario.commits()])
     pipeline.publish(scenario.nightly_results())
     detected, final = pipeline.of_topic(RegressionAlert.TOPIC)
@@ -129,7 +130,7 @@ def test_a_failed_bisect_run_is_asked_for_again_and_the_bisect_still_converges()
             return [ResultEvent.model_validate({**outcome.model_dump(exclude={"id"}), "status": "error", "metrics": {}})]
         return [outcome]
 
-    pipeline = Pipeline(runner=flaky_runner)
+    pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: flaky_runner})
     pipeline.publish([parse_owner_file(OWNERS, repo=REPO), *scenario.commits()])
     pipeline.publish(scenario.nightly_results())
     alert = final_alert(pipeline)
@@ -156,5 +157,6 @@ def test_a_finished_bisect_keeps_only_its_small_progress():
 
     pipeline = bisect(Scenario(culprit=300, changes=400, seed=12))
     assert final_alert(pipeline).stage == "culprit"
-    kept = pipeline.stores[BisectProcessor.name].values
-    assert all(value.progress is not None or value.active is not None for value in kept.values())
+    driver, store = pipeline.state(BisectProcessor.name)
+    kept = [driver.get(key) for key in store]
+    assert kept and all(value is None or value.progress is not None or value.active is not None for value in kept)

@@ -7,6 +7,7 @@ import gc
 import pytest
 
 from fastci.runtime.collector import PauseControl
+from fastci.topology import SYSTEM
 
 
 class Clock:
@@ -65,7 +66,7 @@ def test_an_embedded_run_leaves_nothing_frozen(tmp_path):
     from fastci.demo.history import Workload
 
     publish_embedded(tmp_path, Workload(commits=20).events())
-    runtime = EmbeddedRuntime(tmp_path)
+    runtime = EmbeddedRuntime(tmp_path, SYSTEM)
     try:
         assert runtime.run().events > 0
     finally:

@@ -6,10 +6,11 @@ from typing import ClassVar
 
 from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.core.processor import Processor, Step, compound_key
 from fastci.runtime.driver import SEEN_ID_CHARS, Driver, Origin, decode_entry
 from fastci.fleet.test_history import TestHistory, TestHistoryProcessor
+from fastci.topology import SYSTEM
 
 from factories import result
 
@@ -86,7 +87,8 @@ def test_a_failing_processor_dead_letters_the_event_and_keeps_state():
 
 def test_undecodable_records_become_dead_letters_from_decode():
     driver = Driver(TestHistoryProcessor(), DictStore())
-    [letter] = driver.handle_record("results", b'{"test_id": "t"}', Origin("results/0", 3))
+    refused = SYSTEM.decode_or_refusal("results", b'{"test_id": "t"}')
+    [letter] = driver.handle_decoded(refused, Origin("results/0", 3))
     assert isinstance(letter, DeadLetter) and letter.source == "decode" and letter.offset == 3
     assert driver.drain_writes() == {}
 

@@ -8,15 +8,17 @@ from fastci.topology import decode
 from fastci.topology import build_processors
 from fastci.runtime.driver import decode_entry
 from fastci.fleet.test_history import TestHistory
-from fastci.runtime.publish import check_lines, publish_embedded
+from fastci.producer.lines import check_lines
+from fastci.runtime.publish import publish_embedded
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 
 from factories import result
+from fastci.topology import SYSTEM
 
 
 def run(data_dir) -> dict:
     # Only test-history: every processor reading results would dead-letter an undecodable record once.
-    runtime = EmbeddedRuntime(data_dir, build_processors(["test-history"]))
+    runtime = EmbeddedRuntime(data_dir, SYSTEM, build_processors(["test-history"]))
     try:
         counts = runtime.run().by_processor["test-history"].__dict__
         return {name: value for name, value in counts.items() if name != "seconds"}
@@ -80,7 +82,7 @@ def test_outputs_appended_before_a_crash_are_not_appended_again(tmp_path):
     """The narrow window of a crash: outputs are on disk, the checkpoint commit never happened."""
     events = [result(run_id=f"r{n}", status=("passed", "failed")[n % 2]) for n in range(6)]
     publish_embedded(tmp_path, events)
-    crashing = EmbeddedRuntime(tmp_path, batch_size=4)
+    crashing = EmbeddedRuntime(tmp_path, SYSTEM, batch_size=4)
 
     def power_cut(*args, **kwargs):
         raise SystemExit("killed between append and commit")

@@ -8,7 +8,7 @@ import pytest
 from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
 
 from fastci.topology import decode
-from fastci.producer.events import CommitEvent, NodeHealthEvent, ResultEvent
+from fastci.inputs import CommitEvent, NodeHealthEvent, ResultEvent
 from fastci.core.events import derive_id
 
 from factories import result, result_doc

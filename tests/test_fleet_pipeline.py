@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 
 from fastci.cli.main import main
-from fastci.producer.events import NodeHealthEvent
+from fastci.inputs import NodeHealthEvent
 from fastci.fleet.events import NodeStateChanged
 from fastci.scheduling.runs import RunRequested
 from fastci.runtime.publish import publish_embedded

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from fastci.fleet.events import NodeStateChanged
-from fastci.fleet import simulation
-from fastci.fleet.simulation import FleetConfig, FleetSimulation, detections, flake_rate, misattribution, revision_of
+from fastci.simulate import fleet_faults as simulation
+from fastci.simulate.fleet_faults import FleetConfig, FleetSimulation, detections, flake_rate, misattribution, revision_of
 
 
 class SteadyRig:

@@ -18,6 +18,7 @@ from fastci.views.store import Views
 from fastci.demo.history import Workload
 
 from kafka_helpers import read_events, start_worker, stop_worker, wait_until_consumed
+from fastci.topology import SYSTEM
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -59,7 +60,7 @@ def test_embedded_and_faust_worker_agree(kafka, tmp_path):
     embedded = tmp_path / "embedded"
     publish_embedded(embedded, recorded)
     DataDir(embedded).log.topic("results").append([value for _, value in UNDECODABLE], 0)
-    runtime = EmbeddedRuntime(embedded)
+    runtime = EmbeddedRuntime(embedded, SYSTEM)
     runtime.run()
     runtime.close()
     embedded_views = embedded / "views.duckdb"

@@ -25,6 +25,7 @@ from fastci.views.store import Views
 from fastci.demo.history import Workload
 
 from kafka_helpers import committed, start_worker, stop_worker, wait_for_committed, wait_until_consumed
+from fastci.topology import SYSTEM
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -42,7 +43,7 @@ def recorded():
 def reference_views(tmp_path, events) -> dict[str, list]:
     data = tmp_path / "reference"
     publish_embedded(data, events)
-    runtime = EmbeddedRuntime(data)
+    runtime = EmbeddedRuntime(data, SYSTEM)
     runtime.run()
     runtime.close()
     views = Views(data / "views.duckdb")

@@ -15,7 +15,7 @@ import pytest
 
 from fastci.topology import TOPICS
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.core.events import Record
 from fastci.core.processor import Processor, Step, compound_key, owner_of
 from fastci.runtime.driver import decode_entry
@@ -62,6 +62,7 @@ sys.path.insert(0, {tests!r})
 from fastci.core.config import KafkaSettings
 from streams.worker import run_processors
 from test_kafka_partitioning import NodeTally
+from fastci.topology import SYSTEM
 run_processors(KafkaSettings.from_env(), [NodeTally()])
 """
 
@@ -70,7 +71,7 @@ def test_repartitioned_state_is_colocated_and_equal_to_embedded(kafka, tmp_path)
     recorded = [e for e in Workload(commits=80, seed=5).events() if e.TOPIC == "results"]
 
     publish_embedded(tmp_path, recorded)
-    runtime = EmbeddedRuntime(tmp_path, [NodeTally()])
+    runtime = EmbeddedRuntime(tmp_path, SYSTEM, [NodeTally()])
     runtime.run()
     runtime.close()
     checkpoint = DataDir(tmp_path).checkpoint()

@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 
 from fastci.cli.main import main
-from fastci.producer.events import CommitEvent
+from fastci.inputs import CommitEvent
 from fastci.runtime.publish import publish_embedded
-from fastci.runtime.memory import Pipeline
+from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 
 from factories import result
 from regression_factories import golden, nightly
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import SYSTEM
 
 MOE = "tests/models/test_moe_tiny.py::test_throughput"
 
@@ -53,9 +55,9 @@ def data_dir(tmp_path_factory):
         # a sustained 2.5% drop too small for 5 repeats a night: found as a change point, commits unknown
         *[nightly(n, 1000 * (0.975 if n >= 20 else 1) * (1 + 0.02 * rng.standard_normal(5)), test_id=MOE) for n in range(28)],
     ]
-    pipeline = Pipeline(runner=scenario.run)
+    pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: scenario.run})
     outputs = pipeline.publish(inputs)
-    publish_embedded(root, [*inputs, *pipeline.run_results, *outputs])
+    publish_embedded(root, [*inputs, *pipeline.responses, *outputs])
     assert main(["--data-dir", str(root), "views", "refresh"]) == 0
     return root
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from factories import BUNDLE
 from processor_helpers import Store, feed
 
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.topology import decode
 from fastci.core.events import Event
 from fastci.scheduling.runs import RunRequested
@@ -17,6 +17,7 @@ from fastci.runtime.publish import publish_embedded
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.views.refresh import refresh_embedded
 from fastci.views.store import Views
+from fastci.topology import SYSTEM
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc)
 CONFIG = PoolConfig(version="four-nodes", classes=DEFAULT_CLASSES, nodes=tuple(
@@ -29,7 +30,7 @@ def read(data_dir, topic: str) -> list[Event]:
 
 
 def run(data_dir) -> None:
-    runtime = EmbeddedRuntime(data_dir, processors=[PoolSchedulerProcessor()], sync=False)
+    runtime = EmbeddedRuntime(data_dir, SYSTEM, processors=[PoolSchedulerProcessor()], sync=False)
     try:
         runtime.run()
     finally:

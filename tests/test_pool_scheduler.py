@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from factories import BUNDLE
 from processor_helpers import Store, feed
 
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.fleet.events import NodeStateChanged
 from fastci.scheduling.runs import RunRequested
 from fastci.scheduling.events import ClassPolicy, ClockTick, PoolConfig, PoolNode, ScheduleEvent

@@ -19,8 +19,9 @@ from fastci.fleet.events import NodeStateChanged
 from fastci.scheduling.runs import RunRequested
 from fastci.scheduling.events import ScheduleEvent
 from fastci.scheduling.processor import DEFAULT_CLASSES, PoolSchedulerProcessor, default_config
-from fastci.simulate.bus import Bus
+from fastci.runtime.memory import MemoryRuntime
 from fastci.simulate.loop import Loop, Runner, TestRun, at_seconds
+from fastci.topology import SYSTEM
 
 MONDAY = datetime(2026, 11, 30, tzinfo=timezone.utc).timestamp()
 HOUR = 3600.0
@@ -31,7 +32,7 @@ POLICY = {p.work_class: p for p in DEFAULT_CLASSES}
 class Week:
     def __init__(self, seed: int = 7) -> None:
         self.rng = random.Random(seed)
-        self.bus = Bus([PoolSchedulerProcessor()])
+        self.bus = MemoryRuntime(SYSTEM, [PoolSchedulerProcessor()])
         self.loop = Loop(self.bus, MONDAY)
         self.runner = Runner(self.loop, self.outcome)
         self.schedule: list[ScheduleEvent] = []

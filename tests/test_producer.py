@@ -11,7 +11,7 @@ import time
 import orjson
 import pytest
 
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.producer.context import ContextError, load_context
 from fastci.producer.targets import EmbeddedTarget, KafkaTarget, TargetUnavailable
 from fastci.producer.client import Producer, RetryPolicy

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.qualify import checks, tensor
 from fastci.qualify.backend import ReferenceBackend
 from fastci.qualify.emulated import EmulatedAccelerator

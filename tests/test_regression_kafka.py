@@ -14,12 +14,13 @@ from fastci.fleet.events import NodeStateChanged
 from fastci.regression.events import BaselineExclusion, BisectStep, RegressionAlert
 from fastci.scheduling.runs import RunRequested
 from fastci.topology import build_processors
-from fastci.runtime.memory import Pipeline
+from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.kafka_io import ensure_topics, publish
 
 from kafka_helpers import read_events, start_worker, stop_worker
+from fastci.topology import SYSTEM
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -33,7 +34,7 @@ def test_regression_to_culprit_on_the_faust_worker(kafka, tmp_path):
     # a presubmit run on a node quarantined later: excluded through the node-keyed guard
     stray = scenario._result("stray", sha(3), nights[0].bundle, "presubmit", 5, node="node-99", seed=None)
 
-    expected = Pipeline(build_processors(), runner=scenario.run)
+    expected = MemoryRuntime(SYSTEM, build_processors(), responders={RunRequested.TOPIC: scenario.run})
     expected.publish([*inputs, stray, quarantine, *nights])
 
     asyncio.run(ensure_topics(kafka, TOPICS))

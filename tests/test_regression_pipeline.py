@@ -9,11 +9,12 @@ from fastci.regression.events import BaselineExclusion, RegressionAlert
 from fastci.scheduling.runs import RunRequested
 from fastci.topology import build_processors
 from fastci.runtime.publish import publish_embedded
-from fastci.runtime.memory import Pipeline
+from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats
 from fastci.core.events import Event
+from fastci.topology import SYSTEM
 
 OWNERS = "* @framework-team\n/fastlm/kernels/ @kernels-team\nlayer:driver @driver-team\n"
 
@@ -26,7 +27,7 @@ def run_until_quiet(data_dir, scenario: Scenario, rounds: int = 40) -> int:
     """Run the processors; answer new run requests as a runner would; repeat until none are left."""
     answered: set[str] = set()
     for round_ in range(rounds):
-        runtime = EmbeddedRuntime(data_dir, sync=False)
+        runtime = EmbeddedRuntime(data_dir, SYSTEM, sync=False)
         try:
             runtime.run()
         finally:
@@ -51,7 +52,7 @@ def test_nightly_regression_to_culprit_on_the_embedded_runtime(tmp_path):
     assert rounds == alerts[1].runs_used + 1  # the confirmation, then one round per bisect run
 
     # the same events through the in-memory pipeline give the same outputs, ids included
-    memory = Pipeline(build_processors(), runner=scenario.run)
+    memory = MemoryRuntime(SYSTEM, build_processors(), responders={RunRequested.TOPIC: scenario.run})
     memory.publish([parse_owner_file(OWNERS, repo=REPO), *scenario.commits()])
     memory.publish(scenario.nightly_results())
     assert [a.id for a in memory.of_topic(RegressionAlert.TOPIC)] == [a.id for a in alerts]
@@ -64,7 +65,7 @@ def test_a_quarantined_nodes_results_are_excluded_through_the_runtime(tmp_path):
     node = nights[3].node_id
     state = NodeStateChanged(node_id=node, state="quarantined", reason="ECC errors", time=scenario_time(nights[3]))
     DataDir(tmp_path).log.topic(NodeStateChanged.TOPIC).append([state.model_dump_json().encode()], 0)
-    runtime = EmbeddedRuntime(tmp_path, sync=False)
+    runtime = EmbeddedRuntime(tmp_path, SYSTEM, sync=False)
     try:
         runtime.run()
     finally:
@@ -88,7 +89,7 @@ def test_a_processor_with_several_inputs_reads_each_record_under_its_own_topic(t
     publish_embedded(tmp_path, nights[:3])
     state = NodeStateChanged(node_id=nights[1].node_id, state="suspect", time=scenario_time(nights[1]))
     DataDir(tmp_path).log.topic(NodeStateChanged.TOPIC).append([state.model_dump_json().encode()], 10**13)
-    runtime = EmbeddedRuntime(tmp_path, [BaselineGuardProcessor()], sync=False)
+    runtime = EmbeddedRuntime(tmp_path, SYSTEM, [BaselineGuardProcessor()], sync=False)
     try:  # bounded steps, not run(): with the bug, mislabelled positions made run() loop for ever
         for _ in range(3):
             runtime.runners[0].step(2000, False, ProcessorStats())

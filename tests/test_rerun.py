@@ -147,7 +147,7 @@ def test_rerun_errors_and_the_request_id_is_stable(qualified, tmp_path, capsys):
 
 def test_the_runner_runs_only_what_it_can_reproduce_and_remembers_where_it_was(qualified, tmp_path):
     data, originals = qualified
-    from fastci.producer.events import ResultEvent
+    from fastci.inputs import ResultEvent
     from fastci.report.nightly import load
 
     views = Views(data / "views.duckdb", read_only=True)

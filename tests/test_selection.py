@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fastci.producer.events import CommitEvent, EvidenceEvent
+from fastci.inputs import CommitEvent, EvidenceEvent
 from fastci.selection.events import Selection
 from fastci.selection.processor import SelectionProcessor
 from fastci.selection.graph import executions, short_id, unit_name

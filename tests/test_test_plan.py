@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fastci.producer.events import EvidenceEvent
+from fastci.inputs import EvidenceEvent
 from fastci.topology import decode
-from fastci.producer.events import WorkloadEvidence
+from fastci.inputs import WorkloadEvidence
 from fastci.planning.events import PAGE_SIZE, TestPlan
 from fastci.selection.events import KeptTest, Selection, SelectionMetrics
 from fastci.topology import ALL_PROCESSORS
@@ -19,6 +19,7 @@ from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from factories import result
 from processor_helpers import Store, feed, of_topic
 from test_selection import REPO, commit, evidence, stack
+from fastci.topology import SYSTEM
 
 METRICS = SelectionMetrics(
     tests_known=0, selected=0, kept=0, pruned=0, skipped=0, selection_ratio=1.0, estimated_s_all=0, estimated_s_kept=0,
@@ -188,7 +189,7 @@ def test_commits_through_selection_to_a_plan_in_the_embedded_runtime(tmp_path):
     ]
     change = commit(("fw/model.py", "Model.forward", "modified"))
     publish_embedded(tmp_path, [*history, change])
-    runtime = EmbeddedRuntime(tmp_path)
+    runtime = EmbeddedRuntime(tmp_path, SYSTEM)
     try:
         runtime.run()
     finally:

@@ -10,17 +10,19 @@ import pytest
 
 from fastci.cli.main import main
 from fastci.runtime.publish import publish_embedded
-from fastci.runtime.memory import Pipeline
+from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario
 from fastci.regression.tickets import open_tickets
 from fastci.regression.events import RegressionAlert
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import SYSTEM
 
 
 @pytest.fixture(scope="module")
 def alerts():
     scenario = Scenario(culprit=5, changes=20, seed=21, repeats=120)
-    pipeline = Pipeline(runner=scenario.run)
+    pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: scenario.run})
     pipeline.publish([parse_owner_file("* @framework-team\n", repo=REPO), *scenario.commits()])
     pipeline.publish(scenario.nightly_results())
     return pipeline.of_topic(RegressionAlert.TOPIC)

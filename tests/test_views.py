@@ -8,10 +8,11 @@ from fastci.views.refresh import refresh_embedded
 from fastci.views.store import Views
 
 from factories import result
+from fastci.topology import SYSTEM
 
 
 def run(data_dir) -> None:
-    runtime = EmbeddedRuntime(data_dir)
+    runtime = EmbeddedRuntime(data_dir, SYSTEM)
     try:
         runtime.run()
     finally:

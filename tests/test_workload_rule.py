@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from fastci.evidence import dimensions
 from fastci.evidence.stacks import UnitsCache
-from fastci.evidence.tracing import POINT_LIMIT, Tracer
-from fastci.producer.events import MAX_POINTS
+from fastci.evidence.dimensions import POINT_LIMIT
+from fastci.evidence.tracing import Tracer
+from fastci.inputs import MAX_POINTS
 from fastci.planning.shrink import Dimension, add_point, executes, scale_of, smallest_config
 
 STEPS, LAYERS = Dimension("steps", 300, 20), Dimension("layers", 4, 1)

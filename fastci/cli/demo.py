@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from fastci.cli.base import out, print_rows
+from fastci.topology import SYSTEM
 
 
 def register(commands: Any) -> None:
@@ -53,7 +54,8 @@ SUMMARY_QUERIES = [
 def run_demo(data_dir: Path, commits: int, out: Console) -> None:
     from fastci.demo.history import Workload, malformed_lines
     from fastci.runtime.embedded import EmbeddedRuntime
-    from fastci.runtime.publish import check_lines, publish_embedded
+    from fastci.producer.lines import check_lines
+    from fastci.runtime.publish import publish_embedded
     from fastci.views.refresh import refresh_embedded
     from fastci.views.store import Views
 
@@ -75,7 +77,7 @@ def run_demo(data_dir: Path, commits: int, out: Console) -> None:
     for refusal in lines_checked.refused:
         out.print(f"     refused {refusal.error}", markup=False)
 
-    runtime = EmbeddedRuntime(data_dir)
+    runtime = EmbeddedRuntime(data_dir, SYSTEM)
     try:
         stats = runtime.run()
     finally:

@@ -11,6 +11,7 @@ from typing import Any
 from rich.table import Column, Table
 
 from fastci.cli.base import UsageError, console, kafka_settings, out, progress_bar
+from fastci.topology import SYSTEM
 
 
 def register(commands: Any) -> None:
@@ -49,7 +50,8 @@ def register(commands: Any) -> None:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from fastci.runtime.publish import check_lines, publish_embedded, publish_kafka, read_lines
+    from fastci.producer.lines import check_lines, read_lines
+    from fastci.runtime.publish import publish_embedded, publish_kafka
 
     checked = check_lines(read_lines(args.file), args.topic)
     dead = checked.dead_letters()
@@ -76,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fastci.topology import build_processors
     from fastci.runtime.embedded import EmbeddedRuntime
 
-    runtime = EmbeddedRuntime(args.data_dir, build_processors(args.processor), batch_size=args.batch, sync=not args.no_sync)
+    runtime = EmbeddedRuntime(args.data_dir, SYSTEM, build_processors(args.processor), batch_size=args.batch, sync=not args.no_sync)
     try:
         with progress_bar() as progress:
             tasks: dict[str, Any] = {}

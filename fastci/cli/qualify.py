@@ -38,7 +38,7 @@ def register(commands: Any) -> None:
 
 
 def cmd_qualify(args: argparse.Namespace) -> int:
-    from fastci.producer.events import Bundle
+    from fastci.inputs import Bundle
     from fastci.producer.context import ContextError, load_bundle, load_context
     from fastci.qualify import runner, stack
     from fastci.qualify.models import FAMILIES

@@ -73,7 +73,7 @@ def _repo(args: argparse.Namespace) -> Path:
 
 def _evidence_source(args: argparse.Namespace):
     """Refresh the views once, then read the evidence about any bundle from them."""
-    from fastci.release.evidence import collect
+    from fastci.report.release_evidence import collect
     from fastci.views.store import Views
 
     path = views_path(args)

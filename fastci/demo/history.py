@@ -15,9 +15,9 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from fastci.producer.events import Bundle, ChangedFunction, CommitEvent, NodeHealthEvent, ResultEvent
+from fastci.inputs import Bundle, ChangedFunction, CommitEvent, NodeHealthEvent, ResultEvent
 from fastci.core.events import Event
-from fastci.producer.events import LAYERS
+from fastci.inputs import LAYERS
 
 START = datetime(2026, 11, 2, tzinfo=timezone.utc)
 REPO = "acme/llm-framework"

@@ -24,6 +24,7 @@ from fastci.runtime.publish import publish_embedded
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.topology import SYSTEM
 
 MARKER = ".fastci-regressions-demo"
 OWNERS = """\
@@ -67,7 +68,7 @@ def run_demo(data_dir: Path, out: Console) -> None:
     answered: set[str] = set()
     rounds = runs = 0
     while True:
-        runtime = EmbeddedRuntime(data_dir, sync=False)
+        runtime = EmbeddedRuntime(data_dir, SYSTEM, sync=False)
         try:
             runtime.run()
         finally:

@@ -10,7 +10,7 @@ from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event, derive_id
 from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
 from fastci.planning.events import TestPlan
-from fastci.producer.events import (
+from fastci.inputs import (
     Bundle,
     ChangedFile,
     ChangedFunction,

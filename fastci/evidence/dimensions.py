@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+POINT_LIMIT = 8  # minimal points per call site: fastci.inputs.MAX_POINTS
+
 _position: dict[str, int] = {}
 POINT: tuple[tuple[str, int], ...] = ()  # the current position, sorted by dimension; () outside every loop
 
@@ -67,7 +69,6 @@ def first_executions(points: Mapping[tuple[str, int], list[dict[str, int]]], roo
     from fastci.evidence.stacks import Frame, to_project_stack
     from fastci.planning.shrink import add_point
     from fastci.selection.graph import parse_frame
-    from fastci.evidence.tracing import POINT_LIMIT
 
     by_unit: dict[str, list[dict[str, int]]] = {}
     for (filename, line), found in points.items():

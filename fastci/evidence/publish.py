@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from fastci.producer.events import EvidenceEvent, FoldedStack
+from fastci.inputs import EvidenceEvent, FoldedStack
 
 
 class NoCommit(ValueError):

@@ -259,7 +259,7 @@ class EvidenceCollector:
                                     "(it takes scope, dimensions, fixed_share)")
         from pydantic import ValidationError
 
-        from fastci.producer.events import WorkloadEvidence
+        from fastci.inputs import WorkloadEvidence
         from fastci.evidence.dimensions import first_executions
 
         if not isinstance(declared, dict) or not isinstance(scope, dict):

@@ -30,7 +30,6 @@ from typing import Any, TypeVar
 from fastci.evidence import dimensions as _dimensions
 from fastci.planning.shrink import add_point
 
-POINT_LIMIT = 8  # minimal points per call site: fastci.producer.events.MAX_POINTS
 
 T = TypeVar("T")
 RawStack = tuple[tuple[str, int], ...]  # (filename, line) root first
@@ -98,7 +97,7 @@ class Tracer:
             return
         self._last_point[key] = point
         with self._lock:
-            add_point(self._points.setdefault(key, []), dict(point), POINT_LIMIT)
+            add_point(self._points.setdefault(key, []), dict(point), _dimensions.POINT_LIMIT)
 
     def _new_node(self, key: tuple[int, str, int]) -> int:
         with self._lock:  # a thread the test started may add nodes too

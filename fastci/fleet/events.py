@@ -18,7 +18,7 @@ from pydantic import Field
 
 from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
 from fastci.regression.references import TeamName
-from fastci.producer.events import Bundle, Status
+from fastci.inputs import Bundle, Status
 
 NodeState = Literal["healthy", "suspect", "quarantined", "diagnosing"]
 # States whose results must not be trusted as performance or correctness evidence.

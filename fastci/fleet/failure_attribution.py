@@ -38,10 +38,10 @@ from pydantic import Field
 from scipy import stats
 
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.core.events import Record
 from fastci.fleet.events import FlakyVerdict, NodeAttribution
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.fleet.flakiness import FAILING, PASSING
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.regression.perfstats import as_performance, metric_direction

@@ -18,7 +18,7 @@ import orjson
 from pydantic import Field
 
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.core.events import Record
 from fastci.fleet.events import FlakyVerdict, RunOutcome
 from fastci.regression.events import BaselineExclusion

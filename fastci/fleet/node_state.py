@@ -29,10 +29,10 @@ from typing import ClassVar
 from pydantic import Field
 
 from fastci.core.events import Event
-from fastci.producer.events import NodeHealthEvent, ResultEvent
+from fastci.inputs import NodeHealthEvent, ResultEvent
 from fastci.core.events import Config, Record
 from fastci.fleet.events import OUT_OF_SERVICE_STATES, NodeAttribution, NodeEvidence, NodeState, NodeStateChanged
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.scheduling.runs import RunRequested
 from fastci.fleet.flakiness import FAILING
 from fastci.fleet.rules import RULES, Assessment, NodeRules, assess

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.fleet.events import TestStatusChanged
 from fastci.core.events import Record
-from fastci.producer.events import Status
+from fastci.inputs import Status
 from fastci.fleet.events import Health
 from fastci.core.processor import Processor, StateReader, Step
 

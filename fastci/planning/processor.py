@@ -24,10 +24,10 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from fastci.producer.events import CommitEvent, EvidenceEvent, ResultEvent
+from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 from fastci.core.events import Event
 from fastci.core.events import Record
-from fastci.producer.events import WorkloadEvidence
+from fastci.inputs import WorkloadEvidence
 from fastci.planning.events import PAGE_SIZE, PlanMetrics, PlannedTest, TestPlan
 from fastci.selection.events import MAX_FUNCTIONS, Selection
 from fastci.planning import risk as riskmath

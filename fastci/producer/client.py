@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.topology import INPUT_TOPICS
 from fastci.producer.context import RunContext
 from fastci.producer.spool import Spool

@@ -34,9 +34,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.core.events import Name, Record, Sha
-from fastci.producer.events import Trigger
+from fastci.inputs import Trigger
 
 BUNDLE_LAYERS = ("compiler", "kernels", "runtime", "driver", "firmware")
 _TOP_LEVEL = ("node_id", "hardware_revision", "bundle")

@@ -19,7 +19,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 
 Operand = Literal["value", "grad"]  # fp8 kernels use e4m3 for values and e5m2 for gradients
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fastci.producer.events import EvidenceEvent
-from fastci.producer.events import FirstExecution, WorkloadDimension, WorkloadEvidence
+from fastci.inputs import EvidenceEvent
+from fastci.inputs import FirstExecution, WorkloadDimension, WorkloadEvidence
 from fastci.planning.shrink import Dimension
 from fastci.qualify.backend import Backend
 from fastci.qualify.models import FAMILIES

@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.qualify.backend import KernelClock, Operand
 from fastci.qualify.formats import quantize, round_bf16_with_wrong_increment, round_to
 from fastci.qualify.stack import Stack

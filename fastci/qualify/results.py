@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.producer.context import BUNDLE_LAYERS, RunContext
 from fastci.qualify.runner import ModelQualification, Qualification
 

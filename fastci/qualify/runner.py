@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.qualify import checks, golden
 from fastci.qualify.backend import Backend, ReferenceBackend
 from fastci.qualify.emulated import EmulatedAccelerator, Precision

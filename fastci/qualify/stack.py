@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 
 VERSION_PATTERN = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 

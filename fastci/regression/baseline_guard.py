@@ -15,7 +15,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.core.events import Record
 from fastci.fleet.events import UNTRUSTED_STATES, NodeStateChanged
 from fastci.regression.events import BaselineExclusion

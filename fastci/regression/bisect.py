@@ -28,9 +28,9 @@ from typing import ClassVar
 import numpy as np
 
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.core.events import Record
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.regression.events import BisectPlan, BisectStep, ComponentBump, Culprit, GateResult, PlannedChange, RegressionAlert, StepSummary, Verdict
 from fastci.scheduling.runs import RunRequested
 from fastci.core.processor import Processor, StateReader, Step, compound_key

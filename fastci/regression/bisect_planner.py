@@ -14,11 +14,11 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from fastci.producer.events import CommitEvent
+from fastci.inputs import CommitEvent
 from fastci.core.events import Event
 from fastci.core.events import Record
 from fastci.regression.references import OwnerMap
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.regression.events import BisectPlan, ComponentBump, PlannedChange, RegressionAlert
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.regression.owners import owners_of_change, owners_of_layer, owners_of_path

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.core.events import Record
 from fastci.regression.references import GoldenReference
 from fastci.regression.events import GateResult

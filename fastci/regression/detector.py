@@ -35,10 +35,10 @@ import numpy as np
 from pydantic import Field
 
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.core.events import Config, Record, derive_id
 from fastci.fleet.events import FlakyVerdict
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.regression.events import BaselineExclusion, CheckOutcome, Endpoint, GateResult, PerfEvidence, RegressionAlert, SeriesPoint
 from fastci.scheduling.runs import RunRequested
 from fastci.fleet.flakiness import RECENT, RETRY_LIMIT, flaky_by_retries

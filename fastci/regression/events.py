@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
-from fastci.producer.events import Bundle, Layer, Trigger
+from fastci.inputs import Bundle, Layer, Trigger
 
 CheckKind = Literal["output", "loss_curve", "eval"]
 RegressionKind = Literal["performance", "output", "loss_curve", "eval"]

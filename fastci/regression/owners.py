@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from fastci.regression.references import OwnerMap, OwnerRule
-from fastci.producer.events import LAYERS
+from fastci.inputs import LAYERS
 
 
 class OwnerFileError(ValueError):

@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
-from fastci.producer.events import Bundle, Layer
+from fastci.inputs import Bundle, Layer
 
 DType = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
 

@@ -16,7 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
-from fastci.producer.events import Bundle, CommitEvent, ResultEvent
+from fastci.inputs import Bundle, CommitEvent, ResultEvent
 from fastci.core.events import Event
 from fastci.regression.references import GoldenReference
 from fastci.scheduling.runs import RunRequested

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastci.core.codec import InvalidEvent
+from fastci.core.codec import InvalidEvent, decode_as
 
-from fastci.topology import decode
 from fastci.regression.events import RegressionAlert
 
 FINAL_STAGES = ("culprit", "unresolved")
@@ -145,7 +144,7 @@ def read_alerts_embedded(data_dir: Path) -> list[RegressionAlert]:
     alerts = []
     for record in DataDir(data_dir).log.topic(RegressionAlert.TOPIC).read():
         try:
-            alerts.append(decode(RegressionAlert.TOPIC, record.payload))
+            alerts.append(decode_as(RegressionAlert, record.payload))
         except InvalidEvent:
             continue
     return alerts  # type: ignore[return-value]
@@ -160,7 +159,7 @@ def read_alerts_kafka(settings: Any) -> list[RegressionAlert]:
         alerts = []
         for record in records:
             try:
-                alerts.append(decode(RegressionAlert.TOPIC, record.value or b""))
+                alerts.append(decode_as(RegressionAlert, record.value or b""))
             except InvalidEvent:
                 continue
         return alerts  # type: ignore[return-value]

@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.producer.context import BUNDLE_LAYERS
 
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # also a file name

@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from fastci.core.events import Event, Name, Record, Sha, Text, Timestamp
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 
 ReleaseAction = Literal["propose", "promote", "refused", "rollback"]
 GateName = Literal["correctness", "eval", "performance", "qualification", "staging"]

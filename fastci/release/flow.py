@@ -23,7 +23,7 @@ from pathlib import Path
 
 import orjson
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.release.events import GateOutcome
 from fastci.release import gates as release_gates
 from fastci.release.bundle import BundleError, ReleaseBundle, environment_dir, parse_environment, render_environment

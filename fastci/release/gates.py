@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.release.events import GateOutcome
 from fastci.regression.events import RegressionAlert
 

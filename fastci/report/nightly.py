@@ -24,7 +24,7 @@ from rich.text import Text
 
 from fastci.core.events import Event
 from fastci.regression.references import GoldenReference
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.regression.events import BisectStep, GateResult, RegressionAlert
 from fastci.regression.detector import CPD_MAX_P, GATE
 from fastci.regression.changepoint import change_points

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.scheduling.runs import RunRequested
 
 REQUESTER = "fastci-rerun"

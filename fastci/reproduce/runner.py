@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.topology import decode
 from fastci.core.codec import InvalidEvent
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.scheduling.runs import RunRequested
 from fastci.producer.context import BUNDLE_LAYERS, RunContext
 from fastci.runtime.publish import publish_embedded

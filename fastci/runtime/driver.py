@@ -38,7 +38,6 @@ import orjson
 
 from fastci.core.events import Event
 from fastci.core.codec import InvalidEvent, encode
-from fastci.topology import decode
 from fastci.core.events import Record
 from fastci.core.dead_letters import FieldError
 from fastci.core.processor import Processor
@@ -89,13 +88,6 @@ def decode_state(raw: bytes) -> dict[str, Any] | None:
     return orjson.loads(raw)["state"]
 
 
-def decode_or_refusal(topic: str, payload: bytes) -> Event | InvalidEvent:
-    try:
-        return decode(topic, payload)
-    except InvalidEvent as error:
-        return error
-
-
 class Driver:
     """Applies events to one processor, buffering writes until the runtime drains them."""
 
@@ -114,10 +106,6 @@ class Driver:
         """The StateReader the processor sees: this batch's writes first, then the store."""
         entry = self._entry(key)
         return None if entry is None else entry.state
-
-    def handle_record(self, topic: str, payload: bytes, origin: Origin | None = None) -> list[Event]:
-        """Decode and apply one record as read from a topic."""
-        return self.handle_decoded(decode_or_refusal(topic, payload), origin)
 
     def handle_decoded(self, item: Event | InvalidEvent, origin: Origin | None = None) -> list[Event]:
         """Apply a decoded record; one that did not decode is dead-lettered (as source 'decode', so

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import orjson
 
-from fastci.topology import DEAD_LETTERS
 from fastci.core.events import Event
 from fastci.core.codec import InvalidEvent, encode
+from fastci.core.dead_letters import DeadLetter
 from fastci.core.processor import Processor
-from fastci.topology import build_processors
-from fastci.runtime.driver import Driver, Origin, decode_or_refusal
+from fastci.core.system import System
+from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.log import Log, LogRecord, Position
@@ -76,8 +76,9 @@ class _Round:
     position: the records (read from disk and checked once, not once per processor) and their
     decoded events (most processors read ``results``: each record is validated once)."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, system: System) -> None:
         self.log = log
+        self.system = system
         self._records: dict[tuple[str, int, int], list[LogRecord]] = {}
         self._items: dict[tuple[str, int], Event | InvalidEvent] = {}
         self.decode_seconds = 0.0
@@ -94,7 +95,7 @@ class _Round:
         item = self._items.get(key)
         if item is None:
             started = time.perf_counter()
-            item = self._items[key] = decode_or_refusal(topic, record.payload)
+            item = self._items[key] = self.system.decode_or_refusal(topic, record.payload)
             self.decode_seconds += time.perf_counter() - started
         return item
 
@@ -118,7 +119,7 @@ class _ProcessorRunner:
         # Outputs already appended by a run that crashed before committing: never append them twice.
         self.recovered: dict[str, set[str]] = {
             topic: self._ids_after(topic, checkpoint.position(self.producer, topic))
-            for topic in (*processor.outputs, DEAD_LETTERS)
+            for topic in (*processor.outputs, DeadLetter.TOPIC)
         }
 
     def pending(self) -> int:
@@ -144,7 +145,7 @@ class _ProcessorRunner:
             if payloads:
                 produced[(self.producer, topic)] = self.log.topic(topic).append(payloads, timestamp, sync)
             stats.outputs += len(events)
-        stats.dead_letters += len(outputs.get(DEAD_LETTERS, ()))
+        stats.dead_letters += len(outputs.get(DeadLetter.TOPIC, ()))
         stats.events += count
         self.checkpoint.commit(
             self.processor.name,
@@ -178,6 +179,7 @@ class EmbeddedRuntime:
     def __init__(
         self,
         data_dir: Path,
+        system: System,
         processors: Sequence[Processor] | None = None,
         batch_size: int = DEFAULT_BATCH,
         sync: bool = True,
@@ -186,9 +188,9 @@ class EmbeddedRuntime:
         self.checkpoint = self.data.checkpoint()
         self.batch_size = batch_size
         self.sync = sync
-        self.shared = _Round(self.data.log)
+        self.shared = _Round(self.data.log, system)
         self.runners = [
-            _ProcessorRunner(p, self.data, self.checkpoint, self.shared) for p in (processors or build_processors())
+            _ProcessorRunner(p, self.data, self.checkpoint, self.shared) for p in (processors or system.build())
         ]
 
     def close(self) -> None:

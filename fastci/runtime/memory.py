@@ -1,67 +1,117 @@
-"""Processors in memory, without a log: for tests and benchmarks that drive many small histories.
+"""The in-memory runtime: the real processors through the same ``Driver`` as the durable runtimes,
+with no log. Tests, the simulators and the regression benchmarks drive it.
 
-Every event goes to every processor that reads its topic, one at a time, first in first out, and
-each processor's outputs are queued the same way; ``runner`` answers ``run-requested`` events with
-the results a scheduler and a runner would publish. The state store is a dict per processor, and
-writes are applied as the runtimes apply them. The runtimes (embedded, Kafka) are what production
-uses; this is the same processors with the I/O taken out.
+Each published event goes to every processor of the system that reads its topic (in system order),
+and what they emit is delivered in turn, breadth first, before ``publish`` returns. The driver gives
+it the runtimes' guarantees: an event redelivered to a key changes nothing, a processor that fails
+dead-letters the event and keeps its state. State lives in a dict per processor, written from the
+driver's buffered writes every ``drain_every`` deliveries (the embedded runtime's fsync and SQLite
+commit per batch buy crash safety, which a run that can simply be repeated does not need).
+
+``responders`` stand in for the actors outside the system: a function that answers an event of a
+topic (a runner answering ``run-requested`` with results) returns the events to publish in reply.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
-from fastci.scheduling.runs import RunRequested
 from fastci.core.processor import Processor
-from fastci.topology import build_processors
+from fastci.core.system import System
+from fastci.runtime.driver import Driver
 
-Runner = Callable[[RunRequested], Iterable[Event]]
-
-
-class _DictStore:
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def get(self, key: str) -> Any:
-        return self.values.get(key)
+Listener = Callable[[Event], None]
+Responder = Callable[[Any], Iterable[Event]]
 
 
-class Pipeline:
-    def __init__(self, processors: Sequence[Processor] | None = None, runner: Runner | None = None) -> None:
-        self.processors = list(processors or build_processors())
-        self.stores = {p.name: _DictStore() for p in self.processors}
-        self.runner = runner
-        self.outputs: list[Event] = []
-        self.run_results: list[Event] = []  # what the runner published for run requests
+class BytesStore(dict):
+    """The driver's raw store: encoded entries by key."""
 
-    def publish(self, events: Iterable[Event]) -> list[Event]:
-        """Process ``events`` and everything they cause; return the outputs, in order."""
-        queue: deque[Event] = deque(events)
+    def get(self, key: str) -> bytes | None:  # type: ignore[override]
+        return super().get(key)
+
+
+class MemoryRuntime:
+    def __init__(
+        self,
+        system: System,
+        processors: Sequence[Processor] | None = None,
+        responders: Mapping[str, Responder] | None = None,
+        drain_every: int = 5000,
+    ) -> None:
+        self.system = system
+        self.processors = list(system.build() if processors is None else processors)
+        self.drivers: list[tuple[Processor, Driver, BytesStore]] = []
+        for processor in self.processors:
+            store = BytesStore()
+            self.drivers.append((processor, Driver(processor, store), store))
+        self.readers: dict[str, list[Driver]] = {}
+        for processor, driver, _ in self.drivers:
+            for topic in processor.inputs:
+                self.readers.setdefault(topic, []).append(driver)
+        self.listeners: dict[str, list[Listener]] = {}
+        self.responders = dict(responders or {})
+        self.drain_every = drain_every
+        self.delivered = 0
+        self.counts: dict[str, int] = {}
+        self.outputs: list[Event] = []  # every event a processor emitted, in order
+        self.responses: list[Event] = []  # every event a responder published
+        self.dead_letters: list[Event] = []
+        self.largest: dict[str, int] = {}  # per processor, the biggest value it stored (at the drains)
+
+    def listen(self, topic: str, listener: Listener) -> None:
+        """Call ``listener`` with every event of ``topic`` (inputs and processor outputs alike)."""
+        self.listeners.setdefault(topic, []).append(listener)
+
+    def publish(self, *events: Event | Iterable[Event]) -> list[Event]:
+        """Deliver ``events`` (given one by one or as iterables) and everything they cause; return what
+        the processors emitted, in order."""
+        pending: deque[Event] = deque()
+        for item in events:
+            pending.extend([item] if isinstance(item, Event) else item)
         produced: list[Event] = []
-        while queue:
-            event = queue.popleft()
-            for processor in self.processors:
-                if event.TOPIC not in processor.inputs:
-                    continue
-                store = self.stores[processor.name]
-                step = processor.process(store, event)
-                for key, value in step.writes.items():
-                    if value is None:
-                        store.values.pop(key, None)
-                    else:
-                        store.values[key] = value
-                for output in step.outputs:
-                    produced.append(output)
-                    queue.append(output)
-                    if self.runner is not None and isinstance(output, RunRequested):
-                        answered = list(self.runner(output))
-                        self.run_results += answered
-                        queue.extend(answered)
+        while pending:
+            event = pending.popleft()
+            self.counts[event.TOPIC] = self.counts.get(event.TOPIC, 0) + 1
+            if event.TOPIC == DeadLetter.TOPIC:
+                self.dead_letters.append(event)
+            for listener in self.listeners.get(event.TOPIC, ()):
+                listener(event)
+            responder = self.responders.get(event.TOPIC)
+            if responder is not None:
+                answered = list(responder(event))
+                self.responses += answered
+                pending.extend(answered)
+            for driver in self.readers.get(event.TOPIC, ()):
+                outputs = driver.handle(event)
+                produced += outputs
+                pending.extend(outputs)
+                self.delivered += 1
+                if self.delivered % self.drain_every == 0:
+                    self.drain()
         self.outputs += produced
         return produced
 
     def of_topic(self, topic: str) -> list[Any]:
+        """The processors' outputs of one topic, in order."""
         return [e for e in self.outputs if e.TOPIC == topic]
+
+    def drain(self) -> None:
+        for processor, driver, store in self.drivers:
+            writes = driver.drain_writes()
+            if writes:
+                biggest = max(len(value) for value in writes.values())
+                self.largest[processor.name] = max(self.largest.get(processor.name, 0), biggest)
+            store.update(writes)
+
+    def state(self, processor_name: str) -> tuple[Driver, dict[str, Any]]:
+        """A processor's driver (its reads see unflushed writes) and its store."""
+        self.drain()
+        for processor, driver, store in self.drivers:
+            if processor.name == processor_name:
+                return driver, store
+        raise KeyError(processor_name)

@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
-from fastci.producer.events import Bundle, Trigger
+from fastci.inputs import Bundle, Trigger
 
 DEFAULT_POOL = "default"
 ANY_REVISION = "any"  # a run request's hardware_revision that accepts every revision

@@ -37,10 +37,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from fastci.core.events import Event
-from fastci.producer.events import ResultEvent
+from fastci.inputs import ResultEvent
 from fastci.core.events import Record, derive_id
 from fastci.fleet.events import NodeStateChanged
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.planning.events import TestPlan
 from fastci.scheduling.runs import RunRequested
 from fastci.scheduling.events import ANY_REVISION, DEFAULT_POOL, MAX_JOB_TESTS, ClassPolicy, ClockTick, PoolConfig, PoolNode, ScheduledTest, ScheduleEvent

@@ -7,7 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from fastci.core.events import Config, Event, FiniteFloat, Name, Sha, Text
-from fastci.producer.events import Bundle, Trigger
+from fastci.inputs import Bundle, Trigger
 
 
 class RunRequested(Event):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from fastci.producer.events import LAYERS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
+from fastci.inputs import LAYERS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
 from fastci.selection.units import MODULE, Units
 
 PYTHON_SUFFIX = ".py"

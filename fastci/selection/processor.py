@@ -25,7 +25,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from fastci.producer.events import CommitEvent, EvidenceEvent, ResultEvent
+from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 from fastci.core.events import Event
 from fastci.core.events import Record
 from fastci.selection.events import MAX_COVERED_BY, MAX_FUNCTIONS, MAX_KEPT, MAX_PRUNED_LISTED, KeptTest, PrunedTest, Reason, Selection, SelectionMetrics

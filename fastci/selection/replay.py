@@ -31,9 +31,8 @@ from typing import Any
 
 import orjson
 
-from fastci.producer.events import CommitEvent, EvidenceEvent, ResultEvent
+from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 from fastci.core.events import Event
-from fastci.topology import TOPICS
 
 FORMAT = 1
 REPLAY_DIR = Path(__file__).resolve().parent / "replays"
@@ -120,6 +119,9 @@ def read_lines(name: str = "more-itertools") -> Iterator[dict[str, Any]]:
             yield document
 
 
+_RECORDED = {model.TOPIC: model for model in (CommitEvent, EvidenceEvent, ResultEvent)}  # what a recording holds
+
+
 def load(name: str = "more-itertools") -> Replay:
     """The whole recording, events validated by their models (their ids checked)."""
     lines = read_lines(name)
@@ -128,7 +130,7 @@ def load(name: str = "more-itertools") -> Replay:
     for document in lines:
         kind = document["kind"]
         if kind == "event":
-            event = TOPICS[document["topic"]].model_validate(document["event"])
+            event = _RECORDED[document["topic"]].model_validate(document["event"])
             if isinstance(event, CommitEvent):
                 current = ReplayCommit(index=len(replay.commits) + 1, commit=event)
                 replay.commits.append(current)

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from fastci.producer.events import Bundle, ResultEvent
+from fastci.inputs import Bundle, ResultEvent
 from fastci.scheduling.events import DEFAULT_POOL, ClockTick, ScheduleEvent
-from fastci.simulate.bus import Bus
+from fastci.runtime.memory import MemoryRuntime
 
 SIM_BUNDLE = Bundle(compiler="cc-1.0", kernels="kn-1.0", runtime="rt-1.0", driver="dr-535", firmware="fw-7")
 
@@ -26,7 +26,7 @@ def at_seconds(seconds: float) -> datetime:
 
 
 class Loop:
-    def __init__(self, bus: Bus, start_s: float, pool: str = DEFAULT_POOL) -> None:
+    def __init__(self, bus: MemoryRuntime, start_s: float, pool: str = DEFAULT_POOL) -> None:
         self.bus = bus
         self.pool = pool
         self.now = start_s

@@ -53,7 +53,7 @@ def real_unit(family: dict[str, Any], unit: str) -> str:
 
 def workload_evidence(model: FleetModel, event: Any) -> Any:
     """The workload block a traced run of the model test would carry, for its own units."""
-    from fastci.producer.events import FirstExecution, WorkloadDimension, WorkloadEvidence
+    from fastci.inputs import FirstExecution, WorkloadDimension, WorkloadEvidence
     from fastci.selection.graph import parse_frame
 
     family = families()[model.family]

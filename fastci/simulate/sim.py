@@ -17,18 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fastci.producer.events import CommitEvent, EvidenceEvent, ResultEvent
+from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 from fastci.core.events import derive_id
 from fastci.scheduling.runs import RunRequested
 from fastci.scheduling.events import PoolConfig, ScheduleEvent
 from fastci.scheduling.processor import PoolSchedulerProcessor, default_config
 from fastci.selection.processor import SelectionProcessor
 from fastci.selection.units import is_test_file
-from fastci.simulate.bus import Bus
+from fastci.runtime.memory import MemoryRuntime
 from fastci.simulate.fleet_suite import Durations, FleetModel, choose_models
 from fastci.simulate.loop import SIM_BUNDLE, Loop, Runner, TestRun, at_seconds
 from fastci.simulate.metrics import Metrics
 from fastci.simulate.arrivals import DAY, Change, Settings, Stream, change_stream, experiments
+from fastci.topology import SYSTEM
 
 START_S = 1_795_996_800.0  # 2026-12-01 00:00 UTC, a Tuesday: the first measured day starts here
 DRAIN_CHECK_S = 900.0
@@ -90,7 +91,7 @@ class Simulation:
             "version": "simulated", "smoke_test": smoke.stand_in, "smoke_chips": smoke.chips,
             "smoke_estimated_s": durations.mean_smoke(smoke),
         })
-        self.bus = Bus([
+        self.bus = MemoryRuntime(SYSTEM, [
             SelectionProcessor(pruning=variant.pruning, run_everything=not variant.selection),
             plan_processor(variant),
             PoolSchedulerProcessor(),

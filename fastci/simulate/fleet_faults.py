@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from fastci.producer.events import Bundle, NodeHealthEvent, ResultEvent
+from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
 from fastci.core.events import Event
 from fastci.fleet.events import OUT_OF_SERVICE_STATES, NodeAttribution, NodeStateChanged
 from fastci.scheduling.runs import RunRequested
@@ -58,8 +58,9 @@ from fastci.qualify.models import FAMILIES
 from fastci.qualify.runner import check_inference
 from fastci.qualify.stack import HEALTHY, RuntimeConfig, with_defect
 from fastci.qualify.train import Trainer
-from fastci.runtime.memory import Pipeline
+from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
+from fastci.topology import SYSTEM
 
 REPO = "acme/fleet-models"
 START = datetime(2026, 12, 7, 0, 0, tzinfo=timezone.utc)
@@ -190,7 +191,7 @@ class FleetSimulation:
     def __init__(self, config: FleetConfig, progress: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.rng = random.Random(config.seed)
-        self.pipeline = Pipeline(build_processors(PROCESSORS))
+        self.pipeline = MemoryRuntime(SYSTEM, SYSTEM.build(PROCESSORS))
         self.node_ids = [f"node-{i:02d}" for i in range(config.nodes)]
         self.records = {n: NodeRecord() for n in self.node_ids}
         onset = START + timedelta(hours=config.onset_h)
@@ -593,7 +594,7 @@ def replay_embedded(inputs: list[Event], data_dir, hours: float = 1.0) -> int:
         when = getattr(event, "time", None)
         return -1 if when is None else int((when - START).total_seconds() // (3600 * hours))
 
-    runtime = EmbeddedRuntime(data_dir, sync=False)
+    runtime = EmbeddedRuntime(data_dir, SYSTEM, sync=False)
     published = 0
     try:
         for _, batch in itertools.groupby(inputs, key=hour):

@@ -1,4 +1,4 @@
-"""Input events: the facts producers append (commits, evidence, results, node health)."""
+"""Input events: the facts CI appends (commits, evidence, results, node health), read by most capabilities."""
 
 from __future__ import annotations
 

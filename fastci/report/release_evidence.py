@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastci.producer.events import Bundle
+from fastci.inputs import Bundle
 from fastci.regression.events import RegressionAlert
 from fastci.producer.context import BUNDLE_LAYERS
 from fastci.release.gates import Evidence, TestResult

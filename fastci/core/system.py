@@ -1,0 +1,110 @@
+"""A system: the topics, the processors in the order they run, and the pipes between them.
+
+``fastci/topology.py`` declares the one system fastci runs; the runtimes, the views and the
+simulator take it as a value and know nothing of any capability (the eventsourcing library's
+``System(pipes=...)`` is the model). The pipes are derived from what each processor reads and
+writes, so they cannot drift from the code; the order is written down, and a pipe that runs
+against it (from a later processor to an earlier one) must be declared as feedback, with the
+reason: in the embedded runtime such an event reaches its reader in the next round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from fastci.core.codec import InvalidEvent, decode_as, unknown_topic
+from fastci.core.dead_letters import DeadLetter
+from fastci.core.events import Event
+from fastci.core.processor import Processor
+
+
+@dataclass(frozen=True)
+class Pipe:
+    """Events of ``topic`` that ``writer`` emits and ``reader`` consumes."""
+
+    writer: str
+    topic: str
+    reader: str
+
+
+@dataclass(frozen=True)
+class System:
+    inputs: tuple[type[Event], ...]  # what producers append
+    decisions: tuple[type[Event], ...]  # what processors emit
+    processors: tuple[type[Processor], ...]  # in the order the embedded runtime runs them
+    feedback: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (writer, reader) -> why
+    topics: Mapping[str, type[Event]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        models = {model.TOPIC: model for model in (*self.inputs, *self.decisions, DeadLetter)}
+        object.__setattr__(self, "topics", models)
+
+    @property
+    def input_topics(self) -> tuple[str, ...]:
+        return tuple(model.TOPIC for model in self.inputs)
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return tuple(cls.name for cls in self.processors)
+
+    def pipes(self) -> list[Pipe]:
+        """Every (writer, topic, reader), in processor order."""
+        return [
+            Pipe(writer.name, topic, reader.name)
+            for writer in self.processors
+            for topic in writer.outputs
+            for reader in self.processors
+            if topic in reader.inputs
+        ]
+
+    def problems(self) -> list[str]:
+        """What is wrong with the declaration: topics without a model, inputs nobody writes, pipes
+        against the order that are not declared feedback, and feedback that is no pipe."""
+        found: list[str] = []
+        written = {topic for cls in self.processors for topic in cls.outputs}
+        for cls in self.processors:
+            for topic in (*cls.inputs, *cls.outputs):
+                if topic not in self.topics:
+                    found.append(f"{cls.name}: topic '{topic}' has no event model in the system")
+            for topic in cls.inputs:
+                if topic not in written and topic not in self.input_topics:
+                    found.append(f"{cls.name}: reads '{topic}', which no processor writes and producers may not")
+        position = {name: index for index, name in enumerate(self.order)}
+        pipes = {(p.writer, p.reader) for p in self.pipes()}
+        for pipe in self.pipes():
+            if position[pipe.writer] >= position[pipe.reader] and (pipe.writer, pipe.reader) not in self.feedback:
+                found.append(f"{pipe.writer} -> {pipe.reader} ('{pipe.topic}') runs against the order, undeclared")
+        for writer, reader in self.feedback:
+            if (writer, reader) not in pipes:
+                found.append(f"feedback {writer} -> {reader} is declared, but no topic runs between them")
+        if len(set(self.order)) != len(self.order):
+            found.append("a processor is listed twice")
+        return found
+
+    def build(self, names: Iterable[str] | None = None) -> list[Processor]:
+        """Instances of the named processors (all when ``names`` is empty), in system order; unknown
+        names are refused."""
+        wanted = set(names or ())
+        unknown = sorted(wanted - set(self.order))
+        if unknown:
+            raise ValueError(f"unknown processor(s) {', '.join(unknown)} (known: {', '.join(self.order)})")
+        return [cls() for cls in self.processors if not wanted or cls.name in wanted]
+
+    def model_for(self, topic: str, raw: bytes = b"") -> type[Event]:
+        """The event model a topic carries; ``InvalidEvent`` for a topic the system does not name."""
+        try:
+            return self.topics[topic]
+        except KeyError:
+            raise unknown_topic(topic, self.topics, raw) from None
+
+    def decode(self, topic: str, raw: bytes) -> Event:
+        """Parse and validate one record of ``topic``; raise ``InvalidEvent`` saying what is wrong."""
+        return decode_as(self.model_for(topic, raw), raw)
+
+    def decode_or_refusal(self, topic: str, raw: bytes) -> Event | InvalidEvent:
+        try:
+            return self.decode(topic, raw)
+        except InvalidEvent as error:
+            return error
+
