@@ -37,11 +37,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.selection.replay import load, replay_selections  # noqa: E402
-from fastci.inputs import ResultEvent  # noqa: E402
-from fastci.selection.events import KeptTest, Selection, SelectionMetrics  # noqa: E402
-from fastci.runtime.driver import Driver  # noqa: E402
-from fastci.planning.processor import TestPlanProcessor  # noqa: E402
+from fastci.inputs import ResultEvent
+from fastci.planning.processor import TestPlanProcessor
+from fastci.runtime.driver import Driver
+from fastci.selection.events import KeptTest, Selection, SelectionMetrics
+from fastci.selection.replay import load, replay_selections
 
 FAILED = frozenset({"failed", "error"})
 
@@ -172,12 +172,27 @@ def synthetic_cases(commits: int) -> tuple[list[Case], dict]:
         ran = sorted({r.test_id for r in pending})
         commit = pending[0].commit
         selection = Selection(
-            commit_id=f"synthetic-{commit}", repo=pending[0].repo, sha=commit, run_all=False,
+            commit_id=f"synthetic-{commit}",
+            repo=pending[0].repo,
+            sha=commit,
+            run_all=False,
             kept=tuple(KeptTest(test_id=t, reason="executes-changed-code", estimated_s=1.0) for t in ran),
-            metrics=SelectionMetrics(tests_known=len(ran), selected=len(ran), kept=len(ran), pruned=0, skipped=0,
-                                     selection_ratio=1.0, estimated_s_all=0, estimated_s_kept=0, saved_s=0,
-                                     saved_gpu_s=0, changed_units=0, pairs_covered_by_all=0, pairs_covered_by_kept=0,
-                                     coverage_retention=1.0),
+            metrics=SelectionMetrics(
+                tests_known=len(ran),
+                selected=len(ran),
+                kept=len(ran),
+                pruned=0,
+                skipped=0,
+                selection_ratio=1.0,
+                estimated_s_all=0,
+                estimated_s_kept=0,
+                saved_s=0,
+                saved_gpu_s=0,
+                changed_units=0,
+                pairs_covered_by_all=0,
+                pairs_covered_by_kept=0,
+                coverage_retention=1.0,
+            ),
         )
         (plan,) = planner.handle(selection)  # ordered before this commit's results are known
         order = [e.test_id for e in plan.entries]
@@ -207,9 +222,13 @@ def table(title: str, cases: list[Case], seeds: int) -> str:
     lines = [title, f"{'order':22s} {'APFD':>6s} {'APFDc':>6s} {'cost to first failure':>22s}   ({len(cases)} commits)"]
     for orders in ("risk", "declared", "random"):
         s = score(cases, orders, seeds)
-        label = {"risk": "risk (test-plan)", "declared": "declared (collection)"}.get(orders, f"random (mean of {seeds})")
-        lines.append(f"{label:22s} {statistics.fmean(s.apfd):6.3f} {statistics.fmean(s.apfdc):6.3f} "
-                     f"{statistics.fmean(s.first_failure_share):22.1%}")
+        label = {"risk": "risk (test-plan)", "declared": "declared (collection)"}.get(
+            orders, f"random (mean of {seeds})"
+        )
+        lines.append(
+            f"{label:22s} {statistics.fmean(s.apfd):6.3f} {statistics.fmean(s.apfdc):6.3f} "
+            f"{statistics.fmean(s.first_failure_share):22.1%}"
+        )
     return "\n".join(lines)
 
 
@@ -222,13 +241,17 @@ def main() -> None:
     started = time.perf_counter()
 
     kept, suite, info = replay_cases(args.replay)
-    print(f"recorded replay {args.replay}: {info['commits']} commits, {info['faults']} mutants "
-          f"({info['faults_detected']} detected by the full suite, {info['faults_unknown']} by none)")
+    print(
+        f"recorded replay {args.replay}: {info['commits']} commits, {info['faults']} mutants "
+        f"({info['faults_detected']} detected by the full suite, {info['faults_unknown']} by none)"
+    )
     print(table("\nthe kept tests of each selection, in plan order:", kept, args.seeds))
     print(table("\nthe whole suite (the plan first, then the rest in declared order):", suite, args.seeds))
     cases, synthetic = synthetic_cases(args.synthetic_commits)
-    print(f"\nsynthetic history (fastci.demo.history.Workload, seed 7): {synthetic['commits']} commits, "
-          f"{synthetic['failures']} failed runs")
+    print(
+        f"\nsynthetic history (fastci.demo.history.Workload, seed 7): {synthetic['commits']} commits, "
+        f"{synthetic['failures']} failed runs"
+    )
     print(table("the tests each commit ran, ordered by their history:", cases, args.seeds))
     print(f"\n{time.perf_counter() - started:.1f} s")
 

@@ -20,15 +20,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.regression.events import RegressionAlert  # noqa: E402
-from fastci.runtime.memory import MemoryRuntime  # noqa: E402
-from fastci.regression.owners import parse_owner_file  # noqa: E402
-from fastci.regression.perfstats import repeats_needed  # noqa: E402
-from fastci.regression.synthetic import REPO, Scenario, sha  # noqa: E402
+from fastci.regression.events import RegressionAlert
+from fastci.regression.owners import parse_owner_file
+from fastci.regression.perfstats import repeats_needed
+from fastci.regression.synthetic import REPO, Scenario, sha
+from fastci.runtime.memory import MemoryRuntime
 from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM
 
-OWNERS = "* @framework-team\n/fastlm/compiler/ @compiler-team\nlayer:driver @driver-team\nlayer:firmware @firmware-team\n"
+OWNERS = (
+    "* @framework-team\n/fastlm/compiler/ @compiler-team\nlayer:driver @driver-team\nlayer:firmware @firmware-team\n"
+)
 
 
 def trial(seed: int, noise: float, kind: str) -> dict:
@@ -36,11 +38,22 @@ def trial(seed: int, noise: float, kind: str) -> dict:
     if kind == "code":
         scenario = Scenario(noise=noise, culprit=rng_culprit, seed=seed, repeats=repeats_needed(noise) or 100)
     elif kind == "code+firmware":
-        scenario = Scenario(noise=noise, culprit=rng_culprit, bumped={"firmware": "fw-8"}, seed=seed,
-                            repeats=repeats_needed(noise) or 100)
+        scenario = Scenario(
+            noise=noise,
+            culprit=rng_culprit,
+            bumped={"firmware": "fw-8"},
+            seed=seed,
+            repeats=repeats_needed(noise) or 100,
+        )
     else:  # the driver bump is the culprit, among 400 innocent commits and a firmware bump
-        scenario = Scenario(noise=noise, culprit=None, bumped={"driver": "dr-545", "firmware": "fw-8"},
-                            culprit_component="driver", seed=seed, repeats=repeats_needed(noise) or 100)
+        scenario = Scenario(
+            noise=noise,
+            culprit=None,
+            bumped={"driver": "dr-545", "firmware": "fw-8"},
+            culprit_component="driver",
+            seed=seed,
+            repeats=repeats_needed(noise) or 100,
+        )
     pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: scenario.run})
     pipeline.publish([parse_owner_file(OWNERS, repo=REPO), *scenario.commits()])
     pipeline.publish(scenario.nightly_results())
@@ -64,9 +77,13 @@ def main() -> None:
     limit = math.ceil(math.log2(400)) + 1
     print(f"bisect among 400 changes, {args.noise:.0%} noise, 2% drop; step limit ceil(log2(400)) + 1 = {limit}")
     print("detected: the nightly gate and its confirmation caught the drop (nightly repeats from the power table);")
-    print("right culprit and <= limit are among detected regressions (the bisect's own success); 'both' is of all trials")
-    print(f"{'culprit':<16} {'trials':>6} {'detected':>9} {'right culprit':>14} {'<= limit':>9} "
-          f"{'both':>7} {'steps mean':>10} {'max':>4} {'runs mean':>9} {'s/trial':>8}")
+    print(
+        "right culprit and <= limit are among detected regressions (the bisect's own success); 'both' is of all trials"
+    )
+    print(
+        f"{'culprit':<16} {'trials':>6} {'detected':>9} {'right culprit':>14} {'<= limit':>9} "
+        f"{'both':>7} {'steps mean':>10} {'max':>4} {'runs mean':>9} {'s/trial':>8}"
+    )
     for kind in ("code", "code+firmware", "driver"):
         trials = args.trials if kind == "code" else max(20, args.trials // 4)
         started = time.perf_counter()
@@ -78,9 +95,12 @@ def main() -> None:
         both = sum(r["correct"] and r["steps"] <= limit for r in rows)
         steps = [r["steps"] for r in rows if r["detected"]]
         runs = [r["runs"] for r in rows if r["detected"]]
-        print(f"{kind:<16} {trials:>6} {detected / trials:>9.1%} {correct / max(detected, 1):>14.1%} {within / max(detected, 1):>9.1%} "
-              f"{both / trials:>7.1%} {statistics.mean(steps) if steps else 0:>10.2f} {max(steps, default=0):>4} "
-              f"{statistics.mean(runs) if runs else 0:>9.2f} {elapsed:>8.2f}")
+        print(
+            f"{kind:<16} {trials:>6} {detected / trials:>9.1%} {correct / max(detected, 1):>14.1%} "
+            f"{within / max(detected, 1):>9.1%} "
+            f"{both / trials:>7.1%} {statistics.mean(steps) if steps else 0:>10.2f} {max(steps, default=0):>4} "
+            f"{statistics.mean(runs) if runs else 0:>9.2f} {elapsed:>8.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.regression.changepoint import change_points  # noqa: E402
+from fastci.regression.changepoint import change_points
 
 NIGHTS, CHANGE_AT, DROP = 60, 40, 0.02
 
@@ -115,8 +115,12 @@ def main() -> None:
                     found = [ours(s) for s in series]
                     seconds[tool] += time.perf_counter() - started
                 else:
-                    run = subprocess.run([str(python), "-c", DRIVER.format(runner=RUNNERS[tool]), str(path)],
-                                         capture_output=True, text=True, check=True)
+                    run = subprocess.run(
+                        [str(python), "-c", DRIVER.format(runner=RUNNERS[tool]), str(path)],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
                     answer = json.loads(run.stdout)
                     found, seconds[tool] = answer["found"], seconds[tool] + answer["seconds"]
                 rows[case][tool] = sum(score(kind, f) for f in found) / len(found)
@@ -128,9 +132,15 @@ def main() -> None:
         label = f"{kind} {noise:.1%} noise" + (f", {cut} night(s) after" if kind == "sustained" else "")
         print(f"{label:<34}" + "".join(f"{cells[n]:>10.1%}" for n in names))
     base = seconds["fastci"] / count
-    print(f"{'ms per series (ratio to fastci)':<34}" + "".join(
-        f"{seconds[n] / count * 1000:>5.2f} {seconds[n] / count / base:>3.1f}x" if n != "fastci" else f"{base * 1000:>10.2f}"
-        for n in names))
+    print(
+        f"{'ms per series (ratio to fastci)':<34}"
+        + "".join(
+            f"{seconds[n] / count * 1000:>5.2f} {seconds[n] / count / base:>3.1f}x"
+            if n != "fastci"
+            else f"{base * 1000:>10.2f}"
+            for n in names
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,12 +29,17 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fastci.evidence.stacks import units_of  # noqa: E402
-from fastci.runtime.embedded import DataDir  # noqa: E402
+from fastci.evidence.stacks import units_of
+from fastci.runtime.embedded import DataDir
 
 DEFAULT_TESTS = [
-    "tests/test_positions.py", "tests/test_driver.py", "tests/test_events.py", "tests/test_test_history.py",
-    "tests/test_correctness_gates.py", "tests/test_owners.py", "tests/test_bisect.py",
+    "tests/test_positions.py",
+    "tests/test_driver.py",
+    "tests/test_events.py",
+    "tests/test_test_history.py",
+    "tests/test_correctness_gates.py",
+    "tests/test_owners.py",
+    "tests/test_bisect.py",
 ]
 
 
@@ -48,9 +53,15 @@ def generated_suite(root: Path, tests: int = 40, functions: int = 20) -> list[st
     (root / "work.py").write_text(body)
     cases = "import work\n" + "".join(
         f"\n\ndef test_{i}():\n    assert work.f{i % functions}({10 + 10 * (i % 8)}) == {i % functions}\n"
-        f"    assert work.f{(i * 7 + 3) % functions}(10) == {(i * 7 + 3) % functions}\n" for i in range(tests))
+        f"    assert work.f{(i * 7 + 3) % functions}(10) == {(i * 7 + 3) % functions}\n"
+        for i in range(tests)
+    )
     (root / "tests" / "test_work.py").write_text(cases)
-    for git in (["init", "-q"], ["add", "-A"], ["-c", "user.email=b@example.com", "-c", "user.name=b", "commit", "-q", "-m", "suite"]):
+    for git in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.email=b@example.com", "-c", "user.name=b", "commit", "-q", "-m", "suite"],
+    ):
         subprocess.run(["git", "-C", str(root), *git], check=True, capture_output=True)
     return ["tests"]
 
@@ -61,7 +72,11 @@ def run(tests: list[str], flags: list[str], data_dir: Path, cwd: Path = ROOT) ->
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *flags, *tests],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=900,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
@@ -81,26 +96,38 @@ def pairs(data_dir: Path) -> tuple[set[tuple[str, str, str]], int]:
     return found, tests
 
 
-def bench(name: str, tests: list[str], cwd: Path, rates: list[float], blocking: list[float], repeats: int, scratch: Path) -> None:
+def bench(
+    name: str, tests: list[str], cwd: Path, rates: list[float], blocking: list[float], repeats: int, scratch: Path
+) -> None:
     configs: dict[str, list[str]] = {"no evidence": []}
     for rate in rates:
         configs[f"sampling {rate:g} Hz"] = ["--fastci-evidence", "--fastci-evidence-rate", f"{rate:g}"]
     for rate in blocking:
         configs[f"sampling {rate:g} Hz blocking"] = [
-            "--fastci-evidence", "--fastci-evidence-rate", f"{rate:g}", "--fastci-evidence-blocking"]
+            "--fastci-evidence",
+            "--fastci-evidence-rate",
+            f"{rate:g}",
+            "--fastci-evidence-blocking",
+        ]
     configs["tracing"] = ["--fastci-evidence", "--fastci-evidence-method", "tracing"]
 
     times: dict[str, list[float]] = {config: [] for config in configs}
     for repeat in range(repeats):  # interleaved: drift of the machine hits every config alike
         for number, (config, flags) in enumerate(configs.items()):
             times[config].append(run(tests, flags, scratch / f"{name}-{number}-{repeat}", cwd))
-    evidence = {config: [pairs(scratch / f"{name}-{number}-{r}") for r in range(repeats)]
-                for number, config in enumerate(configs) if config != "no evidence"}
+    evidence = {
+        config: [pairs(scratch / f"{name}-{number}-{r}") for r in range(repeats)]
+        for number, config in enumerate(configs)
+        if config != "no evidence"
+    }
 
     exact, traced_tests = evidence["tracing"][0]
     base = min(times["no evidence"])
     print(f"\n{name}: {traced_tests} tests; best of {repeats} interleaved runs; {os.cpu_count()} cores")
-    print(f"{'configuration':<30} {'wall s':>7} {'ratio':>6} {'tests w/ evidence':>18} {'pairs':>6} {'recall':>7} {'precision':>9}")
+    print(
+        f"{'configuration':<30} {'wall s':>7} {'ratio':>6} {'tests w/ evidence':>18} {'pairs':>6} "
+        f"{'recall':>7} {'precision':>9}"
+    )
     for config in configs:
         best = min(times[config])
         row = f"{config:<30} {best:7.2f} {best / base:6.2f}"
@@ -118,15 +145,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", nargs="+", default=DEFAULT_TESTS, help="this project's test files to run")
     parser.add_argument("--rates", nargs="+", type=float, default=[100.0, 200.0, 1000.0], help="sampling rates (Hz)")
-    parser.add_argument("--blocking-rates", nargs="*", type=float, default=[200.0, 1000.0],
-                        help="rates also measured with --fastci-evidence-blocking (py-spy pauses the tests)")
+    parser.add_argument(
+        "--blocking-rates",
+        nargs="*",
+        type=float,
+        default=[200.0, 1000.0],
+        help="rates also measured with --fastci-evidence-blocking (py-spy pauses the tests)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fastci-bench-evidence-") as scratch:
-        bench(f"this project's unit tests ({len(args.tests)} files)", args.tests, ROOT, args.rates, args.blocking_rates, args.repeats, Path(scratch))
+        bench(
+            f"this project's unit tests ({len(args.tests)} files)",
+            args.tests,
+            ROOT,
+            args.rates,
+            args.blocking_rates,
+            args.repeats,
+            Path(scratch),
+        )
         suite = Path(scratch) / "suite"
-        bench("generated suite (tests of 20-90 ms)", generated_suite(suite), suite, args.rates, args.blocking_rates, args.repeats,
-              Path(scratch))
+        bench(
+            "generated suite (tests of 20-90 ms)",
+            generated_suite(suite),
+            suite,
+            args.rates,
+            args.blocking_rates,
+            args.repeats,
+            Path(scratch),
+        )
 
 
 if __name__ == "__main__":

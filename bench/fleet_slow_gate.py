@@ -26,10 +26,9 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.simulate.fleet_faults import FleetConfig, ThroughputRig  # noqa: E402
-from fastci.fleet.slowness import SlowGate, judge  # noqa: E402
-from fastci.fleet.failure_attribution import TRIM  # noqa: E402
-
+from fastci.fleet.failure_attribution import TRIM
+from fastci.fleet.slowness import SlowGate, judge
+from fastci.simulate.fleet_faults import FleetConfig, ThroughputRig
 
 HEALTHY_FIRST = 4  # runs a slow node had before it turned slow (about the fleet simulation's 12 h)
 
@@ -51,33 +50,44 @@ def measure(runs: int) -> float:
     for name, by_slowdown in statistics.items():
         healthy, slow = np.log(by_slowdown[0.0]), np.log(by_slowdown[0.1])
         reference = np.median(healthy)
-        print(f"{name:<14} {robust_sd(healthy - reference):>26.3f} {np.std(healthy):>6.3f} "
-              f"{np.mean(slow - reference):>+21.3f} {np.std(slow):>6.3f}")
+        print(
+            f"{name:<14} {robust_sd(healthy - reference):>26.3f} {np.std(healthy):>6.3f} "
+            f"{np.mean(slow - reference):>+21.3f} {np.std(slow):>6.3f}"
+        )
         if name == "trimmed mean":
             noise = robust_sd(healthy - reference)
     return noise
 
 
 def calibrate(noise_levels: list[float], trials: int, looks: int, gate: SlowGate) -> None:
-    print(f"\ngate: >= {gate.min_runs} runs, Wilcoxon p < {gate.suspect_p:g} / {gate.quarantine_p:g}, median < "
-          f"{1 - gate.min_effect:g}, 95% CI top < {gate.suspect_ci_high:g} / {gate.quarantine_ci_high:g}; "
-          f"{trials} healthy node histories of {looks} runs and {trials // 4} of nodes that turn 10% slower after "
-          f"{HEALTHY_FIRST} healthy runs (runs counted from the first slow one) per noise level")
-    print(f"{'noise (sd of log ratio)':>24} {'healthy ever suspect':>21} {'ever quarantined':>17} "
-          f"{'slow: suspect by run (median, 90%)':>35} {'quarantined by run':>19} {'caught in 24':>13}")
+    print(
+        f"\ngate: >= {gate.min_runs} runs, Wilcoxon p < {gate.suspect_p:g} / {gate.quarantine_p:g}, median < "
+        f"{1 - gate.min_effect:g}, 95% CI top < {gate.suspect_ci_high:g} / {gate.quarantine_ci_high:g}; "
+        f"{trials} healthy node histories of {looks} runs and {trials // 4} of nodes that turn 10% slower after "
+        f"{HEALTHY_FIRST} healthy runs (runs counted from the first slow one) per noise level"
+    )
+    print(
+        f"{'noise (sd of log ratio)':>24} {'healthy ever suspect':>21} {'ever quarantined':>17} "
+        f"{'slow: suspect by run (median, 90%)':>35} {'quarantined by run':>19} {'caught in 24':>13}"
+    )
     for sigma in noise_levels:
         rng = np.random.default_rng(round(sigma * 1000))
         healthy = [_history(gate, sigma, 1.0, looks, rng) for _ in range(trials)]
         slow = [_history(gate, sigma, 0.9, 24, rng, healthy_first=HEALTHY_FIRST) for _ in range(trials // 4)]
         suspect = [s for s, _ in slow if s]
         quarantine = [q for _, q in slow if q]
-        print(f"{sigma:>24.3f} {np.mean([s is not None for s, _ in healthy]):>21.1%} "
-              f"{np.mean([q is not None for _, q in healthy]):>17.1%} "
-              f"{np.median(suspect) if suspect else float('nan'):>28.0f}, {np.quantile(suspect, 0.9) if suspect else float('nan'):>4.0f} "
-              f"{np.median(quarantine) if quarantine else float('nan'):>19.0f} {len(quarantine) / len(slow):>13.0%}")
+        print(
+            f"{sigma:>24.3f} {np.mean([s is not None for s, _ in healthy]):>21.1%} "
+            f"{np.mean([q is not None for _, q in healthy]):>17.1%} "
+            f"{np.median(suspect) if suspect else float('nan'):>28.0f}, "
+            f"{np.quantile(suspect, 0.9) if suspect else float('nan'):>4.0f} "
+            f"{np.median(quarantine) if quarantine else float('nan'):>19.0f} {len(quarantine) / len(slow):>13.0%}"
+        )
 
 
-def _history(gate: SlowGate, sigma: float, level: float, looks: int, rng, healthy_first: int = 0) -> tuple[int | None, int | None]:
+def _history(
+    gate: SlowGate, sigma: float, level: float, looks: int, rng, healthy_first: int = 0
+) -> tuple[int | None, int | None]:
     """Runs until suspect and until quarantined, counted from the first slow run (after ``healthy_first``
     healthy ones, which stay in the judged window as they would for a node that turns slow)."""
     ratios: list[float] = []
@@ -85,7 +95,7 @@ def _history(gate: SlowGate, sigma: float, level: float, looks: int, rng, health
     for i in range(healthy_first + looks):
         shift = 1.0 if i < healthy_first else level
         ratios.append(shift * float(np.exp(rng.standard_t(3) * sigma / np.sqrt(3))))  # t3 scaled to sd sigma
-        verdict = judge(ratios[-gate.max_runs:], i, gate)
+        verdict = judge(ratios[-gate.max_runs :], i, gate)
         after = i + 1 - healthy_first
         if suspect is None and verdict.level in ("suspect", "quarantine") and after > 0:
             suspect = after

@@ -22,16 +22,18 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.qualify.backend import ReferenceBackend  # noqa: E402
-from fastci.qualify.models import FAMILIES  # noqa: E402
-from fastci.qualify.configs import COST, dimensions, scope, traced_training  # noqa: E402
+from fastci.qualify.backend import ReferenceBackend
+from fastci.qualify.configs import COST, dimensions, scope, traced_training
+from fastci.qualify.models import FAMILIES
 
 SMOKE_FRACTION = 10
 SEED = 1234
 
 
 def smoke_values(name: str) -> dict[str, int]:
-    return {d.name: (max(d.minimum, d.full // SMOKE_FRACTION) if d.name == "steps" else d.full) for d in dimensions(name)}
+    return {
+        d.name: (max(d.minimum, d.full // SMOKE_FRACTION) if d.name == "steps" else d.full) for d in dimensions(name)
+    }
 
 
 def main() -> None:
@@ -46,16 +48,25 @@ def main() -> None:
         families[name] = {
             "smoke": values,
             "scope": scope(name, "bf16"),
-            "dimensions": [{"name": d.name, "full": d.full, "minimum": d.minimum, "cost_exponent": d.cost_exponent}
-                           for d in dimensions(name, values)],
+            "dimensions": [
+                {"name": d.name, "full": d.full, "minimum": d.minimum, "cost_exponent": d.cost_exponent}
+                for d in dimensions(name, values)
+            ],
             "fixed_share": COST[name]["fixed_share"],
             "units": sorted(traced.units),
             "first_executions": {unit: points for unit, points in sorted(traced.first.items())},
         }
-        print(f"{name:17s} smoke {values}: {len(traced.units)} units, {len(traced.first)} first run past the start "
-              f"({traced.seconds:.1f} s traced)", flush=True)
-    document = {"command": " ".join(["python", *sys.argv]), "seed": SEED, "families": families,
-                "seconds": round(time.perf_counter() - started, 1)}
+        print(
+            f"{name:17s} smoke {values}: {len(traced.units)} units, {len(traced.first)} first run past the start "
+            f"({traced.seconds:.1f} s traced)",
+            flush=True,
+        )
+    document = {
+        "command": " ".join(["python", *sys.argv]),
+        "seed": SEED,
+        "families": families,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     print(f"wrote {args.out}")

@@ -24,11 +24,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.qualify import golden  # noqa: E402
-from fastci.qualify.backend import ReferenceBackend  # noqa: E402
-from fastci.qualify.models import FAMILIES  # noqa: E402
-from fastci.qualify.runner import check_training, make_backend, qualify  # noqa: E402
-from fastci.qualify.stack import HEALTHY, with_defect  # noqa: E402
+from fastci.qualify import golden
+from fastci.qualify.backend import ReferenceBackend
+from fastci.qualify.models import FAMILIES
+from fastci.qualify.runner import check_training, make_backend, qualify
+from fastci.qualify.stack import HEALTHY, with_defect
 
 
 def main() -> None:
@@ -45,38 +45,56 @@ def main() -> None:
     print(f"   reference fp32: {reference.seconds:6.1f} s (baseline)")
     for precision, q in runs.items():
         verdicts = sum(m.inference.status == m.training.status == "passed" for m in q.models)
-        print(f"   emulated {precision}:  {q.seconds:6.1f} s = {q.seconds / reference.seconds:.2f}x reference; "
-              f"{verdicts}/{len(q.models)} models pass every gate")
-    print(f"   nightly set (bf16 + fp8): {total:.1f} s; with the interleaved performance baseline about twice the training time")
+        print(
+            f"   emulated {precision}:  {q.seconds:6.1f} s = {q.seconds / reference.seconds:.2f}x reference; "
+            f"{verdicts}/{len(q.models)} models pass every gate"
+        )
+    print(
+        f"   nightly set (bf16 + fp8): {total:.1f} s; "
+        "with the interleaved performance baseline about twice the training time"
+    )
 
     print("2. throughput samples (items per second of kernel time, one per 5 steps after 5 warmup steps)")
     for precision, q in runs.items():
         for m in q.models:
             t = m.training
-            print(f"   {precision} {m.family.name:17s} {len(t.throughput):4d} samples, median {np.median(t.throughput):10.0f} "
-                  f"{m.family.item_unit}/s, CV {t.throughput_cv:.1%}")
+            print(
+                f"   {precision} {m.family.name:17s} {len(t.throughput):4d} samples, "
+                f"median {np.median(t.throughput):10.0f} "
+                f"{m.family.item_unit}/s, CV {t.throughput_cv:.1%}"
+            )
     family = FAMILIES[models[0]]
     medians = []
     for _ in range(args.repeats):
         run = check_training(family, make_backend("emulated", HEALTHY), golden.load(family))
         medians.append(float(np.median(run.throughput)))
     spread = [m / medians[0] for m in medians]
-    print(f"   {family.name}, {args.repeats} separate runs of the same bundle: median throughput relative to the first "
-          + ", ".join(f"{s:.3f}" for s in spread))
+    print(
+        f"   {family.name}, {args.repeats} separate runs of the same bundle: median throughput relative to the first "
+        + ", ".join(f"{s:.3f}" for s in spread)
+    )
 
     print("3. performance gate, interleaved step by step with a healthy baseline")
-    for label, bundle in (("healthy vs healthy", HEALTHY), ("3% extra work vs healthy", with_defect("kernel-extra-work"))):
+    for label, bundle in (
+        ("healthy vs healthy", HEALTHY),
+        ("3% extra work vs healthy", with_defect("kernel-extra-work")),
+    ):
         for name in models:
             fam = FAMILIES[name]
             verdicts = [
-                check_training(fam, make_backend("emulated", bundle), golden.load(fam), baseline=make_backend("emulated", HEALTHY)).performance
+                check_training(
+                    fam, make_backend("emulated", bundle), golden.load(fam), baseline=make_backend("emulated", HEALTHY)
+                ).performance
                 for _ in range(args.repeats)
             ]
             first = sum(v.significant_drop for v in verdicts)  # type: ignore[union-attr]
             confirmed = sum(v.regressed for v in verdicts)  # type: ignore[union-attr]
-            print(f"   {label:26s} {name:17s} ratio " + " ".join(f"{v.ratio:.3f}" for v in verdicts)  # type: ignore[union-attr]
-                  + f"  spread {np.mean([v.spread for v in verdicts]):.1%}"  # type: ignore[union-attr]
-                  + f"  flagged {first}/{len(verdicts)}, confirmed {confirmed}/{len(verdicts)}")
+            print(
+                f"   {label:26s} {name:17s} ratio "
+                + " ".join(f"{v.ratio:.3f}" for v in verdicts)  # type: ignore[union-attr]
+                + f"  spread {np.mean([v.spread for v in verdicts]):.1%}"  # type: ignore[union-attr]
+                + f"  flagged {first}/{len(verdicts)}, confirmed {confirmed}/{len(verdicts)}"
+            )
 
 
 if __name__ == "__main__":

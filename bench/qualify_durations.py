@@ -21,10 +21,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.qualify import golden  # noqa: E402
-from fastci.qualify.models import FAMILIES  # noqa: E402
-from fastci.qualify.runner import check_inference, check_training, make_backend  # noqa: E402
-from fastci.qualify.stack import HEALTHY  # noqa: E402
+from fastci.qualify import golden
+from fastci.qualify.models import FAMILIES
+from fastci.qualify.runner import check_inference, check_training, make_backend
+from fastci.qualify.stack import HEALTHY
 
 SMOKE_FRACTION = 10  # the presubmit smoke run trains for steps // 10
 
@@ -46,13 +46,20 @@ def main() -> None:
                 inference = check_inference(family, backend, pinned)
                 training = check_training(family, backend, pinned)
                 smoke = check_training(family, backend, pinned, steps=smoke_steps)
-                entry["runs"].append({
-                    "precision": precision, "inference_s": round(inference.seconds, 4),
-                    "training_s": round(training.seconds, 4), "smoke_training_s": round(smoke.seconds, 4),
-                })
-                print(f"{name:17s} {precision} #{repeat + 1}: inference {inference.seconds:5.2f} s, "
-                      f"training {training.seconds:5.2f} s ({pinned.steps} steps), "
-                      f"smoke {smoke.seconds:5.2f} s ({smoke_steps} steps)", flush=True)
+                entry["runs"].append(
+                    {
+                        "precision": precision,
+                        "inference_s": round(inference.seconds, 4),
+                        "training_s": round(training.seconds, 4),
+                        "smoke_training_s": round(smoke.seconds, 4),
+                    }
+                )
+                print(
+                    f"{name:17s} {precision} #{repeat + 1}: inference {inference.seconds:5.2f} s, "
+                    f"training {training.seconds:5.2f} s ({pinned.steps} steps), "
+                    f"smoke {smoke.seconds:5.2f} s ({smoke_steps} steps)",
+                    flush=True,
+                )
     document = {
         "command": " ".join(["python", *sys.argv]),
         "load_average": [round(x, 2) for x in os.getloadavg()],

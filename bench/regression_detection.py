@@ -2,7 +2,8 @@
 
 A model-night: the baseline is built as the detector builds it from the 10 previous nights (each
 night kept as a sketch of at most 256 order statistics, the newest nights up to 1,024 samples); the
-night carries ``repeats`` samples after warmup with multiplicative run-to-run noise; a night that fails the gate (one-sided Mann-Whitney p < 0.01 and the 95%
+night carries ``repeats`` samples after warmup with multiplicative run-to-run noise; a night that
+fails the gate (one-sided Mann-Whitney p < 0.01 and the 95%
 bootstrap interval of the median ratio below 0.99) gets a confirmation run with the same repeats,
 and only a second failure is an alert - the detector's rule (fastci/regression/detector.py).
 
@@ -12,7 +13,8 @@ and only a second failure is an alert - the detector's rule (fastci/regression/d
 
 A last table runs the same nights through the real ``regression-detector`` processor (with the
 seeded runner of fastci.regression.synthetic answering its confirmation requests) to check that the
-processor detects what the model says. Also printed: the power table (repeats needed per noise level for >= 95% detection, by the normal
+processor detects what the model says. Also printed: the power table (repeats needed per noise
+level for >= 95% detection, by the normal
 approximation, checked by simulation with more trials), and the cost of the fast bootstrap against
 scipy.stats.bootstrap measured in the same run. Noise is a seeded model (this is a detection
 benchmark); 2% of samples are outliers 10-30% slow, as GC pauses and preemptions make them.
@@ -32,11 +34,11 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.regression.events import RegressionAlert  # noqa: E402
-from fastci.regression.detector import NIGHT_SAMPLES, POOL_SAMPLES, RegressionDetectorProcessor  # noqa: E402
-from fastci.runtime.memory import MemoryRuntime  # noqa: E402
-from fastci.regression.perfstats import PerfGate, compare, median_ratio_interval, repeats_needed, sketch  # noqa: E402
-from fastci.regression.synthetic import Scenario  # noqa: E402
+from fastci.regression.detector import NIGHT_SAMPLES, POOL_SAMPLES, RegressionDetectorProcessor
+from fastci.regression.events import RegressionAlert
+from fastci.regression.perfstats import PerfGate, compare, median_ratio_interval, repeats_needed, sketch
+from fastci.regression.synthetic import Scenario
+from fastci.runtime.memory import MemoryRuntime
 from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM
 
@@ -79,8 +81,15 @@ def through_processor(trials: int, noise: float, repeats: int, drop: float) -> f
     """Share of model-nights the real processor alerts on (nights and confirmation runs from Scenario)."""
     alerts = 0
     for seed in range(trials):
-        scenario = Scenario(noise=noise, drop=drop, repeats=repeats, changes=1, culprit=0, seed=60_000 + seed,
-                            baseline_nights=BASELINE_NIGHTS)
+        scenario = Scenario(
+            noise=noise,
+            drop=drop,
+            repeats=repeats,
+            changes=1,
+            culprit=0,
+            seed=60_000 + seed,
+            baseline_nights=BASELINE_NIGHTS,
+        )
         pipeline = MemoryRuntime(SYSTEM, [RegressionDetectorProcessor()], responders={RunRequested.TOPIC: scenario.run})
         pipeline.publish(scenario.nightly_results())
         alerts += any(a.stage == "detected" for a in pipeline.of_topic(RegressionAlert.TOPIC))
@@ -92,8 +101,9 @@ def stable_history_alerts(trials: int, noise: float, repeats: int, nights: int =
     alerts without a confirmation run, so its false alarms are measured here."""
     alerts = 0
     for seed in range(trials):
-        scenario = Scenario(noise=noise, repeats=repeats, changes=1, culprit=None, seed=70_000 + seed,
-                            baseline_nights=nights)
+        scenario = Scenario(
+            noise=noise, repeats=repeats, changes=1, culprit=None, seed=70_000 + seed, baseline_nights=nights
+        )
         pipeline = MemoryRuntime(SYSTEM, [RegressionDetectorProcessor()], responders={RunRequested.TOPIC: scenario.run})
         pipeline.publish(scenario.nightly_results())
         alerts += sum(a.stage == "detected" for a in pipeline.of_topic(RegressionAlert.TOPIC))
@@ -108,7 +118,10 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
 
-    print(f"Detection of a 2% drop (alert = night and confirmation rerun both fail the gate), {args.trials} model-nights per cell")
+    print(
+        "Detection of a 2% drop (alert = night and confirmation rerun both fail the gate), "
+        f"{args.trials} model-nights per cell"
+    )
     print("noise  " + "".join(f"{f'{r} rep':>12}" for r in REPEATS))
     for noise in NOISES:
         cells = [rate(args.trials, 10_000, noise=noise, repeats=r, night_drop=0.02, rerun_drop=0.02) for r in REPEATS]
@@ -137,15 +150,20 @@ def main() -> None:
         print(f"{noise:>5.0%} {model:>6} {repeats:>9} {detected:>9.1%} {false:>13.2%} {noisy:>19.2%}")
         measured[noise] = repeats
 
-    print(f"\nThrough the regression-detector processor at those repeats (no outliers), {args.processor_trials} model-nights each")
+    print(
+        "\nThrough the regression-detector processor at those repeats (no outliers), "
+        f"{args.processor_trials} model-nights each"
+    )
     print(f"{'noise':>5} {'repeats':>8} {'detected':>9} {'false alarms':>13}")
     for noise in NOISES:
         detected = through_processor(args.processor_trials, noise, measured[noise], 0.02)
         false = through_processor(args.processor_trials, noise, measured[noise], 0.0)
         print(f"{noise:>5.0%} {measured[noise]:>8} {detected:>9.1%} {false:>13.2%}")
 
-    print(f"\nFalse alarms per model-night over 60 stable nights through the processor (gate + change points), "
-          f"{max(10, args.processor_trials // 20)} histories each")
+    print(
+        f"\nFalse alarms per model-night over 60 stable nights through the processor (gate + change points), "
+        f"{max(10, args.processor_trials // 20)} histories each"
+    )
     print(f"{'noise':>5} " + "".join(f"{f'{r} rep':>10}" for r in (5, 30, 100)))
     for noise in (0.01, 0.03, 0.05):
         cells = [stable_history_alerts(max(10, args.processor_trials // 20), noise, r) for r in (5, 30, 100)]
@@ -159,11 +177,20 @@ def main() -> None:
     fast = (time.perf_counter() - t0) / 20
     t0 = time.perf_counter()
     for i in range(3):
-        stats.bootstrap((base, cand), lambda b, c, axis=-1: np.median(c, axis=axis) / np.median(b, axis=axis),
-                        vectorized=True, paired=False, n_resamples=2000, method="percentile", rng=np.random.default_rng(i))
+        stats.bootstrap(
+            (base, cand),
+            lambda b, c, axis=-1: np.median(c, axis=axis) / np.median(b, axis=axis),
+            vectorized=True,
+            paired=False,
+            n_resamples=2000,
+            method="percentile",
+            rng=np.random.default_rng(i),
+        )
     slow = (time.perf_counter() - t0) / 3
-    print(f"\nbootstrap of the median ratio (1,024 + 110 samples, 2,000 resamples): exact-order-statistic draw "
-          f"{fast * 1000:.1f} ms, scipy.stats.bootstrap {slow * 1000:.1f} ms: {slow / fast:.0f}x faster (same run)")
+    print(
+        f"\nbootstrap of the median ratio (1,024 + 110 samples, 2,000 resamples): exact-order-statistic draw "
+        f"{fast * 1000:.1f} ms, scipy.stats.bootstrap {slow * 1000:.1f} ms: {slow / fast:.0f}x faster (same run)"
+    )
     print(f"total {time.perf_counter() - started:.0f} s")
 
 

@@ -20,9 +20,16 @@ import random
 from dataclasses import dataclass
 
 NEGATED_COMPARISON: dict[type[ast.cmpop], type[ast.cmpop]] = {
-    ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt,
-    ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In,
-    ast.Is: ast.IsNot, ast.IsNot: ast.Is,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
 }
 OPERATORS = ("flip-comparison", "off-by-one", "drop-statement")
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -85,8 +92,13 @@ def _droppable_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> l
 
     def visit(block: list[ast.stmt], is_function_body: bool) -> None:
         for index, statement in enumerate(block):
-            docstring = is_function_body and index == 0 and isinstance(statement, ast.Expr) and isinstance(
-                getattr(statement, "value", None), ast.Constant) and isinstance(statement.value.value, str)
+            docstring = (
+                is_function_body
+                and index == 0
+                and isinstance(statement, ast.Expr)
+                and isinstance(getattr(statement, "value", None), ast.Constant)
+                and isinstance(statement.value.value, str)
+            )
             if isinstance(statement, _DEFINITIONS) or docstring:
                 continue
             found.append(statement)
@@ -100,7 +112,13 @@ def _droppable_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> l
 def _sites(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[tuple[ast.AST, int]]]:
     """(node, detail) per operator: detail is the index of the operator in a comparison."""
     own = list(_own_nodes(function))
-    compare = [(n, i) for n in own if isinstance(n, ast.Compare) for i, op in enumerate(n.ops) if type(op) in NEGATED_COMPARISON]
+    compare = [
+        (n, i)
+        for n in own
+        if isinstance(n, ast.Compare)
+        for i, op in enumerate(n.ops)
+        if type(op) in NEGATED_COMPARISON
+    ]
     integers = [(n, 0) for n in own if isinstance(n, ast.Constant) and type(n.value) is int]
     statements = [(s, 0) for s in _droppable_statements(function)]
     sites = {"flip-comparison": compare, "off-by-one": integers, "drop-statement": statements}

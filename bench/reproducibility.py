@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.cli.main import main  # noqa: E402
-from fastci.views.store import Views  # noqa: E402
+from fastci.cli.main import main
+from fastci.views.store import Views
 
 
 def fastci(data: Path, *args: str) -> int:
@@ -37,8 +37,14 @@ def rows(data: Path, sql: str) -> list[tuple]:
 
 
 def run(args: argparse.Namespace) -> None:
-    os.environ.update({"FASTCI_NODE_ID": "node-03", "FASTCI_REPO": "acme/accel-stack", "FASTCI_COMMIT": "0123abc",
-                       "FASTCI_HARDWARE_REVISION": "rev-a"})
+    os.environ.update(
+        {
+            "FASTCI_NODE_ID": "node-03",
+            "FASTCI_REPO": "acme/accel-stack",
+            "FASTCI_COMMIT": "0123abc",
+            "FASTCI_HARDWARE_REVISION": "rev-a",
+        }
+    )
     data = Path(tempfile.mkdtemp(prefix="fastci-repro-"))
     extra = ["--inject", args.inject] if args.inject else []
     models = [a for m in args.model for a in ("--model", m)]
@@ -52,18 +58,29 @@ def run(args: argparse.Namespace) -> None:
     assert fastci(data, "runner", "--once", "--node-id", "node-07") == 0
     runner_s = time.perf_counter() - started
     fastci(data, "views", "refresh")
-    outcomes = rows(data, "SELECT test_id, original_status, rerun_status, same_seed, same_config, reproduced "
-                          "FROM rerun_outcomes ORDER BY test_id")
+    outcomes = rows(
+        data,
+        "SELECT test_id, original_status, rerun_status, same_seed, same_config, reproduced "
+        "FROM rerun_outcomes ORDER BY test_id",
+    )
     print(f"\n{'result':44s} {'original':9s} {'rerun':9s} seed config reproduced")
     for test_id, original, again, seed, config, reproduced in outcomes:
-        print(f"{test_id:44s} {original:9s} {again or '-':9s} {'same' if seed else 'DIFF':4s} {'same' if config else 'DIFF':6s} "
-              f"{'yes' if reproduced else 'NO'}")
+        print(
+            f"{test_id:44s} {original:9s} {again or '-':9s} {'same' if seed else 'DIFF':4s} "
+            f"{'same' if config else 'DIFF':6s} "
+            f"{'yes' if reproduced else 'NO'}"
+        )
     outputs = [o for o in outcomes if not o[0].endswith("/throughput")]
-    print(f"\nbundle: {'healthy' if not args.inject else args.inject}; {sum(1 for o in outcomes if o[5])} of {len(outcomes)} "
-          f"results reproduced ({sum(1 for o in outputs if o[5])} of {len(outputs)} with outputs: inference, training); "
-          f"seed and config identical in {sum(1 for o in outcomes if o[3] and o[4])} of {len(outcomes)}")
-    print(f"time: qualification {qualify_s:.1f} s (baseline), runner {runner_s:.1f} s for {len(outcomes)} reruns "
-          f"({runner_s / qualify_s:.2f}x; each rerun trains its model again, whatever its check)")
+    print(
+        f"\nbundle: {'healthy' if not args.inject else args.inject}; "
+        f"{sum(1 for o in outcomes if o[5])} of {len(outcomes)} "
+        f"results reproduced ({sum(1 for o in outputs if o[5])} of {len(outputs)} with outputs: inference, training); "
+        f"seed and config identical in {sum(1 for o in outcomes if o[3] and o[4])} of {len(outcomes)}"
+    )
+    print(
+        f"time: qualification {qualify_s:.1f} s (baseline), runner {runner_s:.1f} s for {len(outcomes)} reruns "
+        f"({runner_s / qualify_s:.2f}x; each rerun trains its model again, whatever its check)"
+    )
 
 
 if __name__ == "__main__":

@@ -17,17 +17,26 @@ import argparse
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.inputs import CommitEvent  # noqa: E402
-from fastci.runtime.driver import Driver, Entry, decode_entry, encode_entry  # noqa: E402
-from fastci.selection.processor import BUCKETS, CatalogEntry, SelectionProcessor, SelectionState, bucket_of, catalog_key, evidence_key, unit_key
-from fastci.selection.graph import short_id, unit_name  # noqa: E402
+from fastci.inputs import CommitEvent
+from fastci.runtime.driver import Driver, Entry, decode_entry, encode_entry
+from fastci.selection.graph import short_id, unit_name
+from fastci.selection.processor import (
+    BUCKETS,
+    CatalogEntry,
+    SelectionProcessor,
+    SelectionState,
+    bucket_of,
+    catalog_key,
+    evidence_key,
+    unit_key,
+)
 
 REPO = "acme/llm-framework"
 
@@ -73,7 +82,7 @@ def commit(names: list[tuple[str, str]], picks: list[int], n: int) -> CommitEven
         repo=REPO,
         sha=f"{n:07x}",
         author="dev",
-        time=datetime(2026, 12, 1, tzinfo=timezone.utc),
+        time=datetime(2026, 12, 1, tzinfo=UTC),
         title=f"change {n}",
         changed_files=[{"path": names[i][0], "change": "modified"} for i in picks],
         changed_functions=[{"path": names[i][0], "qualname": names[i][1], "change": "modified"} for i in picks],
@@ -100,14 +109,20 @@ def main() -> None:
     started = time.perf_counter()
     store, names = build(args.tests, args.functions, args.per_test, seed=1)
     stored_mb = sum(len(k) + len(v) for k, v in store.items()) / 1e6
-    print(f"graph: {args.tests:,} tests x {args.functions:,} functions, {len(store):,} keys, "
-          f"{stored_mb:,.0f} MB encoded, built in {time.perf_counter() - started:.1f} s")
+    print(
+        f"graph: {args.tests:,} tests x {args.functions:,} functions, {len(store):,} keys, "
+        f"{stored_mb:,.0f} MB encoded, built in {time.perf_counter() - started:.1f} s"
+    )
 
     rng = np.random.default_rng(2)
     # Realistic commits touch 1-8 functions, mostly unpopular ones, sometimes a hot one.
     changes = [
-        commit(names, [int(x) for x in rng.integers(0, args.functions, size=int(rng.integers(1, 9)))]
-               + ([int(rng.integers(0, 50))] if n % 4 == 0 else []), n)
+        commit(
+            names,
+            [int(x) for x in rng.integers(0, args.functions, size=int(rng.integers(1, 9)))]
+            + ([int(rng.integers(0, 50))] if n % 4 == 0 else []),
+            n,
+        )
         for n in range(args.commits)
     ]
     driver = Driver(SelectionProcessor(), store)
@@ -127,11 +142,15 @@ def main() -> None:
 
     cold, warm = timings[0], timings[1:]
     print(f"selection, cold (decodes the catalog): {cold * 1e3:7.1f} ms")
-    print(f"selection, warm: median {statistics.median(warm) * 1e3:.1f} ms, max {max(warm) * 1e3:.1f} ms "
-          f"over {len(warm)} commits (selected median {statistics.median(selected):.0f}, kept median "
-          f"{statistics.median(kept):.0f} of {args.tests:,} tests)")
-    print(f"baseline (decode every test's evidence): {naive_s * 1e3:.0f} ms for one commit; "
-          f"warm selection is {naive_s / statistics.median(warm):,.0f}x faster")
+    print(
+        f"selection, warm: median {statistics.median(warm) * 1e3:.1f} ms, max {max(warm) * 1e3:.1f} ms "
+        f"over {len(warm)} commits (selected median {statistics.median(selected):.0f}, kept median "
+        f"{statistics.median(kept):.0f} of {args.tests:,} tests)"
+    )
+    print(
+        f"baseline (decode every test's evidence): {naive_s * 1e3:.0f} ms for one commit; "
+        f"warm selection is {naive_s / statistics.median(warm):,.0f}x faster"
+    )
 
 
 if __name__ == "__main__":

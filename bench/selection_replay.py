@@ -57,26 +57,37 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_mutants import Mutant, make_mutant  # noqa: E402
+from replay_mutants import Mutant, make_mutant
 
-from fastci.selection.replay import ReplayWriter as Recorder  # noqa: E402
-from fastci.inputs import CommitEvent, ResultEvent  # noqa: E402
-from fastci.topology import decode  # noqa: E402
-from fastci.inputs import Bundle  # noqa: E402
-from fastci.runtime.driver import Driver  # noqa: E402
-from fastci.selection.processor import SelectionProcessor  # noqa: E402
-from fastci.runtime.log import TopicLog  # noqa: E402
-from fastci.selection.changes import analyze_commit  # noqa: E402
-from fastci.selection.units import is_test_file  # noqa: E402
-from fastci.selection.units import BODY, MODULE  # noqa: E402
+from fastci.inputs import (
+    Bundle,
+    CommitEvent,
+    ResultEvent,
+)
+from fastci.runtime.driver import Driver
+from fastci.runtime.log import TopicLog
+from fastci.selection.changes import analyze_commit
+from fastci.selection.processor import SelectionProcessor
+from fastci.selection.replay import ReplayWriter as Recorder
+from fastci.selection.units import (
+    BODY,
+    MODULE,
+    is_test_file,
+)
+from fastci.topology import decode
 
 REPO = "more-itertools/more-itertools"
 DEFAULT_MIRROR = Path("/work/.mirror/more-itertools+more-itertools/repo")
 DEFAULT_BASE = "9a1168a13e38e35396d1f4722f4a204f585cdda1"  # 2022-10-03; its suite runs on CPython 3.11
 PACKAGE = "more_itertools"
 PYTHON = sys.executable
-BUNDLE = Bundle(compiler=f"cpython-{sys.version_info.major}.{sys.version_info.minor}", kernels="none",
-                runtime=f"cpython-{sys.version.split()[0]}", driver="none", firmware="none")
+BUNDLE = Bundle(
+    compiler=f"cpython-{sys.version_info.major}.{sys.version_info.minor}",
+    kernels="none",
+    runtime=f"cpython-{sys.version.split()[0]}",
+    driver="none",
+    firmware="none",
+)
 FAILED = frozenset({"failed", "error"})
 STRATEGIES = ("fastci", "selected", "file-level", "run-all")
 BENCH_DIR = Path(__file__).resolve().parent
@@ -116,16 +127,32 @@ def pytest_env(checkout: Path, extra: dict[str, str] | None = None) -> dict[str,
     return env
 
 
-def run_pytest(checkout: Path, args: list[str], junit: Path | None = None, env: dict[str, str] | None = None,
-               timeout_s: float | None = None, memory_limit: int | None = None) -> SuiteRun:
+def run_pytest(
+    checkout: Path,
+    args: list[str],
+    junit: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float | None = None,
+    memory_limit: int | None = None,
+) -> SuiteRun:
     command = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args]
     if junit is not None:
         command += [f"--junitxml={junit}"]
     started = time.perf_counter()
     try:
-        limit = None if memory_limit is None else (lambda: resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit)))
-        done = subprocess.run(command, cwd=checkout, env=env or pytest_env(checkout), capture_output=True,
-                              timeout=timeout_s, preexec_fn=limit)
+        limit = (
+            None
+            if memory_limit is None
+            else (lambda: resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit)))
+        )
+        done = subprocess.run(
+            command,
+            cwd=checkout,
+            env=env or pytest_env(checkout),
+            capture_output=True,
+            timeout=timeout_s,
+            preexec_fn=limit,
+        )
         run = SuiteRun(returncode=done.returncode)
     except subprocess.TimeoutExpired:
         run = SuiteRun(returncode=-1, timed_out=True)
@@ -149,14 +176,28 @@ def read_junit(junit: Path, checkout: Path, run: SuiteRun) -> None:
     for case in ET.parse(junit).getroot().iter("testcase"):
         test = node_id(case.get("classname", ""), case.get("name", ""), checkout)
         tags = {child.tag for child in case}
-        status = "failed" if "failure" in tags else "error" if "error" in tags else "skipped" if "skipped" in tags else "passed"
+        status = (
+            "failed"
+            if "failure" in tags
+            else "error"
+            if "error" in tags
+            else "skipped"
+            if "skipped" in tags
+            else "passed"
+        )
         if run.status.get(test) not in FAILED:  # a test reported twice (a failing subtest...) stays failed
             run.status[test] = status
         run.duration[test] = max(run.duration.get(test, 0.0), float(case.get("time") or 0.0))
 
 
-def run_tests(checkout: Path, tests: list[str], junit: Path | None = None, stop_first: bool = False,
-              env: dict[str, str] | None = None, timeout_s: float | None = None) -> SuiteRun:
+def run_tests(
+    checkout: Path,
+    tests: list[str],
+    junit: Path | None = None,
+    stop_first: bool = False,
+    env: dict[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> SuiteRun:
     """Run exactly ``tests`` (node ids); nothing when the list is empty."""
     if not tests:
         return SuiteRun(returncode=5)
@@ -167,8 +208,19 @@ def traced_evidence(checkout: Path, sha: str, data_dir: Path) -> list:
     """Evidence events of a traced full run at the checked-out commit, read back from the embedded log."""
     shutil.rmtree(data_dir, ignore_errors=True)
     env = pytest_env(checkout, {"FASTCI_DATA_DIR": str(data_dir), "FASTCI_REPO": REPO, "FASTCI_COMMIT": sha})
-    run_pytest(checkout, ["--fastci-evidence", "--fastci-evidence-method", "tracing", "--fastci-evidence-root",
-                          str(checkout), "--fastci-evidence-target", "embedded"], env=env)
+    run_pytest(
+        checkout,
+        [
+            "--fastci-evidence",
+            "--fastci-evidence-method",
+            "tracing",
+            "--fastci-evidence-root",
+            str(checkout),
+            "--fastci-evidence-target",
+            "embedded",
+        ],
+        env=env,
+    )
     events = [decode("evidence", record.payload) for record in TopicLog(data_dir / "log", "evidence").read()]
     shutil.rmtree(data_dir, ignore_errors=True)
     return events
@@ -213,8 +265,16 @@ def result_events(run: SuiteRun, sha: str) -> list[ResultEvent]:
     """The run's results, in the order pytest collected the tests (junitxml's order)."""
     return [
         ResultEvent(
-            test_id=test, run_id=f"replay-{sha[:12]}", repo=REPO, commit=sha, bundle=BUNDLE, node_id="localhost",
-            hardware_revision="cpu", trigger="presubmit", status=status, duration_s=run.duration.get(test, 0.0),
+            test_id=test,
+            run_id=f"replay-{sha[:12]}",
+            repo=REPO,
+            commit=sha,
+            bundle=BUNDLE,
+            node_id="localhost",
+            hardware_revision="cpu",
+            trigger="presubmit",
+            status=status,
+            duration_s=run.duration.get(test, 0.0),
         )
         for test, status in run.status.items()
     ]
@@ -267,9 +327,17 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def mutants_for(tree: Path, commit: CommitEvent, count: int) -> list[Mutant]:
-    targets = sorted({(f.path, f.qualname) for f in commit.changed_functions
-                      if f.change in ("modified", "added") and f.path.startswith(f"{PACKAGE}/")
-                      and f.path.endswith(".py") and f.qualname != MODULE and not f.qualname.endswith(BODY)})
+    targets = sorted(
+        {
+            (f.path, f.qualname)
+            for f in commit.changed_functions
+            if f.change in ("modified", "added")
+            and f.path.startswith(f"{PACKAGE}/")
+            and f.path.endswith(".py")
+            and f.qualname != MODULE
+            and not f.qualname.endswith(BODY)
+        }
+    )
     rng = random.Random(int(commit.sha[:16], 16))
     rng.shuffle(targets)
     mutants: list[Mutant] = []
@@ -282,8 +350,15 @@ def mutants_for(tree: Path, commit: CommitEvent, count: int) -> list[Mutant]:
     return mutants
 
 
-def run_mutant(tree: Path, mutant: Mutant, sets: dict[str, list[str]], all_tests: set[str], timeout_s: float,
-               junit: Path | None = None, baseline_s: dict[str, float] | None = None) -> tuple[dict[str, bool], SuiteRun]:
+def run_mutant(
+    tree: Path,
+    mutant: Mutant,
+    sets: dict[str, list[str]],
+    all_tests: set[str],
+    timeout_s: float,
+    junit: Path | None = None,
+    baseline_s: dict[str, float] | None = None,
+) -> tuple[dict[str, bool], SuiteRun]:
     """Killed (a failure, an error or a hang) by each strategy's set, with the mutant in place; and
     the full suite's run on it. With ``junit`` that run goes on past the first failure (so every
     test that fails on the mutant is known), otherwise it stops at the first (``-x``)."""
@@ -297,10 +372,19 @@ def run_mutant(tree: Path, mutant: Mutant, sets: dict[str, list[str]], all_tests
         else:  # a test that hangs fails alone (bench/hang_guard.py) and the run goes on to the others
             baseline = junit.with_suffix(".baseline.json")
             baseline.write_text(json.dumps(baseline_s))
-            guarded = {**env, "PYTHONPATH": os.pathsep.join((env["PYTHONPATH"], str(BENCH_DIR))),
-                       "FASTCI_HANG_BASELINE": str(baseline)}
-            full_run = run_pytest(tree, ["-p", "hang_guard"], junit, env=guarded, timeout_s=max(120.0, 8 * timeout_s),
-                                  memory_limit=MUTANT_MEMORY_BYTES)
+            guarded = {
+                **env,
+                "PYTHONPATH": os.pathsep.join((env["PYTHONPATH"], str(BENCH_DIR))),
+                "FASTCI_HANG_BASELINE": str(baseline),
+            }
+            full_run = run_pytest(
+                tree,
+                ["-p", "hang_guard"],
+                junit,
+                env=guarded,
+                timeout_s=max(120.0, 8 * timeout_s),
+                memory_limit=MUTANT_MEMORY_BYTES,
+            )
         full = full_run.red
         killed = {"run-all": full}
         kept_killed = False
@@ -356,8 +440,18 @@ class Row:
     missed_tests: str
 
 
-def replay_commit(index: int, sha: str, args, driver: Driver, store: BytesStore, checkout: Path, mutant_tree: Path,
-                  out: Path, mutant_log: list[dict], recorder: Recorder | None = None) -> Row:
+def replay_commit(
+    index: int,
+    sha: str,
+    args,
+    driver: Driver,
+    store: BytesStore,
+    checkout: Path,
+    mutant_tree: Path,
+    out: Path,
+    mutant_log: list[dict],
+    recorder: Recorder | None = None,
+) -> Row:
     commit = analyze_commit(checkout, sha, repo_name=REPO)
     started = time.perf_counter()
     selection = select(driver, store, commit)
@@ -404,22 +498,49 @@ def replay_commit(index: int, sha: str, args, driver: Driver, store: BytesStore,
         recorder.flush()
 
     for mutant, killed, _ in mutants:
-        mutant_log.append({"sha": sha, "path": mutant.path, "qualname": mutant.qualname, "operator": mutant.operator,
-                           "line": mutant.line, "change": mutant.description, **{f"killed_{s}": killed[s] for s in STRATEGIES}})
+        mutant_log.append(
+            {
+                "sha": sha,
+                "path": mutant.path,
+                "qualname": mutant.qualname,
+                "operator": mutant.operator,
+                "line": mutant.line,
+                "change": mutant.description,
+                **{f"killed_{s}": killed[s] for s in STRATEGIES},
+            }
+        )
     duration = full.duration
     failures = full.failed
     missed = failures - kept
     return Row(
-        index=index, sha=sha, title=commit.title[:60], py_changed=py_changed, changed_units=len(commit.changed_functions),
-        run_all=selection.run_all, run_all_reason=selection.run_all_reason, tests=len(all_tests), kept=len(kept),
-        selected=len(selected), file_level=len(file_level), stale_kept=stale, full_wall_s=full.wall_s,
-        full_test_s=sum(duration.values()), kept_s=sum(duration[t] for t in kept),
-        selected_s=sum(duration[t] for t in selected), file_level_s=sum(duration[t] for t in file_level),
-        full_failures=len(failures), misses_fastci=len(missed), misses_selected=len(failures - selected),
-        misses_file_level=len(failures - file_level), kept_red=bool(kept_outcome.failed) or kept_outcome.red,
-        full_red=full.red, mutants=len(mutants),
+        index=index,
+        sha=sha,
+        title=commit.title[:60],
+        py_changed=py_changed,
+        changed_units=len(commit.changed_functions),
+        run_all=selection.run_all,
+        run_all_reason=selection.run_all_reason,
+        tests=len(all_tests),
+        kept=len(kept),
+        selected=len(selected),
+        file_level=len(file_level),
+        stale_kept=stale,
+        full_wall_s=full.wall_s,
+        full_test_s=sum(duration.values()),
+        kept_s=sum(duration[t] for t in kept),
+        selected_s=sum(duration[t] for t in selected),
+        file_level_s=sum(duration[t] for t in file_level),
+        full_failures=len(failures),
+        misses_fastci=len(missed),
+        misses_selected=len(failures - selected),
+        misses_file_level=len(failures - file_level),
+        kept_red=bool(kept_outcome.failed) or kept_outcome.red,
+        full_red=full.red,
+        mutants=len(mutants),
         **{f"killed_{s.replace('-', '_')}": sum(k[s] for _, k, _ in mutants) for s in STRATEGIES},
-        evidence_refreshed=bool(events), selection_ms=selection_ms, missed_tests=" ".join(sorted(missed))[:2000],
+        evidence_refreshed=bool(events),
+        selection_ms=selection_ms,
+        missed_tests=" ".join(sorted(missed))[:2000],
     )
 
 
@@ -429,9 +550,11 @@ def replay_commit(index: int, sha: str, args, driver: Driver, store: BytesStore,
 def progress_line(row: Row, total: int, elapsed_s: float) -> str:
     how = f"run_all ({row.run_all_reason})" if row.run_all else f"kept {row.kept}/{row.selected} sel/{row.tests}"
     ratio = row.kept_s / row.full_test_s if row.full_test_s else 1.0
-    return (f"[{row.index:3d}/{total}] {row.sha[:10]} {row.title[:38]:38s} units={row.changed_units:3d} {how:42s} "
-            f"time={ratio:6.1%} fail={row.full_failures} miss={row.misses_fastci} mut={row.killed_fastci}/"
-            f"{row.killed_run_all}/{row.mutants} ev={'y' if row.evidence_refreshed else '-'} {elapsed_s:6.0f}s")
+    return (
+        f"[{row.index:3d}/{total}] {row.sha[:10]} {row.title[:38]:38s} units={row.changed_units:3d} {how:42s} "
+        f"time={ratio:6.1%} fail={row.full_failures} miss={row.misses_fastci} mut={row.killed_fastci}/"
+        f"{row.killed_run_all}/{row.mutants} ev={'y' if row.evidence_refreshed else '-'} {elapsed_s:6.0f}s"
+    )
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
@@ -452,18 +575,25 @@ def final_table(rows: list[Row]) -> str:
         "file-level": ("file_level_s", "misses_file_level", "killed_file_level"),
         "run-all": ("full_test_s", None, "killed_run_all"),
     }
-    lines = [f"{'strategy':26s} {'test-time ratio':>15s} {'time saved':>12s} {'misses':>7s} {'red commits missed':>19s} "
-             f"{'mutants killed':>15s}"]
+    lines = [
+        f"{'strategy':26s} {'test-time ratio':>15s} {'time saved':>12s} {'misses':>7s} {'red commits missed':>19s} "
+        f"{'mutants killed':>15s}"
+    ]
     red = [r for r in rows if r.full_failures]
     for label, (time_field, miss_field, kill_field) in columns.items():
         selected_s = sum(getattr(r, time_field) for r in rows)
         misses = sum(getattr(r, miss_field) for r in rows) if miss_field else 0
-        missed_red = sum(1 for r in red if not r.kept_red) if label.startswith("fastci (") else (
-            sum(1 for r in red if miss_field and getattr(r, miss_field) == r.full_failures) if miss_field else 0)
+        missed_red = (
+            sum(1 for r in red if not r.kept_red)
+            if label.startswith("fastci (")
+            else (sum(1 for r in red if miss_field and getattr(r, miss_field) == r.full_failures) if miss_field else 0)
+        )
         killed = sum(getattr(r, kill_field) for r in rows)
         score = f"{killed}/{killed_full}" + (f" ({killed / killed_full:.0%})" if killed_full else "")
-        lines.append(f"{label:26s} {selected_s / full_s:15.1%} {full_s - selected_s:10.1f} s {misses:7d} "
-                     f"{missed_red:>11d} of {len(red):<4d} {score:>15s}")
+        lines.append(
+            f"{label:26s} {selected_s / full_s:15.1%} {full_s - selected_s:10.1f} s {misses:7d} "
+            f"{missed_red:>11d} of {len(red):<4d} {score:>15s}"
+        )
     return "\n".join(lines)
 
 
@@ -474,8 +604,13 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=100)
     parser.add_argument("--base", default=DEFAULT_BASE, help="evidence is collected here first; replay starts after it")
     parser.add_argument("--mutants-per-commit", type=int, default=2)
-    parser.add_argument("--record", type=Path, default=None, metavar="FILE",
-                        help="also write the replay's events and fault matrix here (gzipped JSON lines)")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the replay's events and fault matrix here (gzipped JSON lines)",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -487,8 +622,18 @@ def main() -> None:
     out.mkdir()
     store = BytesStore()
     driver = Driver(SelectionProcessor(), store)
-    recorder = Recorder(args.record, repo=REPO, base=base, shas=shas, mutants_per_commit=args.mutants_per_commit,
-                        python=sys.version.split()[0]) if args.record else None
+    recorder = (
+        Recorder(
+            args.record,
+            repo=REPO,
+            base=base,
+            shas=shas,
+            mutants_per_commit=args.mutants_per_commit,
+            python=sys.version.split()[0],
+        )
+        if args.record
+        else None
+    )
 
     check_out(checkout, base)
     base_run = run_pytest(checkout, [], out / "full-base.xml")
@@ -499,8 +644,12 @@ def main() -> None:
         recorder.results(result_events(base_run, base))
         recorder.evidence(base_evidence, present=set(base_run.status))
         recorder.flush()
-    print(f"base {base[:10]}: {len(base_run.status)} tests, {len(base_run.failed)} failing, full run {base_run.wall_s:.1f} s; "
-          f"evidence of {len(base_evidence)} tests (tracing) in {time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"base {base[:10]}: {len(base_run.status)} tests, {len(base_run.failed)} failing, "
+        f"full run {base_run.wall_s:.1f} s; "
+        f"evidence of {len(base_evidence)} tests (tracing) in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
 
     rows: list[Row] = []
     mutant_log: list[dict] = []
@@ -521,22 +670,43 @@ def main() -> None:
     print()
     print(f"repository: {REPO} ({args.mirror})")
     print(f"commits: {len(rows)} first-parent commits {shas[0][:12]}..{shas[-1][:12]} (base {base[:12]})")
-    print(f"tests per commit: {min(r.tests for r in rows)}-{max(r.tests for r in rows)}; full suite summed test time "
-          f"{sum(r.full_test_s for r in rows):.1f} s, full-run wall {sum(r.full_wall_s for r in rows):.1f} s over the range")
-    print(f"run_all: {len(run_all)} of {len(rows)} commits ({len(run_all) / len(rows):.0%})"
-          + "".join(f"\n  {n:3d} x {reason}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1])))
-    print(f"red commits (full run failed): {sum(1 for r in rows if r.full_failures)}; commits with mutants: "
-          f"{sum(1 for r in rows if r.mutants)}, mutants: {sum(r.mutants for r in rows)}")
+    print(
+        f"tests per commit: {min(r.tests for r in rows)}-{max(r.tests for r in rows)}; full suite summed test time "
+        f"{sum(r.full_test_s for r in rows):.1f} s, "
+        f"full-run wall {sum(r.full_wall_s for r in rows):.1f} s over the range"
+    )
+    print(
+        f"run_all: {len(run_all)} of {len(rows)} commits ({len(run_all) / len(rows):.0%})"
+        + "".join(f"\n  {n:3d} x {reason}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1]))
+    )
+    print(
+        f"red commits (full run failed): {sum(1 for r in rows if r.full_failures)}; commits with mutants: "
+        f"{sum(1 for r in rows if r.mutants)}, mutants: {sum(r.mutants for r in rows)}"
+    )
     print()
     print(final_table(rows))
     print()
     print(f"per-commit rows: {rows_csv}\nmutants: {mutants_csv}\nwall time: {wall / 60:.1f} min")
     if recorder is not None:
         print(f"recorded: {args.record} ({args.record.stat().st_size / 1e6:.2f} MB; {recorder.summary()})")
-    print("reproduce: .venv/bin/python bench/selection_replay.py " + shlex.join([
-        "--mirror", str(args.mirror), "--workdir", str(args.workdir), "--commits", str(args.commits),
-        "--base", base, "--mutants-per-commit", str(args.mutants_per_commit),
-        *(["--record", str(args.record)] if args.record else [])]))
+    print(
+        "reproduce: .venv/bin/python bench/selection_replay.py "
+        + shlex.join(
+            [
+                "--mirror",
+                str(args.mirror),
+                "--workdir",
+                str(args.workdir),
+                "--commits",
+                str(args.commits),
+                "--base",
+                base,
+                "--mutants-per-commit",
+                str(args.mutants_per_commit),
+                *(["--record", str(args.record)] if args.record else []),
+            ]
+        )
+    )
 
 
 if __name__ == "__main__":

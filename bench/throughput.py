@@ -35,24 +35,28 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastci.core.config import KafkaSettings  # noqa: E402
-from fastci.topology import TOPICS
-from fastci.inputs import ChangedFunction, CommitEvent, EvidenceEvent, FoldedStack
+from fastci.core.codec import encode
+from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
-from fastci.core.codec import encode  # noqa: E402
-from fastci.topology import ALL_PROCESSORS  # noqa: E402
-from fastci.runtime.publish import publish_embedded  # noqa: E402
-from fastci.runtime.embedded import EmbeddedRuntime, RunStats  # noqa: E402
-from fastci.runtime.kafka_io import ensure_topics, group_lag, publish, topic_partitions  # noqa: E402
-from fastci.demo.history import REPO, Workload  # noqa: E402
-from streams.app import repartition_topics  # noqa: E402
+from fastci.demo.history import REPO, Workload
+from fastci.inputs import ChangedFunction, CommitEvent, EvidenceEvent, FoldedStack
+from fastci.runtime.embedded import EmbeddedRuntime, RunStats
+from fastci.runtime.kafka_io import ensure_topics, group_lag, publish, topic_partitions
+from fastci.runtime.publish import publish_embedded
+from fastci.topology import ALL_PROCESSORS, SYSTEM, TOPICS
+from streams.app import repartition_topics
 
 INPUTS = ["commits", "results", "evidence", "node-health"]
 PARTS = ("raw", "naive", "worker1", "worker2", "embedded", "replay")
 YEAR_OF_RESULTS = 40_000_000  # a year of a 400-changes/day fleet (issue 9)
 STALL_S = 180.0  # a group whose committed offsets do not move for this long is stuck, not slow
-FUNCTIONS = [f"fastlm/{area}/{mod}.py:{cls}.{name}" for area in ("model", "kernels", "runtime")
-             for mod in ("core", "ops", "io") for cls in ("Engine", "Plan", "Op") for name in ("run", "step", "load")]
+FUNCTIONS = [
+    f"fastlm/{area}/{mod}.py:{cls}.{name}"
+    for area in ("model", "kernels", "runtime")
+    for mod in ("core", "ops", "io")
+    for cls in ("Engine", "Plan", "Op")
+    for name in ("run", "step", "load")
+]
 
 
 SAMPLED_SHARE = 0.2  # evidence events from py-spy sampling; the rest from exact tracing
@@ -73,7 +77,9 @@ def workload(total: int) -> list[Event]:
     functions = FUNCTIONS
 
     def call_path(test_id: str, path_rng: random.Random) -> str:
-        frames = [f"{f.split(':')[1]} ({f.split(':')[0]}:{path_rng.randrange(1, 400)})" for f in path_rng.sample(functions, 6)]
+        frames = [
+            f"{f.split(':')[1]} ({f.split(':')[0]}:{path_rng.randrange(1, 400)})" for f in path_rng.sample(functions, 6)
+        ]
         return ";".join([f"{test_id.split('::')[1]} (tests/t.py:3)", *frames])
 
     paths: dict[str, list[str]] = {}
@@ -89,9 +95,17 @@ def workload(total: int) -> list[Event]:
             sampled = rng.random() < SAMPLED_SHARE
             seen = [p for p in paths[test] if not sampled or rng.random() < SAMPLING_RECALL] or paths[test][:1]
             stacks = tuple(FoldedStack(stack=p, count=rng.randrange(1, 50) if sampled else 1) for p in seen)
-            evidence.append(EvidenceEvent(test_id=test, run_id=event.run_id, repo=REPO, commit=event.commit,
-                                          method="sampling" if sampled else "tracing",
-                                          sampling_rate_hz=100.0 if sampled else None, stacks=stacks))
+            evidence.append(
+                EvidenceEvent(
+                    test_id=test,
+                    run_id=event.run_id,
+                    repo=REPO,
+                    commit=event.commit,
+                    method="sampling" if sampled else "tracing",
+                    sampling_rate_hz=100.0 if sampled else None,
+                    stacks=stacks,
+                )
+            )
     # Interleave evidence after the result it belongs to, as a collector would publish it.
     by_run = {(e.test_id, e.run_id): e for e in evidence}
     events = []
@@ -124,7 +138,6 @@ async def raw_consume(settings: KafkaSettings, expected: int) -> float:
 
 NAIVE_AGENT = """
 import faust, sys
-from fastci.topology import SYSTEM
 bootstrap, namespace, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
 app = faust.App(namespace + "naive", broker="kafka://" + bootstrap, store="memory://", web_enabled=False,
                 topic_partitions=partitions, consumer_auto_offset_reset="earliest")
@@ -143,8 +156,17 @@ faust.Worker(app, loglevel="info", quiet=True).execute_from_commandline()
 """
 
 
-def faust_rate(settings: KafkaSettings, group: str, topics: list[str], command: list[str], env: dict, expected: int,
-               work: Path, name: str, while_up=None) -> float:
+def faust_rate(
+    settings: KafkaSettings,
+    group: str,
+    topics: list[str],
+    command: list[str],
+    env: dict,
+    expected: int,
+    work: Path,
+    name: str,
+    while_up=None,
+) -> float:
     """Events/s of faust worker processes over pre-produced data: from the moment every process
     reports ready (its partitions assigned and its tables recovered) until the group's lag on
     ``topics`` is 0. ``while_up`` runs before the workers stop."""
@@ -164,8 +186,10 @@ def faust_rate(settings: KafkaSettings, group: str, topics: list[str], command: 
             if lag != last_lag:
                 last_lag, moved = lag, time.perf_counter()
             if time.perf_counter() > deadline or time.perf_counter() - moved > STALL_S:
-                raise SystemExit(f"{name}: the group's committed offsets stayed {lag:,} records behind for "
-                                 f"{time.perf_counter() - moved:.0f} s; see {logs}")
+                raise SystemExit(
+                    f"{name}: the group's committed offsets stayed {lag:,} records behind for "
+                    f"{time.perf_counter() - moved:.0f} s; see {logs}"
+                )
             time.sleep(0.1)
         rate = expected / (time.perf_counter() - ready)
         if while_up is not None:
@@ -189,11 +213,19 @@ def probe_commits(count: int) -> list[CommitEvent]:
     commits = []
     for _ in range(count):
         changed = [f.split(":") for f in rng.sample(FUNCTIONS, rng.randrange(1, 4))]
-        commits.append(CommitEvent(
-            repo=REPO, sha=f"{rng.getrandbits(160):040x}", author="probe@acme.dev", title="latency probe",
-            time="2026-12-03T00:00:00Z", changed_files=tuple({"path": path, "change": "modified"} for path in {p for p, _ in changed}),
-            changed_functions=tuple(ChangedFunction(path=path, qualname=name, change="modified") for path, name in changed),
-        ))
+        commits.append(
+            CommitEvent(
+                repo=REPO,
+                sha=f"{rng.getrandbits(160):040x}",
+                author="probe@acme.dev",
+                title="latency probe",
+                time="2026-12-03T00:00:00Z",
+                changed_files=tuple({"path": path, "change": "modified"} for path in {p for p, _ in changed}),
+                changed_functions=tuple(
+                    ChangedFunction(path=path, qualname=name, change="modified") for path, name in changed
+                ),
+            )
+        )
     return commits
 
 
@@ -259,7 +291,10 @@ def print_profile(stats: RunStats, inputs: int) -> None:
     rows += [(name, s.events, s.seconds) for name, s in stats.by_processor.items() if s.events]
     print(f"\n{'embedded runtime, by part':40} {'events':>9} {'us/event':>9} {'us/input':>9} {'share':>7}")
     for name, events, seconds in sorted(rows, key=lambda row: -row[2]):
-        print(f"{name:40} {events:>9,} {seconds / events * 1e6:>9.1f} {seconds / inputs * 1e6:>9.1f} {seconds / total:>7.1%}")
+        print(
+            f"{name:40} {events:>9,} {seconds / events * 1e6:>9.1f} {seconds / inputs * 1e6:>9.1f} "
+            f"{seconds / total:>7.1%}"
+        )
 
 
 def main() -> None:
@@ -280,9 +315,13 @@ def main() -> None:
     events = workload(args.events)
     mix = {t: sum(1 for e in events if e.TOPIC == t) for t in INPUTS}
     consumed = sorted({t for p in ALL_PROCESSORS for t in p.inputs} & set(INPUTS))
-    print(f"workload: {len(events):,} events {mix}; processors on: {', '.join(p.name for p in ALL_PROCESSORS)} "
-          f"(reading {', '.join(consumed)}: the fastci rates count those events)")
-    base = KafkaSettings(bootstrap=args.bootstrap, partitions=args.partitions, namespace=f"bench{uuid.uuid4().hex[:6]}-")
+    print(
+        f"workload: {len(events):,} events {mix}; processors on: {', '.join(p.name for p in ALL_PROCESSORS)} "
+        f"(reading {', '.join(consumed)}: the fastci rates count those events)"
+    )
+    base = KafkaSettings(
+        bootstrap=args.bootstrap, partitions=args.partitions, namespace=f"bench{uuid.uuid4().hex[:6]}-"
+    )
     work = Path(tempfile.mkdtemp(prefix="fastci-bench-"))
     rates: dict[str, float] = {}
     latencies: list[float] = []
@@ -294,13 +333,19 @@ def main() -> None:
         print(f"produced to Kafka in {time.perf_counter() - started:.1f} s ({args.partitions} partitions per topic)")
         measured(rates, "raw aiokafka consume + decode", asyncio.run(raw_consume(base, len(events))))
 
-    env = {**os.environ, "FASTCI_KAFKA_BOOTSTRAP": base.bootstrap, "FASTCI_KAFKA_NAMESPACE": base.namespace,
-           "FASTCI_KAFKA_PARTITIONS": str(base.partitions)}
+    env = {
+        **os.environ,
+        "FASTCI_KAFKA_BOOTSTRAP": base.bootstrap,
+        "FASTCI_KAFKA_NAMESPACE": base.namespace,
+        "FASTCI_KAFKA_PARTITIONS": str(base.partitions),
+    }
     if "naive" in parts:
         naive = [sys.executable, "-c", NAIVE_AGENT, base.bootstrap, base.namespace, str(base.partitions)]
-        measured(rates, "naive faust agent (1 event at a time)", faust_rate(
-            base, base.namespace + "naive", INPUTS, [naive], env, len(events), work, "naive"
-        ))
+        measured(
+            rates,
+            "naive faust agent (1 event at a time)",
+            faust_rate(base, base.namespace + "naive", INPUTS, [naive], env, len(events), work, "naive"),
+        )
 
     worker = [sys.executable, "-m", "fastci.cli", "worker", "--log-level", "info"]
     # The group's lag counts the internal topics the worker repartitions through, too.
@@ -308,15 +353,32 @@ def main() -> None:
         if f"worker{count}" not in parts:
             continue
         app = f"fastci-x{count}"
-        internal = sorted({name for p in ALL_PROCESSORS for name in repartition_topics(replace(base, app=app), p).values()})
+        internal = sorted(
+            {name for p in ALL_PROCESSORS for name in repartition_topics(replace(base, app=app), p).values()}
+        )
         probe = None
         if count == 1 and args.probes:
-            def probe() -> None:
-                latencies.extend(asyncio.run(selection_latency(replace(base, app=app), args.probes, args.probe_interval)))
-        measured(rates, f"fastci faust worker x{count}", faust_rate(
-            base, base.namespace + app, consumed + internal, [worker] * count, {**env, "FASTCI_KAFKA_APP": app},
-            sum(mix[t] for t in consumed), work, f"worker-x{count}", while_up=probe,
-        ))
+
+            def probe(app: str = app) -> None:
+                latencies.extend(
+                    asyncio.run(selection_latency(replace(base, app=app), args.probes, args.probe_interval))
+                )
+
+        measured(
+            rates,
+            f"fastci faust worker x{count}",
+            faust_rate(
+                base,
+                base.namespace + app,
+                consumed + internal,
+                [worker] * count,
+                {**env, "FASTCI_KAFKA_APP": app},
+                sum(mix[t] for t in consumed),
+                work,
+                f"worker-x{count}",
+                while_up=probe,
+            ),
+        )
 
     profile = None
     if "embedded" in parts:
@@ -330,16 +392,20 @@ def main() -> None:
     if profile is not None:
         print_profile(profile, sum(mix[t] for t in consumed))
     if latencies:
-        print(f"\ncommit -> selection readable, warm graph, {len(latencies)} commits {args.probe_interval:g} s apart: "
-              f"p50 {percentile(latencies, 0.5) * 1000:.0f} ms, p99 {percentile(latencies, 0.99) * 1000:.0f} ms, "
-              f"max {max(latencies) * 1000:.0f} ms")
+        print(
+            f"\ncommit -> selection readable, warm graph, {len(latencies)} commits {args.probe_interval:g} s apart: "
+            f"p50 {percentile(latencies, 0.5) * 1000:.0f} ms, p99 {percentile(latencies, 0.99) * 1000:.0f} ms, "
+            f"max {max(latencies) * 1000:.0f} ms"
+        )
     if "replay" in parts:
         history = Workload(commits=args.replay_results // 9 + 24, seed=43).events()  # ~9.5 results per commit
         results = [e for e in history if e.TOPIC == "results"][: args.replay_results]
         rate, elapsed, _ = embedded_rate(results, ["results"], work)
-        print(f"\nreplay: {len(results):,} results through the embedded runtime (every processor on) in {elapsed:.1f} s, "
-              f"{rate:,.0f} results/s; a year of a 400-changes/day fleet ({YEAR_OF_RESULTS / 1e6:.0f} million results) "
-              f"would take {YEAR_OF_RESULTS / rate / 60:.0f} min at that rate (extrapolated)")
+        print(
+            f"\nreplay: {len(results):,} results through the embedded runtime (every processor on) in {elapsed:.1f} s, "
+            f"{rate:,.0f} results/s; a year of a 400-changes/day fleet ({YEAR_OF_RESULTS / 1e6:.0f} million results) "
+            f"would take {YEAR_OF_RESULTS / rate / 60:.0f} min at that rate (extrapolated)"
+        )
 
 
 if __name__ == "__main__":

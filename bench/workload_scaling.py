@@ -25,15 +25,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from fastci.planning.shrink import smallest_config  # noqa: E402
-from fastci.qualify.backend import ReferenceBackend  # noqa: E402
-from fastci.qualify.golden import SEED  # noqa: E402
-from fastci.qualify.models import FAMILIES  # noqa: E402
-from fastci.qualify.stack import RuntimeConfig  # noqa: E402
-from fastci.qualify.train import train  # noqa: E402
-from fastci.qualify.configs import COST, configured, dimensions, traced_training  # noqa: E402
+from fastci.planning.shrink import smallest_config
+from fastci.qualify.backend import ReferenceBackend
+from fastci.qualify.configs import COST, configured, dimensions, traced_training
+from fastci.qualify.golden import SEED
+from fastci.qualify.models import FAMILIES
+from fastci.qualify.stack import RuntimeConfig
+from fastci.qualify.train import train
 
 
 def cpu_seconds(name: str, values: dict[str, int], repeats: int) -> float:
@@ -41,8 +41,14 @@ def cpu_seconds(name: str, values: dict[str, int], repeats: int) -> float:
     best = math.inf
     for _ in range(repeats):
         started = time.process_time()
-        train(family, ReferenceBackend(), SEED, RuntimeConfig(), data=family.make_data(np.random.default_rng(SEED)),
-              steps=steps)
+        train(
+            family,
+            ReferenceBackend(),
+            SEED,
+            RuntimeConfig(),
+            data=family.make_data(np.random.default_rng(SEED)),
+            steps=steps,
+        )
         best = min(best, time.process_time() - started)
     return best
 
@@ -73,8 +79,9 @@ def main() -> None:
                 was = f"exp {declared['exponents'][d.name]:.2f}"
             print(f"{name:18s} {d.name:10s} {d.full:5d} {d.minimum:5d} {ratio:10.3f}   {found:>9s}  {was:>9s}")
         traced = traced_training(name, full, ReferenceBackend(), SEED)
-        shrink = smallest_config(full_dims, {unit: traced.first.get(unit, []) for unit in traced.units},
-                                 declared["fixed_share"])
+        shrink = smallest_config(
+            full_dims, {unit: traced.first.get(unit, []) for unit in traced.units}, declared["fixed_share"]
+        )
         measured = cpu_seconds(name, shrink.values, args.repeats) / base
         checks.append((name, shrink.values, shrink.scale, measured, base))
     print("\nshrunk by the rule (every unit of the full run still runs): the declaration's estimate vs measured")

@@ -75,7 +75,7 @@ class WorkloadDimension(Record):
     )
 
     @model_validator(mode="after")
-    def _minimum_within_full(self) -> "WorkloadDimension":
+    def _minimum_within_full(self) -> WorkloadDimension:
         if self.minimum > self.full:
             raise ValueError(f"minimum {self.minimum} of dimension {self.name!r} is above its full value {self.full}")
         return self
@@ -98,7 +98,9 @@ class WorkloadEvidence(Record):
     )
     dimensions: tuple[WorkloadDimension, ...] = Field(max_length=MAX_DIMENSIONS)
     fixed_share: FiniteFloat = Field(
-        default=0.0, ge=0, le=1,
+        default=0.0,
+        ge=0,
+        le=1,
         description="Share of the full run's duration no dimension shrinks (setup, data, per-call overheads).",
     )
     first_executions: tuple[FirstExecution, ...] = Field(
@@ -109,7 +111,7 @@ class WorkloadEvidence(Record):
     )
 
     @model_validator(mode="after")
-    def _consistent(self) -> "WorkloadEvidence":
+    def _consistent(self) -> WorkloadEvidence:
         full = {d.name: d.full for d in self.dimensions}
         if len(full) != len(self.dimensions):
             raise ValueError("dimension names must be unique")
@@ -121,7 +123,9 @@ class WorkloadEvidence(Record):
                     if name not in full:
                         raise ValueError(f"{first.unit}: dimension {name!r} is not declared")
                     if index >= full[name]:
-                        raise ValueError(f"{first.unit}: index {index} of {name!r} is not below its full value {full[name]}")
+                        raise ValueError(
+                            f"{first.unit}: index {index} of {name!r} is not below its full value {full[name]}"
+                        )
         return self
 
 
@@ -145,6 +149,9 @@ class EvidenceEvent(Event):
     workload: WorkloadEvidence | None = Field(
         default=None, description="The test's shrinkable dimensions and where its units first ran (tracing only)."
     )
+
+
+BUNDLE_LAYERS = ("compiler", "kernels", "runtime", "driver", "firmware")  # the pinned layers of a bundle
 
 
 class Bundle(Record):
@@ -185,7 +192,9 @@ class ResultEvent(Event):
     seed: int | None = None
     config: Config = Field(default_factory=dict)
     time: Timestamp | None = Field(default=None, description="When the run finished.")
-    pool: Name = Field(default="default", description="The accelerator pool that ran it (the pool scheduler's partition).")
+    pool: Name = Field(
+        default="default", description="The accelerator pool that ran it (the pool scheduler's partition)."
+    )
     output_digest: Digest | None = Field(
         default=None,
         description="sha256 (hex) of the run's numeric outputs (e.g. its logits, or the weights a training run "

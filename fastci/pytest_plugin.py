@@ -2,7 +2,8 @@
 
 Installed, it loads itself through the ``pytest11`` entry point named ``fastci``; where plugin
 autoloading is off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``) load it with ``-p fastci.pytest_plugin``
-(with autoloading on, that second registration is refused, so use ``-p fastci`` there). Each feature lives in its own module, listed in ``FEATURES``;
+(with autoloading on, that second registration is refused, so use ``-p fastci`` there). Each
+feature lives in its own module, listed in ``FEATURES``;
 a feature module provides ``addoption(group)`` and ``configure(config)`` and stays inert
 unless its options are given.
 """

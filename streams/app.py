@@ -33,14 +33,14 @@ import orjson
 from aiokafka.partitioner import murmur2
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
+from fastci.core.codec import InvalidEvent, encode
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
-from fastci.core.codec import InvalidEvent, encode
 from fastci.core.processor import Processor, owner_of
-from fastci.topology import DEAD_LETTERS, SYSTEM, build_processors
-from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.collector import PauseControl
+from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.positions import Positions, Verdict, position_partition
+from fastci.topology import DEAD_LETTERS, SYSTEM, build_processors
 
 AGENT = "fastci"
 BATCH = 2000  # records per take; one Table write per key per batch
@@ -78,7 +78,7 @@ class Send:
 class Route:
     """One consumer of a wire topic: a processor's input, or a forwarder to a repartitioned topic."""
 
-    handle: Callable[[Any, "Decoded"], list[Send]]  # a consumed faust message -> the records it makes
+    handle: Callable[[Any, Decoded], list[Send]]  # a consumed faust message -> the records it makes
     positions: Positions
     table: Any  # the Table its positions are stored in
 
@@ -146,10 +146,14 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
                 for key, value in changed.items():
                     raw_key = key.encode()
                     table.data[raw_key] = value
-                    changelog.append(await table.changelog_topic.send(
-                        key=raw_key, value=value, partition=table.partition_for_key(raw_key),
-                        callback=table._on_changelog_sent,  # what faust's own write does (RocksDB offsets)
-                    ))
+                    changelog.append(
+                        await table.changelog_topic.send(
+                            key=raw_key,
+                            value=value,
+                            partition=table.partition_for_key(raw_key),
+                            callback=table._on_changelog_sent,  # what faust's own write does (RocksDB offsets)
+                        )
+                    )
             await asyncio.gather(*changelog)
             if rewinds:
                 app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)

@@ -19,7 +19,9 @@ from streams.app import route_names
 async def unapplied(settings: KafkaSettings, processors: list[Processor]) -> dict[str, int]:
     """Route -> records of its input not applied yet (summed over partitions)."""
     # A forwarder shared by several processors is one route, its positions in the forwarders' Table.
-    routes = sorted({(route, topic, table) for processor in processors for route, topic, table in route_names(settings, processor)})
+    routes = sorted(
+        {(route, topic, table) for processor in processors for route, topic, table in route_names(settings, processor)}
+    )
     stored: dict[str, int] = {}
     for table in sorted({table for _, _, table in routes}):
         async for record in read_to_end(settings, settings.changelog_topic(table), namespaced=False):
@@ -37,6 +39,8 @@ async def unapplied(settings: KafkaSettings, processors: list[Processor]) -> dic
     behind: dict[str, int] = {}
     for route, topic, _ in routes:
         behind[route] = sum(
-            end - stored.get(position_key(route, topic, tp.partition), 0) for tp, end in ends.items() if tp.topic == topic
+            end - stored.get(position_key(route, topic, tp.partition), 0)
+            for tp, end in ends.items()
+            if tp.topic == topic
         )
     return behind

@@ -11,10 +11,9 @@ import asyncio
 import faust
 
 from fastci.core.config import KafkaSettings
-from fastci.topology import TOPICS
 from fastci.core.processor import Processor
-from fastci.topology import build_processors
 from fastci.runtime.kafka_io import ensure_topics
+from fastci.topology import TOPICS, build_processors
 from streams.app import create_app, repartition_topics
 
 

@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-from fastci.core.config import KafkaSettings
-from fastci.topology import decode
-from fastci.core.processor import Processor
-from fastci.topology import build_processors
-from fastci.runtime.kafka_io import read_to_end, topic_partitions
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
+
+from fastci.core.config import KafkaSettings
+from fastci.core.processor import Processor
+from fastci.runtime.kafka_io import read_to_end, topic_partitions
+from fastci.topology import build_processors, decode
 from streams.progress import unapplied
 
 

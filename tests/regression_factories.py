@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastci.regression.references import GoldenReference
-
 from factories import BUNDLE
+
+from fastci.regression.references import GoldenReference
 
 
 def golden(test_id: str = "tests/test_a.py::test_x", version: int = 1, **fields: Any) -> GoldenReference:
@@ -31,9 +31,13 @@ def nightly(night: int, samples, test_id: str = "tests/test_a.py::test_x", **fie
     from factories import result
 
     doc: dict[str, Any] = dict(
-        run_id=f"nightly-{night:03d}", commit=sha(night), trigger="nightly",
-        metrics={"throughput_tokens_per_s": tuple(float(s) for s in samples)}, seed=night,
-        config={"model": "llama-tiny"}, node_id=f"node-{night % 4:02d}",
+        run_id=f"nightly-{night:03d}",
+        commit=sha(night),
+        trigger="nightly",
+        metrics={"throughput_tokens_per_s": tuple(float(s) for s in samples)},
+        seed=night,
+        config={"model": "llama-tiny"},
+        node_id=f"node-{night % 4:02d}",
     )
     doc.update(fields)
     return result(test_id, **doc)
@@ -44,9 +48,14 @@ def rerun(request, samples, n: int = 0, **fields: Any):
     from factories import result
 
     doc: dict[str, Any] = dict(
-        run_id=f"{request.purpose}-{request.cause_id[:8]}-{n}", commit=request.commit,
-        bundle=request.bundle.model_dump(), trigger=request.work_class, node_id="node-09",
-        hardware_revision=request.hardware_revision, seed=request.seed, config=dict(request.config),
+        run_id=f"{request.purpose}-{request.cause_id[:8]}-{n}",
+        commit=request.commit,
+        bundle=request.bundle.model_dump(),
+        trigger=request.work_class,
+        node_id="node-09",
+        hardware_revision=request.hardware_revision,
+        seed=request.seed,
+        config=dict(request.config),
         metrics={"throughput_tokens_per_s": tuple(float(s) for s in samples)},
     )
     doc.update(fields)

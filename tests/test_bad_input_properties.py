@@ -6,23 +6,24 @@ from __future__ import annotations
 import random
 
 import orjson
+from factories import result_doc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
-
-from fastci.topology import decode
-from fastci.topology import TOPICS
 from fastci.producer.lines import check_lines
-from fastci.runtime.publish import publish_embedded
-from fastci.topology import ALL_PROCESSORS
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.runtime.publish import publish_embedded
+from fastci.topology import ALL_PROCESSORS, SYSTEM, TOPICS, decode
 
-from factories import result_doc
-from fastci.topology import SYSTEM
-
-JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(max_size=20)
-JSON = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+JSON_SCALARS = (
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(max_size=20)
+)
+JSON = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
 NAMES = st.text(min_size=1, max_size=40)  # any unicode, control characters included
 STATUSES = st.sampled_from(["passed", "failed", "error", "skipped", "flaky"])
 
@@ -50,9 +51,13 @@ def sabotage(doc: dict, how: str, rng: random.Random) -> bytes:
     if how == "control characters":
         return orjson.dumps({**doc, "test_id": doc["test_id"] + "\x1b[2J\x00"})
     if how == "not finite":
-        return orjson.dumps({**doc, "metrics": {"tput": [1.0]}}).replace(b"[1.0]", rng.choice([b"[NaN]", b"[1e999]", b"[-Infinity]"]))
+        return orjson.dumps({**doc, "metrics": {"tput": [1.0]}}).replace(
+            b"[1.0]", rng.choice([b"[NaN]", b"[1e999]", b"[-Infinity]"])
+        )
     if how == "deep nesting":
-        return orjson.dumps({**doc, "config": {"x": 1}}).replace(b'{"x":1}', b'{"x":' + b"[" * 2000 + b"]" * 2000 + b"}")
+        return orjson.dumps({**doc, "config": {"x": 1}}).replace(
+            b'{"x":1}', b'{"x":' + b"[" * 2000 + b"]" * 2000 + b"}"
+        )
     if how == "oversized":
         return orjson.dumps({**doc, "loss_curve": [0.5] * (MAX_EVENT_BYTES // 3)})
     if how == "unknown field":
@@ -62,8 +67,17 @@ def sabotage(doc: dict, how: str, rng: random.Random) -> bytes:
     return b"\xff\xfe not even utf-8 {"
 
 
-BAD_KINDS = ["wrong type", "missing field", "control characters", "not finite", "deep nesting", "oversized",
-             "unknown field", "wrong id", "garbage"]
+BAD_KINDS = [
+    "wrong type",
+    "missing field",
+    "control characters",
+    "not finite",
+    "deep nesting",
+    "oversized",
+    "unknown field",
+    "wrong id",
+    "garbage",
+]
 
 
 def state_of(data_dir) -> dict[tuple[str, str], dict]:
@@ -93,8 +107,10 @@ def run(data_dir) -> None:
 )
 def test_a_stream_mixing_bad_events_leaves_the_state_of_the_good_ones(tmp_path_factory, good, bad, duplicates, seed):
     rng = random.Random(seed)
-    docs = [result_doc(f"tests/{name}.py::t" if name.isprintable() else "tests/x.py::t", run_id=f"r{n}", status=status)
-            for n, (name, status) in enumerate(good)]
+    docs = [
+        result_doc(f"tests/{name}.py::t" if name.isprintable() else "tests/x.py::t", run_id=f"r{n}", status=status)
+        for n, (name, status) in enumerate(good)
+    ]
     good_lines = [orjson.dumps(d) for d in docs]
     good_lines += [rng.choice(good_lines) for _ in range(duplicates)]  # redelivered: same ids
     bad_lines = [sabotage(rng.choice(docs), how, rng) for how in bad]

@@ -8,10 +8,10 @@ import pytest
 
 from fastci.inputs import ResultEvent
 from fastci.regression.events import BisectPlan, BisectStep, RegressionAlert
-from fastci.scheduling.runs import RunRequested
-from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
+from fastci.runtime.memory import MemoryRuntime
+from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM
 
 OWNERS = """
@@ -23,14 +23,14 @@ layer:firmware     @firmware-team
 """
 
 
-def bisect(scenario: Scenario) -> Pipeline:
+def bisect(scenario: Scenario) -> MemoryRuntime:
     pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: scenario.run})
     pipeline.publish([parse_owner_file(OWNERS, repo=REPO), *scenario.commits()])
     pipeline.publish(scenario.nightly_results())
     return pipeline
 
 
-def final_alert(pipeline: Pipeline) -> RegressionAlert:
+def final_alert(pipeline: MemoryRuntime) -> RegressionAlert:
     (alert,) = [a for a in pipeline.of_topic(RegressionAlert.TOPIC) if a.stage in ("culprit", "unresolved")]
     return alert
 
@@ -59,7 +59,9 @@ def test_every_bisect_run_is_a_bisect_class_request_with_the_nightly_config():
 
 
 def test_a_driver_bump_is_found_as_the_culprit_with_its_owner():
-    scenario = Scenario(culprit=None, bumped={"driver": "dr-545", "firmware": "fw-8"}, culprit_component="driver", seed=4)
+    scenario = Scenario(
+        culprit=None, bumped={"driver": "dr-545", "firmware": "fw-8"}, culprit_component="driver", seed=4
+    )
     alert = final_alert(bisect(scenario))
     assert alert.culprit.kind == "component" and alert.culprit.component == "driver"
     assert (alert.culprit.from_version, alert.culprit.to_version) == ("dr-535", "dr-545")
@@ -127,7 +129,9 @@ def test_a_failed_bisect_run_is_asked_for_again_and_the_bisect_still_converges()
         step = request.purpose.split(":")[2] if request.purpose.startswith("bisect:") else None
         if step == "2" and 2 not in failed_once:  # the node dies mid-run once
             failed_once.add(2)
-            return [ResultEvent.model_validate({**outcome.model_dump(exclude={"id"}), "status": "error", "metrics": {}})]
+            return [
+                ResultEvent.model_validate({**outcome.model_dump(exclude={"id"}), "status": "error", "metrics": {}})
+            ]
         return [outcome]
 
     pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: flaky_runner})
@@ -135,20 +139,29 @@ def test_a_failed_bisect_run_is_asked_for_again_and_the_bisect_still_converges()
     pipeline.publish(scenario.nightly_results())
     alert = final_alert(pipeline)
     assert failed_once == {2} and alert.culprit.commit == sha(10 + 11)
-    step_two = [r for r in pipeline.of_topic(RunRequested.TOPIC) if r.purpose.startswith(f"bisect:{alert.regression_id}:2:")]
+    step_two = [
+        r for r in pipeline.of_topic(RunRequested.TOPIC) if r.purpose.startswith(f"bisect:{alert.regression_id}:2:")
+    ]
     assert len(step_two) == 2  # asked again after the failure
 
 
 def test_the_largest_plan_stays_under_the_event_size_limit():
     from fastci.core.codec import MAX_EVENT_BYTES, encode
-    from fastci.regression.events import PlannedChange
     from fastci.regression.bisect_planner import AUTHOR_CHARS, MAX_CHANGES, TITLE_CHARS
+    from fastci.regression.events import PlannedChange
 
     pipeline = bisect(Scenario(culprit=3, changes=8, seed=10, repeats=4000))  # the most samples an alert carries
     (plan,) = pipeline.of_topic(BisectPlan.TOPIC)
-    widest = PlannedChange(sha="f" * 40, title="t" * TITLE_CHARS, author="a" * AUTHOR_CHARS,
-                           layers=("framework", "compiler", "kernels"), owners=("some-team-name",) * 3)
-    biggest = BisectPlan.model_validate({**plan.model_dump(exclude={"id"}), "changes": [widest.model_dump()] * MAX_CHANGES})
+    widest = PlannedChange(
+        sha="f" * 40,
+        title="t" * TITLE_CHARS,
+        author="a" * AUTHOR_CHARS,
+        layers=("framework", "compiler", "kernels"),
+        owners=("some-team-name",) * 3,
+    )
+    biggest = BisectPlan.model_validate(
+        {**plan.model_dump(exclude={"id"}), "changes": [widest.model_dump()] * MAX_CHANGES}
+    )
     assert len(encode(biggest)) < MAX_EVENT_BYTES
 
 

@@ -13,10 +13,10 @@ import pytest
 
 from fastci.cli.main import main
 from fastci.core.codec import encode
-from fastci.topology import decode
 from fastci.runtime.embedded import DataDir
 from fastci.selection.changes import ChangeAnalysisError, analyze_commit, layers_of
 from fastci.selection.units import MODULE, Units
+from fastci.topology import decode
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +39,9 @@ class Repo:
         self.git("config", "commit.gpgsign", "false")
 
     def git(self, *args: str, env: dict[str, str] | None = None) -> str:
-        run = subprocess.run(["git", "-C", str(self.path), *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
+        run = subprocess.run(
+            ["git", "-C", str(self.path), *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
+        )
         assert run.returncode == 0, run.stderr
         return run.stdout.strip()
 
@@ -56,7 +58,9 @@ class Repo:
 
     def commit(self, message: str = "change", date: str = "2026-03-01T10:00:00+02:00") -> str:
         self.git("add", "-A")
-        self.git("commit", "-q", "--allow-empty", "-m", message, env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
+        self.git(
+            "commit", "-q", "--allow-empty", "-m", message, env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+        )
         return self.git("rev-parse", "HEAD")
 
 
@@ -186,7 +190,9 @@ def test_editing_a_property_getter_is_seen_although_the_setter_shares_its_name(r
             def lr(self, value):
                 self._lr = value
         """
-    event = analyze_commit(repo.path, two_commits(repo, before, before.replace("return self._lr", "return self._lr * 2")))
+    event = analyze_commit(
+        repo.path, two_commits(repo, before, before.replace("return self._lr", "return self._lr * 2"))
+    )
     assert functions(event) == {("pkg/model.py", "Config.lr", "modified")}
 
 
@@ -347,7 +353,11 @@ def test_layers_follow_directory_names_and_hardware_layers_set_the_hardware_path
 def test_layers_of_is_a_first_match_rule_on_directories_and_can_be_overridden():
     assert layers_of(["fastci/trainer.py", "docs/index.md"]) == ("framework",)
     assert layers_of(["runtime/kernels/gemm.py"]) == ("kernels",)  # the rule nearest the hardware wins
-    assert layers_of(["src/firmware/boot.c", "pkg/driver/ioctl.py", "models/bert.py"]) == ("model", "driver", "firmware")
+    assert layers_of(["src/firmware/boot.c", "pkg/driver/ioctl.py", "models/bert.py"]) == (
+        "model",
+        "driver",
+        "firmware",
+    )
     assert layers_of(["kernels.py"]) == ("framework",)  # a file name is not a directory
     rules = (("csrc", "kernels"), ("nn", "model"))
     assert layers_of(["csrc/ops.cpp", "torch/nn/linear.py", "kernels/x.py"], rules) == ("model", "framework", "kernels")
@@ -390,7 +400,9 @@ def commits_in_log(data: Path) -> list:
 
 
 def test_changes_publishes_to_the_embedded_log_and_summarises(repo, tmp_path, cli, capsys):
-    sha = two_commits(repo, MODEL, MODEL.replace("* self.scale", "* self.scale + 1").replace("HIDDEN = 128", "HIDDEN = 64"))
+    sha = two_commits(
+        repo, MODEL, MODEL.replace("* self.scale", "* self.scale + 1").replace("HIDDEN = 128", "HIDDEN = 64")
+    )
     data = tmp_path / "data"
     assert cli(["--data-dir", str(data), "changes", "--repo", str(repo.path), "--rev", sha]) == 0
     assert commits_in_log(data) == [analyze_commit(repo.path, sha)]
@@ -402,7 +414,23 @@ def test_changes_publishes_to_the_embedded_log_and_summarises(repo, tmp_path, cl
 def test_changes_dry_run_prints_the_event_and_publishes_nothing(repo, tmp_path, cli, capsys):
     sha = two_commits(repo, MODEL, MODEL.replace("return model", "return model.eval()"))
     data = tmp_path / "data"
-    assert cli(["--data-dir", str(data), "changes", "--repo", str(repo.path), "--rev", sha, "--repo-name", "acme/llm", "--dry-run"]) == 0
+    assert (
+        cli(
+            [
+                "--data-dir",
+                str(data),
+                "changes",
+                "--repo",
+                str(repo.path),
+                "--rev",
+                sha,
+                "--repo-name",
+                "acme/llm",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert decode("commits", printed.strip().encode()) == analyze_commit(repo.path, sha, "acme/llm")
     assert orjson.loads(printed)["changed_functions"] == [
@@ -474,7 +502,14 @@ def test_unit_at_finds_the_innermost_unit(line, unit):
 
 def test_units_spans_and_names():
     units = Units.parse(UNITS_SOURCE)
-    assert set(units.by_name) == {MODULE, "decorated", "Model.<body>", "Model.make", "Model.make.<locals>.inner", "outer"}
+    assert set(units.by_name) == {
+        MODULE,
+        "decorated",
+        "Model.<body>",
+        "Model.make",
+        "Model.make.<locals>.inner",
+        "outer",
+    }
     assert (units.by_name["decorated"].first_line, units.by_name["decorated"].last_line) == (3, 7)
     assert (units.by_name["Model.<body>"].first_line, units.by_name["Model.<body>"].last_line) == (9, 18)
 
@@ -484,13 +519,21 @@ def test_a_name_defined_twice_is_one_unit_covering_both_definitions():
     units = Units.parse(source)
     assert (units.by_name["f"].first_line, units.by_name["f"].last_line) == (2, 6)
     assert units.unit_at(3) == units.unit_at(6) == "f" and units.unit_at(4) == MODULE
-    assert Units.parse(source.replace("return 2", "return 3")).by_name["f"].fingerprint != units.by_name["f"].fingerprint
+    assert (
+        Units.parse(source.replace("return 2", "return 3")).by_name["f"].fingerprint != units.by_name["f"].fingerprint
+    )
 
 
 def test_defs_under_nested_blocks_are_collected_once():
     # Each nesting level used to visit its body twice: 2**depth copies of the inner def.
     depth = 6
-    source = "".join("    " * i + f"if x{i}:\n" for i in range(depth)) + "    " * depth + "def deep():\n" + "    " * (depth + 1) + "pass\n"
+    source = (
+        "".join("    " * i + f"if x{i}:\n" for i in range(depth))
+        + "    " * depth
+        + "def deep():\n"
+        + "    " * (depth + 1)
+        + "pass\n"
+    )
     units = Units.parse(source)
     assert [span[2] for span in units._spans] == ["deep"]
     assert units.unit_at(depth + 1) == "deep"
@@ -512,7 +555,9 @@ def test_docstrings_and_names_joining_all_are_not_module_code_but_names_leaving_
     from fastci.selection.units import Units
 
     old = Units.parse('"""Tools."""\n__all__ = ["a"]\nLIMIT = 3\n\ndef a():\n    return LIMIT\n')
-    added = Units.parse('"""Tools, more."""\n__all__ = ["a", "b"]\nLIMIT = 3\n\ndef a():\n    return LIMIT\n\ndef b():\n    pass\n')
+    added = Units.parse(
+        '"""Tools, more."""\n__all__ = ["a", "b"]\nLIMIT = 3\n\ndef a():\n    return LIMIT\n\ndef b():\n    pass\n'
+    )
     assert compare_units(old, added) == [("b", "added")]
     removed = Units.parse('"""Tools."""\n__all__ = []\nLIMIT = 3\n\ndef a():\n    return LIMIT\n')
     assert compare_units(old, removed) == [("<module>", "modified")]
@@ -530,7 +575,8 @@ def test_adding_a_method_to_a_test_class_changes_only_that_method():
         ("TestOps.test_b", "added")
     ]
     assert ("Ops.<body>", "modified") in compare_units(  # library code: a new method changes the class
-        Units.parse(old.replace("TestOps", "Ops"), "pkg/ops.py"), Units.parse(new.replace("TestOps", "Ops"), "pkg/ops.py")
+        Units.parse(old.replace("TestOps", "Ops"), "pkg/ops.py"),
+        Units.parse(new.replace("TestOps", "Ops"), "pkg/ops.py"),
     )
     attribute = new.replace("limit = 3", "limit = 4")
     assert ("TestOps.<body>", "modified") in compare_units(

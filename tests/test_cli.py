@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
 import orjson
+from factories import result, result_doc
 
 from fastci.cli.main import main
 from fastci.core.codec import encode
-
-from factories import result, result_doc
 
 
 def fastci(tmp_path, *args: str) -> int:
@@ -26,7 +26,11 @@ def test_publish_run_refresh_and_query(tmp_path, capsys):
     assert fastci(tmp_path, "views", "refresh") == 0
     capsys.readouterr()
     assert fastci(tmp_path, "sql", "SELECT test_id, runs, health FROM test_history", "--format", "json") == 0
-    assert orjson.loads(capsys.readouterr().out) == {"test_id": "tests/test_a.py::test_x", "runs": 2, "health": "failing"}
+    assert orjson.loads(capsys.readouterr().out) == {
+        "test_id": "tests/test_a.py::test_x",
+        "runs": 2,
+        "health": "failing",
+    }
 
 
 def test_publish_envelopes_and_reports_each_refusal(tmp_path, capsys):
@@ -52,7 +56,7 @@ def test_publish_envelopes_and_reports_each_refusal(tmp_path, capsys):
 
 def test_sql_errors_are_reported_without_a_traceback(tmp_path, capsys):
     assert fastci(tmp_path, "sql", "SELECT 1") == 2
-    assert "run 'fastci views refresh' first" in capsys.readouterr().err
+    assert f"run 'fastci --data-dir {tmp_path} views refresh' first" in capsys.readouterr().err
     fastci(tmp_path, "views", "refresh")
     assert fastci(tmp_path, "sql", "SELECT nope FROM results") == 2
     assert "query failed" in capsys.readouterr().err
@@ -69,7 +73,9 @@ def test_demo_runs_the_whole_path_and_says_what_it_found(tmp_path):
     data = tmp_path / "demo"
     done = subprocess.run(
         [sys.executable, "-m", "fastci.cli", "--data-dir", str(data), "demo"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -77,12 +83,39 @@ def test_demo_runs_the_whole_path_and_says_what_it_found(tmp_path):
     assert "Tests failing now" in out and "node-08" in out  # the sick node stands out
     assert "unknown topic" in out  # the refused events are shown with their reasons
     again = subprocess.run(
-        [sys.executable, "-m", "fastci.cli", "--data-dir", str(data), "demo"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "fastci.cli", "--data-dir", str(data), "demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert again.returncode == 0, again.stderr  # a second demo replaces the first
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "precious.txt").write_text("keep me")
     refused = subprocess.run(
-        [sys.executable, "-m", "fastci.cli", "--data-dir", str(tmp_path / "mine"), "demo"], capture_output=True, text=True
+        [sys.executable, "-m", "fastci.cli", "--data-dir", str(tmp_path / "mine"), "demo"],
+        capture_output=True,
+        text=True,
     )
     assert refused.returncode != 0 and (tmp_path / "mine" / "precious.txt").exists()
+
+
+def test_global_options_work_after_the_subcommand_too(tmp_path, capsys):
+    fastci(tmp_path, "views", "refresh")
+    capsys.readouterr()
+    assert main(["sql", "--data-dir", str(tmp_path), "SELECT 1 AS one", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["one", "1"]
+
+
+def test_every_subcommand_help_has_a_description():
+    from fastci.cli.main import build_parser
+
+    def leaves(parser, path):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            yield path, parser
+        for action in subs:
+            for name, sub in action.choices.items():
+                yield from leaves(sub, [*path, name])
+
+    missing = [" ".join(path) for path, parser in leaves(build_parser(), []) if not parser.description]
+    assert missing == []

@@ -61,9 +61,9 @@ def test_frozen_cyclic_garbage_waits_for_the_full_collection_when_it_is_due(paus
 
 
 def test_an_embedded_run_leaves_nothing_frozen(tmp_path):
-    from fastci.runtime.publish import publish_embedded
-    from fastci.runtime.embedded import EmbeddedRuntime
     from fastci.demo.history import Workload
+    from fastci.runtime.embedded import EmbeddedRuntime
+    from fastci.runtime.publish import publish_embedded
 
     publish_embedded(tmp_path, Workload(commits=20).events())
     runtime = EmbeddedRuntime(tmp_path, SYSTEM)

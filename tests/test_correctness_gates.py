@@ -6,11 +6,18 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from fastci.regression.references import LossBandSpec, ToleranceSpec
-from fastci.regression.correctness import build_loss_band, check_eval, check_loss_curve, check_output, check_result, default_tolerance, smooth
-
 from regression_factories import golden
+
+from fastci.regression.correctness import (
+    build_loss_band,
+    check_eval,
+    check_loss_curve,
+    check_output,
+    check_result,
+    default_tolerance,
+    smooth,
+)
+from fastci.regression.references import LossBandSpec, ToleranceSpec
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:

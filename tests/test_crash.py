@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from fastci.core.codec import encode
-from fastci.runtime.embedded import DataDir
 from fastci.demo.history import Workload
+from fastci.runtime.embedded import DataDir
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +45,18 @@ def recorded_events() -> list[bytes]:
 
 def start_run(data_dir: Path) -> subprocess.Popen:
     # One processor: kills must land while it works (the runtime, not a processor, is under test here).
-    command = [sys.executable, "-m", "fastci.cli", "--data-dir", str(data_dir), "run", "--batch", "100",
-               "--processor", "test-history"]
+    command = [
+        sys.executable,
+        "-m",
+        "fastci.cli",
+        "--data-dir",
+        str(data_dir),
+        "run",
+        "--batch",
+        "100",
+        "--processor",
+        "test-history",
+    ]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from factories import result
+
 from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
-from fastci.inputs import ResultEvent
 from fastci.core.processor import Processor, Step, compound_key
-from fastci.runtime.driver import SEEN_ID_CHARS, Driver, Origin, decode_entry
 from fastci.fleet.test_history import TestHistory, TestHistoryProcessor
+from fastci.inputs import ResultEvent
+from fastci.runtime.driver import SEEN_ID_CHARS, Driver, Origin, decode_entry
 from fastci.topology import SYSTEM
-
-from factories import result
 
 
 class DictStore(dict):
@@ -120,8 +120,12 @@ class RunIndex(Processor[TestHistory]):
         assert isinstance(event, ResultEvent)
         before = state.get(event.test_id) or TestHistory()
         run = TestHistory(runs=1, last_run_id=event.run_id, last_status=event.status)
-        return Step(writes={compound_key(event.test_id, "run", event.run_id): run,
-                            event.test_id: before.model_copy(update={"runs": before.runs + 1})})
+        return Step(
+            writes={
+                compound_key(event.test_id, "run", event.run_id): run,
+                event.test_id: before.model_copy(update={"runs": before.runs + 1}),
+            }
+        )
 
 
 def test_a_crash_part_way_through_persisting_a_batch_loses_no_write():
@@ -136,7 +140,7 @@ def test_a_crash_part_way_through_persisting_a_batch_loses_no_write():
     writes = list(driver.drain_writes().items())
     clean.update(writes)
     owners = {e.test_id for e in events}
-    assert {key for key, _ in writes[-len(owners):]} == owners  # the keys holding marks come last
+    assert {key for key, _ in writes[-len(owners) :]} == owners  # the keys holding marks come last
     for persisted in range(len(writes) + 1):
         store = DictStore(writes[:persisted])
         replay = Driver(RunIndex(), store)

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from fastci.core.codec import encode
+from factories import result
 
-from fastci.topology import decode
-from fastci.topology import build_processors
-from fastci.runtime.driver import decode_entry
+from fastci.core.codec import encode
 from fastci.fleet.test_history import TestHistory
 from fastci.producer.lines import check_lines
-from fastci.runtime.publish import publish_embedded
+from fastci.runtime.driver import decode_entry
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
-
-from factories import result
-from fastci.topology import SYSTEM
+from fastci.runtime.publish import publish_embedded
+from fastci.topology import SYSTEM, build_processors, decode
 
 
 def run(data_dir) -> dict:

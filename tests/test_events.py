@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from factories import result, result_doc
 
 from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
-
-from fastci.topology import decode
-from fastci.inputs import CommitEvent, NodeHealthEvent, ResultEvent
 from fastci.core.events import derive_id
-
-from factories import result, result_doc
+from fastci.inputs import CommitEvent, NodeHealthEvent, ResultEvent
+from fastci.topology import decode
 
 
 def refusal(topic: str, raw: bytes) -> InvalidEvent:
@@ -137,8 +135,13 @@ def test_a_trusted_record_equals_the_validated_one_and_stays_frozen():
 
     from fastci.selection.processor import CatalogEntry, SelectionState
 
-    values = {"units": None, "files": ("a.py",), "tests": {"t1": ("c1",)}, "file_tests": None,
-              "catalog": {"t1": CatalogEntry(test_id="tests/test_a.py::test_x", recent_s={"r": 1.5})}}
+    values = {
+        "units": None,
+        "files": ("a.py",),
+        "tests": {"t1": ("c1",)},
+        "file_tests": None,
+        "catalog": {"t1": CatalogEntry(test_id="tests/test_a.py::test_x", recent_s={"r": 1.5})},
+    }
     trusted = SelectionState.trusted(dict(values))
     validated = SelectionState.model_validate(values)
     assert trusted == validated and trusted.model_dump() == validated.model_dump()

@@ -118,8 +118,13 @@ def git(root: Path, *args: str) -> str:
 def sample(tmp_path: Path) -> Path:
     """A git work tree: pkg/mod.py, tests/ (a conftest fixture and five tests), script.py."""
     root = tmp_path / "proj"
-    for path, text in {"pkg/__init__.py": "", "pkg/mod.py": MODULE, "tests/conftest.py": CONFTEST,
-                       "tests/test_mod.py": TESTS, "script.py": SCRIPT}.items():
+    for path, text in {
+        "pkg/__init__.py": "",
+        "pkg/mod.py": MODULE,
+        "tests/conftest.py": CONFTEST,
+        "tests/test_mod.py": TESTS,
+        "script.py": SCRIPT,
+    }.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(textwrap.dedent(text))
     git(root, "init", "-q")
@@ -136,14 +141,31 @@ def run_pytest(root: Path, data: Path, *args: str, **env: str) -> subprocess.Com
     # The plugin loaded explicitly, as a project without fastci installed would (autoload off, or
     # pytest's entry point would load it a second time).
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "fastci.pytest_plugin", "--fastci-evidence", *args, "tests"],
-        cwd=root, env=clean_env(FASTCI_DATA_DIR=str(data), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **env),
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "fastci.pytest_plugin",
+            "--fastci-evidence",
+            *args,
+            "tests",
+        ],
+        cwd=root,
+        env=clean_env(FASTCI_DATA_DIR=str(data), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def evidence(data: Path) -> dict[str, dict]:
-    return {doc["test_id"]: doc for doc in (orjson.loads(r.payload) for r in DataDir(data).log.topic("evidence").read())}
+    return {
+        doc["test_id"]: doc for doc in (orjson.loads(r.payload) for r in DataDir(data).log.topic("evidence").read())
+    }
 
 
 def units(event: dict) -> set[tuple[str, str]]:
@@ -161,11 +183,20 @@ def test_sampling_attributes_each_tests_code_and_its_fixtures_code_to_it(sample,
     head = git(sample, "rev-parse", "HEAD")
     for event in found.values():
         assert (event["method"], event["sampling_rate_hz"], event["run_id"], event["commit"], event["repo"]) == (
-            "sampling", 200.0, "run-7", head, "proj")
+            "sampling",
+            200.0,
+            "run-7",
+            head,
+            "proj",
+        )
         assert event["config"]["samples"] >= 1
         for stack in event["stacks"]:  # only the project's own frames, under the project root
-            assert all(path in ("pkg/mod.py", "tests/test_mod.py", "tests/conftest.py") for path, _ in units_of(stack["stack"]))
-    a, b, model, fixture = (units(found[f"{test}{name}"]) for name in ("test_a", "test_b", "test_model", "test_with_fixture"))
+            assert all(
+                path in ("pkg/mod.py", "tests/test_mod.py", "tests/conftest.py") for path, _ in units_of(stack["stack"])
+            )
+    a, b, model, fixture = (
+        units(found[f"{test}{name}"]) for name in ("test_a", "test_b", "test_model", "test_with_fixture")
+    )
     assert {("tests/test_mod.py", "test_a"), ("pkg/mod.py", "slow_add"), ("pkg/mod.py", "spin")} <= a
     assert ("pkg/mod.py", "other") not in a and ("pkg/mod.py", "slow_add") not in b
     assert ("pkg/mod.py", "other") in b
@@ -179,8 +210,17 @@ def test_sampling_attributes_each_tests_code_and_its_fixtures_code_to_it(sample,
 
 def test_tracing_records_every_call_exactly_and_shares_the_results_run_id(sample, tmp_path):
     bundle = {f"FASTCI_BUNDLE_{layer}": "1.0" for layer in ("COMPILER", "KERNELS", "RUNTIME", "DRIVER", "FIRMWARE")}
-    run = run_pytest(sample, tmp_path / "data", "--fastci-evidence-method", "tracing", "--fastci-results",
-                     FASTCI_HARDWARE_REVISION="rev-a", FASTCI_REPO="acme/proj", SPIN_SCALE="0.01", **bundle)
+    run = run_pytest(
+        sample,
+        tmp_path / "data",
+        "--fastci-evidence-method",
+        "tracing",
+        "--fastci-results",
+        FASTCI_HARDWARE_REVISION="rev-a",
+        FASTCI_REPO="acme/proj",
+        SPIN_SCALE="0.01",
+        **bundle,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     found = evidence(tmp_path / "data")
     assert len(found) == 5  # tracing is exact: the quick test has (empty of callees) evidence too
@@ -237,14 +277,19 @@ def test_collect_runs_the_command_under_py_spy_and_publishes_one_event(sample, t
     monkeypatch.setenv("PYTHONPATH", str(sample))
     monkeypatch.setenv("FASTCI_RUN_ID", "collect-1")
     args = collect_parser().parse_args(
-        ["--data-dir", str(tmp_path / "data"), "collect", "--test-id", "e2e::script", "--", sys.executable, "script.py"])
+        ["--data-dir", str(tmp_path / "data"), "collect", "--test-id", "e2e::script", "--", sys.executable, "script.py"]
+    )
     assert args.func(args) == 3  # the command's exit code
     out, err = capfd.readouterr()
     assert out == "script says 3\n"  # the command's stdout, without py-spy's messages
     assert "fastci collect: e2e::script: " in err and " stack(s) kept, " in err and " s wall; published to " in err
     [event] = evidence(tmp_path / "data").values()
     assert (event["test_id"], event["run_id"], event["method"], event["commit"]) == (
-        "e2e::script", "collect-1", "sampling", git(sample, "rev-parse", "HEAD"))
+        "e2e::script",
+        "collect-1",
+        "sampling",
+        git(sample, "rev-parse", "HEAD"),
+    )
     found = units(event)
     assert {("script.py", "<module>"), ("pkg/mod.py", "slow_add"), ("pkg/mod.py", "spin")} <= found
     assert ("pkg/mod.py", "other") in found  # sampled in the subprocess the script started
@@ -253,7 +298,9 @@ def test_collect_runs_the_command_under_py_spy_and_publishes_one_event(sample, t
 
 def test_collect_refuses_a_command_it_cannot_find(sample, tmp_path, monkeypatch):
     monkeypatch.chdir(sample)
-    args = collect_parser().parse_args(["--data-dir", str(tmp_path / "data"), "collect", "--test-id", "t", "--", "no-such-command-x"])
+    args = collect_parser().parse_args(
+        ["--data-dir", str(tmp_path / "data"), "collect", "--test-id", "t", "--", "no-such-command-x"]
+    )
     with pytest.raises(UsageError, match="command not found: no-such-command-x"):
         args.func(args)
 
@@ -313,7 +360,9 @@ def test_a_declared_workload_records_from_which_step_each_unit_runs(sample, tmp_
 
 def test_a_workload_marker_that_does_not_validate_stops_the_session_naming_the_field(sample, tmp_path):
     (sample / "pkg" / "training.py").write_text(textwrap.dedent(TRAINING))
-    (sample / "tests" / "test_mod.py").write_text(textwrap.dedent(WORKLOAD_TESTS).replace('"minimum": 2', '"minimum": 20'))
+    (sample / "tests" / "test_mod.py").write_text(
+        textwrap.dedent(WORKLOAD_TESTS).replace('"minimum": 2', '"minimum": 20')
+    )
     run = run_pytest(sample, tmp_path / "data", "--fastci-evidence-method", "tracing")
     assert run.returncode == 4  # usage error: no test ran
     assert "tests/test_mod.py::test_train: @pytest.mark.fastci_workload" in run.stderr

@@ -7,7 +7,16 @@ import textwrap
 from pathlib import Path
 
 from fastci.evidence.sampling import Markers
-from fastci.evidence.stacks import Frame, UnitsCache, merge, parse_frame, parse_raw, project_stacks, to_project_stack, units_of
+from fastci.evidence.stacks import (
+    Frame,
+    UnitsCache,
+    merge,
+    parse_frame,
+    parse_raw,
+    project_stacks,
+    to_project_stack,
+    units_of,
+)
 from fastci.evidence.tracing import Tracer
 
 # The program py-spy 0.4.3 sampled for the lines below, saved as /tmp/ev/busy.py.
@@ -40,16 +49,19 @@ STDLIB = "/root/.pyenv/versions/3.11.7/lib/python3.11"
 # --nolineno where said), copied as printed.
 REAL = {
     "plain": "<module> (/tmp/ev/busy.py:18);Model.forward (/tmp/ev/busy.py:10);slow_add (/tmp/ev/busy.py:5) 41",
-    "nested": "<module> (/tmp/ev/busy.py:19);outer (/tmp/ev/busy.py:14);outer.<locals>.inner (/tmp/ev/busy.py:13);slow_add (/tmp/ev/busy.py:5) 25",
+    "nested": "<module> (/tmp/ev/busy.py:19);outer (/tmp/ev/busy.py:14);"
+    "outer.<locals>.inner (/tmp/ev/busy.py:13);slow_add (/tmp/ev/busy.py:5) 25",
     "empty": " 2",
     "thread": f"Thread._bootstrap ({STDLIB}/threading.py:1002);Thread._bootstrap_inner ({STDLIB}/threading.py:1045);"
-              f"Thread.run ({STDLIB}/threading.py:982);<lambda> (/tmp/ev/busy.py:21);slow_add (/tmp/ev/busy.py:6) 7",
-    "threads": "thread (8079): MainThread;<module> (/tmp/ev/busy.py:18);Model.forward (/tmp/ev/busy.py:10);slow_add (/tmp/ev/busy.py:6) 15",
+    f"Thread.run ({STDLIB}/threading.py:982);<lambda> (/tmp/ev/busy.py:21);slow_add (/tmp/ev/busy.py:6) 7",
+    "threads": "thread (8079): MainThread;<module> (/tmp/ev/busy.py:18);Model.forward (/tmp/ev/busy.py:10);"
+    "slow_add (/tmp/ev/busy.py:6) 15",
     "named_thread": f"thread (8082): Thread-1 (<lambda>);Thread._bootstrap ({STDLIB}/threading.py:1002);"
-                    f"<lambda> (/tmp/ev/busy.py:21);slow_add (/tmp/ev/busy.py:5) 27",
+    f"<lambda> (/tmp/ev/busy.py:21);slow_add (/tmp/ev/busy.py:5) 27",
     "subprocess": 'process 10054:"/work/main/.venv/bin/python parent.py";process 10059:"/work/main/.venv/bin/python -c '
-                  'import busy; busy.slow_add(0.2)";<module> (<string>:1);slow_add (/tmp/ev/busy.py:5) 16',
-    "frozen": "_find_and_load (<frozen importlib._bootstrap>:1176);_load_unlocked (<frozen importlib._bootstrap>:690) 1",
+    'import busy; busy.slow_add(0.2)";<module> (<string>:1);slow_add (/tmp/ev/busy.py:5) 16',
+    "frozen": "_find_and_load (<frozen importlib._bootstrap>:1176);"
+    "_load_unlocked (<frozen importlib._bootstrap>:690) 1",
     "nolineno": "<module> (busy.py);outer (busy.py);outer.<locals>.inner (busy.py);slow_add (busy.py) 21",
 }
 
@@ -69,8 +81,11 @@ def test_parse_raw_reads_stacks_counts_and_skips_what_is_not_code():
     parsed = parse_raw("\n".join(REAL.values()) + "\nnot a stack\n")
     frames, count = parsed[0]
     assert count == 41
-    assert frames == [Frame("<module>", "/tmp/ev/busy.py", 18), Frame("Model.forward", "/tmp/ev/busy.py", 10),
-                      Frame("slow_add", "/tmp/ev/busy.py", 5)]
+    assert frames == [
+        Frame("<module>", "/tmp/ev/busy.py", 18),
+        Frame("Model.forward", "/tmp/ev/busy.py", 10),
+        Frame("slow_add", "/tmp/ev/busy.py", 5),
+    ]
     by_name = dict(zip(REAL, parsed))
     assert by_name["empty"] == ([], 2)
     assert [f.name for f in by_name["threads"][0]] == ["<module>", "Model.forward", "slow_add"]  # thread prefix gone
@@ -97,7 +112,10 @@ def test_frames_keep_the_project_only_with_qualnames_from_the_source(tmp_path):
         return to_project_stack(frames, root, cache)
 
     assert stack("plain") == "<module> (busy.py:18);Model.forward (busy.py:10);slow_add (busy.py:5)"
-    assert stack("nested") == "<module> (busy.py:19);outer (busy.py:14);outer.<locals>.inner (busy.py:13);slow_add (busy.py:5)"
+    assert (
+        stack("nested")
+        == "<module> (busy.py:19);outer (busy.py:14);outer.<locals>.inner (busy.py:13);slow_add (busy.py:5)"
+    )
     # The stdlib goes; a module-level lambda is module code, as change analysis sees it.
     assert stack("thread") == "<module> (busy.py:21);slow_add (busy.py:6)"
     assert stack("subprocess") == "slow_add (busy.py:5)"  # <string> code is no file of the project
@@ -117,17 +135,29 @@ def test_relative_paths_are_taken_from_the_process_directory(tmp_path):
 def test_installed_code_inside_the_root_and_files_outside_it_are_not_the_project(tmp_path):
     root = project(tmp_path)
     source = "def f():\n    return 1\n"
-    for path in (".venv/lib/python3.11/site-packages/pkg/m.py", "env/lib/python3.11/json/m.py", "vendor/dist-packages/m.py"):
+    for path in (
+        ".venv/lib/python3.11/site-packages/pkg/m.py",
+        "env/lib/python3.11/json/m.py",
+        "vendor/dist-packages/m.py",
+    ):
         (root / path).parent.mkdir(parents=True)
         (root / path).write_text(source)
     (tmp_path / "elsewhere.py").write_text(source)
     (root / "broken.py").write_text("def f(:\n")
     (root / "ok.py").write_text(source)
     cache = UnitsCache()
-    frames = [Frame("f", str(root / p), 2) for p in (
-        ".venv/lib/python3.11/site-packages/pkg/m.py", "env/lib/python3.11/json/m.py", "vendor/dist-packages/m.py",
-        "../elsewhere.py", "broken.py", "missing.py", "ok.py",
-    )]
+    frames = [
+        Frame("f", str(root / p), 2)
+        for p in (
+            ".venv/lib/python3.11/site-packages/pkg/m.py",
+            "env/lib/python3.11/json/m.py",
+            "vendor/dist-packages/m.py",
+            "../elsewhere.py",
+            "broken.py",
+            "missing.py",
+            "ok.py",
+        )
+    ]
     assert to_project_stack(frames, root, cache) == "f (ok.py:2)"
     # The interpreter's own virtualenv is excluded even when its files look like the project's.
     assert to_project_stack([Frame("f", str(root / "ok.py"), 2)], root, UnitsCache(exclude_dirs=[str(root)])) is None
@@ -153,9 +183,16 @@ def test_markers_attribute_each_sample_to_its_test_by_the_frames_under_its_marke
     assert markers.marker(3).__code__.co_qualname == "fastci_evidence_abc_test_3"
     assert markers.marker(3)(lambda: 42) == 42
     pytest_frame = Frame("pytest_runtest_call", "/venv/site-packages/_pytest/runner.py", 170)
-    test_a = [Frame("main", "/venv/_pytest/main.py", 1), Frame("fastci_evidence_abc_test_0", "/fastci/evidence/sampling.py", 30),
-              pytest_frame, Frame("test_a", "/p/tests/test_x.py", 4)]
-    fixture = [Frame("fastci_evidence_abc_test_1", "/fastci/evidence/sampling.py", 30), Frame("resource", "/p/conftest.py", 8)]
+    test_a = [
+        Frame("main", "/venv/_pytest/main.py", 1),
+        Frame("fastci_evidence_abc_test_0", "/fastci/evidence/sampling.py", 30),
+        pytest_frame,
+        Frame("test_a", "/p/tests/test_x.py", 4),
+    ]
+    fixture = [
+        Frame("fastci_evidence_abc_test_1", "/fastci/evidence/sampling.py", 30),
+        Frame("resource", "/p/conftest.py", 8),
+    ]
     other_session = [Frame("fastci_evidence_zzz_test_0", "/fastci/evidence/sampling.py", 30), Frame("f", "/p/x.py", 1)]
     by_test, outside = markers.attribute([(test_a, 5), (fixture, 2), (other_session, 4), ([], 1), (test_a, 1)])
     assert by_test == {0: [(test_a[2:], 5), (test_a[2:], 1)], 1: [(fixture[1:], 2)]}
@@ -172,7 +209,8 @@ def load(path: Path, name: str):
 def test_the_tracer_records_every_project_call_once_per_distinct_stack(tmp_path):
     root = tmp_path / "proj"
     root.mkdir()
-    (root / "calc.py").write_text(textwrap.dedent("""\
+    (root / "calc.py").write_text(
+        textwrap.dedent("""\
         import json
 
 
@@ -191,7 +229,8 @@ def test_the_tracer_records_every_project_call_once_per_distinct_stack(tmp_path)
 
         def deep(n):
             return leaf(n) if n == 0 else deep(n - 1)
-        """))
+        """)
+    )
     calc = load(root / "calc.py", "calc_traced")
     cache = UnitsCache()
     tracer = Tracer(lambda filename: cache.relpath(filename, root) is not None, max_depth=4)
@@ -206,7 +245,9 @@ def test_the_tracer_records_every_project_call_once_per_distinct_stack(tmp_path)
         "Model.forward (calc.py:14);Model.forward (calc.py:14);twice (calc.py:8)",
         "Model.forward (calc.py:14);Model.forward (calc.py:14);twice (calc.py:9);leaf (calc.py:4)",
         # Innermost max_depth=4 frames of the recursion; json is not the project.
-        "deep (calc.py:17)", "deep (calc.py:18);deep (calc.py:17)", "deep (calc.py:18);deep (calc.py:18);deep (calc.py:17)",
+        "deep (calc.py:17)",
+        "deep (calc.py:18);deep (calc.py:17)",
+        "deep (calc.py:18);deep (calc.py:18);deep (calc.py:17)",
         "deep (calc.py:18);deep (calc.py:18);deep (calc.py:18);deep (calc.py:17)",
         "deep (calc.py:18);deep (calc.py:18);deep (calc.py:18);leaf (calc.py:4)",
     }
@@ -218,7 +259,9 @@ def test_the_tracer_records_every_project_call_once_per_distinct_stack(tmp_path)
 def test_the_tracer_stops_keeping_stacks_at_its_limit(tmp_path):
     root = tmp_path / "proj"
     root.mkdir()
-    (root / "many.py").write_text("def f(i):\n    return i\n\n\ndef run():\n" + "".join(f"    f({i})\n" for i in range(10)))
+    (root / "many.py").write_text(
+        "def f(i):\n    return i\n\n\ndef run():\n" + "".join(f"    f({i})\n" for i in range(10))
+    )
     many = load(root / "many.py", "many_traced")
     tracer = Tracer(lambda filename: filename == str(root / "many.py"), max_stacks=5)
     tracer.begin_test()
@@ -230,8 +273,10 @@ def test_an_event_too_big_for_kafka_keeps_the_test_frame_and_the_innermost_frame
     from fastci.core.codec import MAX_EVENT_BYTES, encode
     from fastci.evidence.publish import KEPT_FRAMES, evidence_event
 
-    deep = [(";".join(["test_x (tests/test_x.py:3)", *(f"f{i}_{j} (pkg/m{j}.py:{j})" for j in range(15))]), 1)
-            for i in range(8000)]
+    deep = [
+        (";".join(["test_x (tests/test_x.py:3)", *(f"f{i}_{j} (pkg/m{j}.py:{j})" for j in range(15))]), 1)
+        for i in range(8000)
+    ]
     event = evidence_event("tests/test_x.py::test_x", "r1", "acme/x", "abcdef1", "tracing", deep)
     assert len(encode(event)) <= MAX_EVENT_BYTES
     assert all(s.stack.startswith("test_x (tests/test_x.py:3);") for s in event.stacks)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from factories import BUNDLE
+from fleet_factories import run
+from processor_helpers import Store, feed, of_topic
+
 from fastci.core.events import derive_id
 from fastci.fleet.events import FlakyVerdict, NodeAttribution, NodeStateChanged
 from fastci.fleet.failure_attribution import FailureAttributionProcessor
 from fastci.fleet.node_state import NodeStateProcessor
-
-from factories import BUNDLE
-from fleet_factories import run
-from processor_helpers import Store, feed, of_topic
 
 TEST = "tests/test_a.py::test_x"
 OTHER_KERNELS = {**BUNDLE, "kernels": "kn-2.0"}
@@ -54,7 +54,10 @@ def test_a_test_failing_on_many_nodes_blames_none_and_withdraws_what_it_said():
     third = feed(processor, store, [run(TEST, hours=2.2, node="node-02", status="failed")])
     assert sorted(kinds(third)) == [("cleared", "node-00"), ("cleared", "node-01")]
     withdrawn = of_topic(third, NodeAttribution.TOPIC)
-    assert {a.clears for a in withdrawn} == {of_topic(first, NodeAttribution.TOPIC)[0].id, of_topic(second, NodeAttribution.TOPIC)[0].id}
+    assert {a.clears for a in withdrawn} == {
+        of_topic(first, NodeAttribution.TOPIC)[0].id,
+        of_topic(second, NodeAttribution.TOPIC)[0].id,
+    }
     assert "software regression" in withdrawn[0].detail
     assert feed(processor, store, [run(TEST, hours=2.3, node=n, status="failed") for n in nodes(12)[6:]]) == []
 
@@ -63,7 +66,9 @@ def test_a_software_regression_on_a_new_bundle_suspects_no_node():
     attribution, nodes_state = FailureAttributionProcessor(), NodeStateProcessor()
     a_store, n_store = Store(), Store()
     healthy = [run(TEST, hours=1, node=n) for n in nodes(8)]
-    broken = [run(TEST, hours=2 + i / 10, node=n, status="failed", bundle=OTHER_KERNELS) for i, n in enumerate(nodes(8))]
+    broken = [
+        run(TEST, hours=2 + i / 10, node=n, status="failed", bundle=OTHER_KERNELS) for i, n in enumerate(nodes(8))
+    ]
     said = feed(attribution, a_store, [*healthy, *broken])
     assert of_topic(said, NodeAttribution.TOPIC) == []  # the new bundle passed nowhere
     assert of_topic(feed(nodes_state, n_store, [*healthy, *broken, *said]), NodeStateChanged.TOPIC) == []
@@ -73,15 +78,26 @@ def test_passes_on_another_bundle_or_revision_are_not_passes_elsewhere():
     processor, store = FailureAttributionProcessor(), Store()
     other_stack = [run(TEST, hours=1, node=n, bundle=OTHER_KERNELS) for n in nodes(4)[1:]]
     other_revision = [run(TEST, hours=1, node=n, hardware_revision="rev-b") for n in nodes(8)[4:]]
-    assert feed(processor, store, [*other_stack, *other_revision, run(TEST, hours=2, node="node-00", status="failed")]) == []
+    assert (
+        feed(processor, store, [*other_stack, *other_revision, run(TEST, hours=2, node="node-00", status="failed")])
+        == []
+    )
 
 
 def test_a_flaky_test_blames_no_node():
     processor, store = FailureAttributionProcessor(), Store()
     feed(processor, store, [run(TEST, hours=1, node=n) for n in nodes(5)[1:]])
-    (said,) = of_topic(feed(processor, store, [run(TEST, hours=2, node="node-00", status="failed")]), NodeAttribution.TOPIC)
-    verdict = FlakyVerdict(cause_id="f" * 32, test_id=TEST, repo="acme/llm-framework", flaky=True,
-                           rule="outcomes-differ", reason="failed on 2 nodes")
+    (said,) = of_topic(
+        feed(processor, store, [run(TEST, hours=2, node="node-00", status="failed")]), NodeAttribution.TOPIC
+    )
+    verdict = FlakyVerdict(
+        cause_id="f" * 32,
+        test_id=TEST,
+        repo="acme/llm-framework",
+        flaky=True,
+        rule="outcomes-differ",
+        reason="failed on 2 nodes",
+    )
     (withdrawn,) = of_topic(feed(processor, store, [verdict]), NodeAttribution.TOPIC)
     assert (withdrawn.kind, withdrawn.clears, withdrawn.cause_id) == ("cleared", said.id, verdict.id)
     assert feed(processor, store, [run(TEST, hours=3, node="node-07", status="failed")]) == []
@@ -90,8 +106,10 @@ def test_a_flaky_test_blames_no_node():
 def test_throughput_of_a_run_relative_to_other_nodes():
     processor, store = FailureAttributionProcessor(), Store()
     metric = "throughput_tokens_per_s"
-    peers = [run(TEST, hours=1, node=n, metrics={metric: (1000.0 + i, 1010.0, 990.0), "latency_ms": (10.0,)})
-             for i, n in enumerate(nodes(6)[1:])]
+    peers = [
+        run(TEST, hours=1, node=n, metrics={metric: (1000.0 + i, 1010.0, 990.0), "latency_ms": (10.0,)})
+        for i, n in enumerate(nodes(6)[1:])
+    ]
     outputs = feed(processor, store, peers)
     assert [a.node_id for a in of_topic(outputs, NodeAttribution.TOPIC)] == ["node-05", "node-05"]  # 4 peers at last
     slow = run(TEST, hours=2, node="node-00", metrics={metric: (900.0, 905.0, 895.0), "latency_ms": (10.0, 10.0, 10.0)})

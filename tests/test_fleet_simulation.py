@@ -8,7 +8,14 @@ import pytest
 
 from fastci.fleet.events import NodeStateChanged
 from fastci.simulate import fleet_faults as simulation
-from fastci.simulate.fleet_faults import FleetConfig, FleetSimulation, detections, flake_rate, misattribution, revision_of
+from fastci.simulate.fleet_faults import (
+    FleetConfig,
+    FleetSimulation,
+    detections,
+    flake_rate,
+    misattribution,
+    revision_of,
+)
 
 
 class SteadyRig:
@@ -41,7 +48,8 @@ def test_every_faulty_node_is_quarantined_and_returns_only_after_passing_diagnos
     slow = outcome.nodes["node-12"]  # quarantined on day 2: not repaired yet, its diagnostics keep failing
     assert not rows["node-12"].returned and slow.state in ("quarantined", "diagnosing")
     assert [c.rule for c in slow.transitions if c.state == "quarantined"][1:] == ["diagnostics-failed"] * (
-        sum(c.state == "quarantined" for c in slow.transitions) - 1)
+        sum(c.state == "quarantined" for c in slow.transitions) - 1
+    )
     assert rows["node-03"].signals_to_quarantine <= 3 and rows["node-06"].signals_to_quarantine <= 3
     assert rows["node-12"].quarantine_rule == "throughput-slow" and rows["node-12"].signals_to_quarantine == 0
     assert 7 <= rows["node-12"].throughput_runs_to_quarantine <= 12
@@ -68,4 +76,6 @@ def test_nothing_is_blamed_on_healthy_nodes_or_on_the_regression(outcome):
     assert len({r.node_id for r in bad}) >= 10  # the candidate bundle failed on most of the fleet
     flaky, runs = flake_rate(outcome)
     assert runs > 500 and flaky / runs < 0.01
-    assert all(c.node_id in ("node-03", "node-06", "node-12") for c in outcome.outputs if isinstance(c, NodeStateChanged))
+    assert all(
+        c.node_id in ("node-03", "node-06", "node-12") for c in outcome.outputs if isinstance(c, NodeStateChanged)
+    )

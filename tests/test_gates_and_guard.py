@@ -2,34 +2,42 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-
-from fastci.fleet.events import NodeStateChanged
-from fastci.regression.events import BaselineExclusion, GateResult
-from fastci.regression.baseline_guard import BaselineGuardProcessor
-from fastci.regression.correctness_gates import CorrectnessGatesProcessor, GoldenHeld, golden_key
-from fastci.runtime.driver import Driver, Entry, encode_entry
-
 from factories import result
 from processor_helpers import Store, feed, of_topic
 from regression_factories import golden
 
+from fastci.fleet.events import NodeStateChanged
+from fastci.regression.baseline_guard import BaselineGuardProcessor
+from fastci.regression.correctness_gates import CorrectnessGatesProcessor, GoldenHeld, golden_key
+from fastci.regression.events import BaselineExclusion, GateResult
+from fastci.runtime.driver import Driver, Entry, encode_entry
+
 TEST = "tests/test_a.py::test_x"
-T0 = datetime(2026, 12, 1, 2, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, 2, tzinfo=UTC)
 
 
 def test_results_are_gated_against_the_highest_golden_version():
     processor, store = CorrectnessGatesProcessor(), Store()
-    feed(processor, store, [golden(version=2, outputs={"logits": (1.0, 2.0)}),
-                            golden(version=1, outputs={"logits": (9.0, 9.0)})])  # late, older: ignored
-    out = feed(processor, store, [
-        result(TEST, run_id="r1", metrics={"logits": (1.004, 1.99)}, config={"dtype": "bfloat16"}),
-        result(TEST, run_id="r2", metrics={"logits": (1.004, 1.99)}, config={"dtype": "fp32"}),
-        result(TEST, run_id="r3", status="failed"),
-        result(TEST, run_id="r4", metrics={"logits": (1.004, 1.99)}, config={"precision": "bf16"}),  # fastci qualify
-    ])
+    feed(
+        processor,
+        store,
+        [golden(version=2, outputs={"logits": (1.0, 2.0)}), golden(version=1, outputs={"logits": (9.0, 9.0)})],
+    )  # late, older: ignored
+    out = feed(
+        processor,
+        store,
+        [
+            result(TEST, run_id="r1", metrics={"logits": (1.004, 1.99)}, config={"dtype": "bfloat16"}),
+            result(TEST, run_id="r2", metrics={"logits": (1.004, 1.99)}, config={"dtype": "fp32"}),
+            result(TEST, run_id="r3", status="failed"),
+            result(
+                TEST, run_id="r4", metrics={"logits": (1.004, 1.99)}, config={"precision": "bf16"}
+            ),  # fastci qualify
+        ],
+    )
     first, second, qualify = of_topic(out, GateResult.TOPIC)
     assert qualify.passed and qualify.dtype == "bf16"
     assert (first.passed, first.dtype, first.golden_version) == (True, "bf16", 2)
@@ -79,7 +87,10 @@ def test_results_from_a_quarantined_node_are_excluded_before_and_after_the_chang
     assert "XID 79 x3" in exclusion.reason and exclusion.test_id == TEST
     (later,) = feed(processor, store, [node_result("later", minutes=30)])
     assert later.cause_id == node_result("later", minutes=30).id
-    assert feed(processor, store, [NodeStateChanged(node_id="node-07", state="healthy", time=T0 + timedelta(hours=2))]) == []
+    assert (
+        feed(processor, store, [NodeStateChanged(node_id="node-07", state="healthy", time=T0 + timedelta(hours=2))])
+        == []
+    )
     assert feed(processor, store, [node_result("healed", minutes=180)]) == []
     # a result that arrives late, but ran while the node was quarantined, is still excluded
     assert of_topic(feed(processor, store, [node_result("late", minutes=60)]), BaselineExclusion.TOPIC)

@@ -7,18 +7,16 @@ from collections import defaultdict
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from kafka_helpers import read_events, start_worker, stop_worker, wait_until_consumed
 
-from fastci.topology import TOPICS
 from fastci.core.events import Event
-from fastci.runtime.publish import publish_embedded
+from fastci.demo.history import Workload
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish
+from fastci.runtime.publish import publish_embedded
+from fastci.topology import SYSTEM, TOPICS
 from fastci.views.refresh import refresh_embedded, refresh_kafka
 from fastci.views.store import Views
-from fastci.demo.history import Workload
-
-from kafka_helpers import read_events, start_worker, stop_worker, wait_until_consumed
-from fastci.topology import SYSTEM
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -15,17 +15,15 @@ import time
 from dataclasses import replace
 
 import pytest
+from kafka_helpers import committed, start_worker, stop_worker, wait_for_committed, wait_until_consumed
 
-from fastci.topology import TOPICS
-from fastci.runtime.publish import publish_embedded
+from fastci.demo.history import Workload
 from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
+from fastci.runtime.publish import publish_embedded
+from fastci.topology import SYSTEM, TOPICS
 from fastci.views.refresh import refresh_embedded, refresh_kafka
 from fastci.views.store import Views
-from fastci.demo.history import Workload
-
-from kafka_helpers import committed, start_worker, stop_worker, wait_for_committed, wait_until_consumed
-from fastci.topology import SYSTEM
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -170,9 +168,9 @@ def test_producer_whose_broker_disappears_and_comes_back(private_broker, tmp_pat
     """A CI producer keeps publishing while its broker is down: everything is spooled, sent once the
     broker is back, and the worker's views equal an uninterrupted run's."""
     from fastci.core.config import KafkaSettings
-    from fastci.producer.targets import KafkaTarget
     from fastci.producer.client import Producer, RetryPolicy
     from fastci.producer.spool import Spool
+    from fastci.producer.targets import KafkaTarget
 
     settings = KafkaSettings(bootstrap=private_broker.bootstrap, namespace="outage-", partitions=4)
     events = recorded()[:12_000]

@@ -12,21 +12,19 @@ from typing import ClassVar
 
 import orjson
 import pytest
+from kafka_helpers import stop_worker, wait_until_consumed
 
-from fastci.topology import TOPICS
-from fastci.core.events import Event
-from fastci.inputs import ResultEvent
-from fastci.core.events import Record
+from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, Step, compound_key, owner_of
+from fastci.demo.history import Workload
+from fastci.inputs import ResultEvent
 from fastci.runtime.driver import decode_entry
-from fastci.runtime.publish import publish_embedded
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
 from fastci.runtime.positions import position_partition
-from fastci.demo.history import Workload
+from fastci.runtime.publish import publish_embedded
+from fastci.topology import SYSTEM, TOPICS
 from streams.app import partition_of
-
-from kafka_helpers import stop_worker, wait_until_consumed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -92,7 +90,9 @@ def test_repartitioned_state_is_colocated_and_equal_to_embedded(kafka, tmp_path)
     log = tmp_path / "worker.log"
     worker = subprocess.Popen(
         [sys.executable, "-c", WORKER.format(tests=str(Path(__file__).parent))],
-        env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+        env=env,
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
     )
     try:
         wait_until_consumed(kafka, worker, log, processors=[NodeTally()])

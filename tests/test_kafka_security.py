@@ -12,14 +12,13 @@ from dataclasses import replace
 
 import pytest
 from aiokafka.errors import KafkaConnectionError
-
-from fastci.core.config import KafkaSettings
-from fastci.topology import TOPICS
-from fastci.runtime.kafka_io import ensure_topics, publish
-
 from conftest import SCRAM_USERS
 from factories import result
 from kafka_helpers import read_events, stop_worker, wait_until_consumed
+
+from fastci.core.config import KafkaSettings
+from fastci.runtime.kafka_io import ensure_topics, publish
+from fastci.topology import TOPICS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -71,7 +70,9 @@ def test_wrong_credentials_are_refused_and_right_ones_work(scram_broker, tmp_pat
         "FASTCI_KAFKA_PASSWORD": alice_pw,
     }
     log = tmp_path / "worker.log"
-    worker = subprocess.Popen([sys.executable, "-m", "fastci.cli", "worker"], env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "fastci.cli", "worker"], env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT
+    )
     try:
         wait_until_consumed(settings, worker, log)
     finally:

@@ -9,8 +9,10 @@ import pytest
 from fastci.runtime import log as log_module
 from fastci.runtime.log import LogCorrupted, Position, TopicLog
 
+START = Position()
 
-def payloads(log: TopicLog, start: Position = Position(), limit: int | None = None) -> list[bytes]:
+
+def payloads(log: TopicLog, start: Position = START, limit: int | None = None) -> list[bytes]:
     return [r.payload for r in log.read(start, limit)]
 
 

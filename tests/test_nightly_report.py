@@ -6,16 +6,15 @@ import re
 
 import numpy as np
 import pytest
+from factories import result
+from regression_factories import golden, nightly
 
 from fastci.cli.main import main
 from fastci.inputs import CommitEvent
-from fastci.runtime.publish import publish_embedded
-from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
-
-from factories import result
-from regression_factories import golden, nightly
+from fastci.runtime.memory import MemoryRuntime
+from fastci.runtime.publish import publish_embedded
 from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM
 
@@ -24,7 +23,7 @@ MOE = "tests/models/test_moe_tiny.py::test_throughput"
 # Markup in a commit title, as an attacker would write it: each part would mark the page if it ran.
 EVIL = (
     "<script>document.documentElement.dataset.pwned='script'</script>"
-    "<img src=x onerror=\"document.documentElement.dataset.pwned='img'\"> & \"quotes\""
+    '<img src=x onerror="document.documentElement.dataset.pwned=\'img\'"> & "quotes"'
 )
 TRAIN = "tests/models/test_llama_tiny.py::test_train"
 
@@ -47,13 +46,23 @@ def data_dir(tmp_path_factory):
     ]
     rng = np.random.default_rng(0)
     inputs = [
-        parse_owner_file("* @framework-team\n", repo=REPO), *commits,
+        parse_owner_file("* @framework-team\n", repo=REPO),
+        *commits,
         golden(TRAIN, loss_curves=tuple(curve(rng) for _ in range(4)), eval_score=0.8),
         *scenario.nightly_results(),
-        result(TRAIN, run_id="nightly-train", trigger="nightly", loss_curve=curve(rng, drift_from=120), eval_score=0.79,
-               commit=sha(39)),
+        result(
+            TRAIN,
+            run_id="nightly-train",
+            trigger="nightly",
+            loss_curve=curve(rng, drift_from=120),
+            eval_score=0.79,
+            commit=sha(39),
+        ),
         # a sustained 2.5% drop too small for 5 repeats a night: found as a change point, commits unknown
-        *[nightly(n, 1000 * (0.975 if n >= 20 else 1) * (1 + 0.02 * rng.standard_normal(5)), test_id=MOE) for n in range(28)],
+        *[
+            nightly(n, 1000 * (0.975 if n >= 20 else 1) * (1 + 0.02 * rng.standard_normal(5)), test_id=MOE)
+            for n in range(28)
+        ],
     ]
     pipeline = MemoryRuntime(SYSTEM, responders={RunRequested.TOPIC: scenario.run})
     outputs = pipeline.publish(inputs)
@@ -112,8 +121,14 @@ def test_regressions_demo_finds_all_three_culprits(tmp_path, capsys):
 
 
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -128,13 +143,21 @@ def test_a_browser_renders_event_markup_as_text(data_dir, tmp_path):
     assert main(["--data-dir", str(data_dir), "report", "nightly"]) == 0
     page = data_dir / "nightly.html"
     dump = subprocess.run(
-        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=2000",
-         "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            chromium,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert dump.returncode == 0, dump.stderr[-2000:]
     dom = dump.stdout
     assert "<html" in dom and "Nightly" in dom
     assert "data-pwned" not in dom
     assert "&lt;script&gt;document.documentElement.dataset.pwned" in dom  # shown, as text
-    assert "<img src=\"x\"" not in dom and "<img src=x" not in dom
+    assert '<img src="x"' not in dom and "<img src=x" not in dom

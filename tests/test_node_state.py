@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fleet_factories import NODE, at, cleared, failure, run, signal, throughput
+from processor_helpers import Store, feed, of_topic
 
 from fastci.core.events import derive_id
 from fastci.fleet.events import NodeStateChanged
-from fastci.scheduling.runs import RunRequested
-from fastci.runtime.driver import Driver, Origin
 from fastci.fleet.node_state import RERUN_PURPOSE, NodeStateProcessor
-
-from fleet_factories import NODE, at, cleared, failure, run, signal, throughput
-from processor_helpers import Store, feed, of_topic
+from fastci.runtime.driver import Driver, Origin
+from fastci.scheduling.runs import RunRequested
 
 TEST_A, TEST_B = "tests/test_a.py::test_x", "tests/test_b.py::test_y"
 
@@ -47,7 +46,9 @@ def test_a_fatal_xid_quarantines_at_once():
 
 def test_repeated_xids_within_the_window_quarantine_but_spread_out_they_do_not():
     processor, store = fresh()
-    spread = feed(processor, store, [signal("xid", 31, hours=0), signal("xid", 13, hours=25), signal("xid", 31, hours=50)])
+    spread = feed(
+        processor, store, [signal("xid", 31, hours=0), signal("xid", 13, hours=25), signal("xid", 31, hours=50)]
+    )
     # each one suspects, the window forgets it, and the next heartbeat returns the node
     assert "quarantined" not in [state for state, _ in changes(spread)]
     processor, store = fresh()
@@ -101,7 +102,9 @@ def test_failures_attributed_to_the_node():
 
 def test_a_hardware_signal_with_attributed_failures_quarantines():
     processor, store = fresh()
-    outputs = feed(processor, store, [signal("heartbeat", 150, hours=1), failure(TEST_A, hours=2), failure(TEST_B, hours=3)])
+    outputs = feed(
+        processor, store, [signal("heartbeat", 150, hours=1), failure(TEST_A, hours=2), failure(TEST_B, hours=3)]
+    )
     assert changes(outputs) == [("suspect", "heartbeat-missed"), ("quarantined", "signal-and-failures")]
     assert {e.kind for e in of_topic(outputs, NodeStateChanged.TOPIC)[-1].evidence} == {"heartbeat", "failure"}
 
@@ -127,8 +130,12 @@ def test_quarantine_ends_only_when_diagnostics_pass():
     # time passes, the evidence leaves every window: still quarantined
     assert feed(processor, store, [signal("heartbeat", 30, hours=100), signal("xid", 31, hours=101)]) == []
     assert state_of(store) == "quarantined"
-    assert changes(feed(processor, store, [signal("diagnostic_started", 3600, hours=102)])) == [("diagnosing", "diagnostic-started")]
-    assert changes(feed(processor, store, [signal("diagnostic", 0.0, hours=103)])) == [("quarantined", "diagnostics-failed")]
+    assert changes(feed(processor, store, [signal("diagnostic_started", 3600, hours=102)])) == [
+        ("diagnosing", "diagnostic-started")
+    ]
+    assert changes(feed(processor, store, [signal("diagnostic", 0.0, hours=103)])) == [
+        ("quarantined", "diagnostics-failed")
+    ]
     assert feed(processor, store, [signal("diagnostic", 0.0, hours=104)]) == []  # failing again: no news
     feed(processor, store, [signal("diagnostic_started", 3600, hours=120)])
     (back,) = of_topic(feed(processor, store, [signal("diagnostic", 1.0, hours=121)]), NodeStateChanged.TOPIC)
@@ -145,7 +152,9 @@ def test_a_pass_without_a_recorded_start_also_returns_the_node_and_says_so():
 
 def test_a_failed_diagnostic_quarantines_a_node_in_service():
     processor, store = fresh()
-    assert changes(feed(processor, store, [signal("diagnostic", 0.0, hours=1)])) == [("quarantined", "diagnostics-failed")]
+    assert changes(feed(processor, store, [signal("diagnostic", 0.0, hours=1)])) == [
+        ("quarantined", "diagnostics-failed")
+    ]
 
 
 def test_diagnostic_start_means_nothing_to_a_node_in_service():

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from fastci.regression.changepoint import change_points
-from fastci.regression.perfstats import PerfGate, compare, median_ratio_interval, metric_direction, relative_noise, repeats_needed, seed_from
+from fastci.regression.perfstats import (
+    PerfGate,
+    compare,
+    median_ratio_interval,
+    metric_direction,
+    relative_noise,
+    repeats_needed,
+    seed_from,
+)
 
 GATE = PerfGate()
 
@@ -55,8 +63,13 @@ def test_fast_interval_matches_scipy_bootstrap(n_base, n_cand):
     base, cand = noisy(1000, 0.02, n_base, rng), noisy(980, 0.02, n_cand, rng)
     ours = median_ratio_interval(base, cand, 0.95, 8000, 1)
     theirs = stats.bootstrap(
-        (base, cand), lambda b, c, axis=-1: np.median(c, axis=axis) / np.median(b, axis=axis),
-        vectorized=True, paired=False, n_resamples=8000, method="percentile", rng=np.random.default_rng(2),
+        (base, cand),
+        lambda b, c, axis=-1: np.median(c, axis=axis) / np.median(b, axis=axis),
+        vectorized=True,
+        paired=False,
+        n_resamples=8000,
+        method="percentile",
+        rng=np.random.default_rng(2),
     ).confidence_interval
     width = theirs.high - theirs.low
     assert ours[0] == pytest.approx(theirs.low, abs=0.08 * width)

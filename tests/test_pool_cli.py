@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 
 from fastci.cli.main import main
-from fastci.topology import decode
 from fastci.runtime.embedded import DataDir
+from fastci.topology import decode
 
 
 def fastci(tmp_path, *args: str) -> int:
@@ -34,8 +34,9 @@ def test_mistakes_are_named(tmp_path, capsys):
     assert fastci(tmp_path, "pool", "tick", "--at", "2026-12-01 02:00") == 2
     assert "field 'time'" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
-    bad.write_bytes(orjson.dumps({"version": "v", "nodes": [{"node_id": "a", "hardware_revision": "r", "chips": 8}],
-                                  "classes": []}))
+    bad.write_bytes(
+        orjson.dumps({"version": "v", "nodes": [{"node_id": "a", "hardware_revision": "r", "chips": 8}], "classes": []})
+    )
     assert fastci(tmp_path, "pool", "configure", str(bad)) == 2
     assert "field 'classes'" in capsys.readouterr().err
     assert fastci(tmp_path, "pool", "configure") == 2

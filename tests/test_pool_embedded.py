@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from factories import BUNDLE
 from processor_helpers import Store, feed
 
-from fastci.inputs import ResultEvent
-from fastci.topology import decode
 from fastci.core.events import Event
-from fastci.scheduling.runs import RunRequested
+from fastci.inputs import ResultEvent
+from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.runtime.publish import publish_embedded
 from fastci.scheduling.events import ClockTick, PoolConfig, PoolNode, ScheduleEvent
 from fastci.scheduling.processor import DEFAULT_CLASSES, PoolSchedulerProcessor
-from fastci.runtime.publish import publish_embedded
-from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import SYSTEM, decode
 from fastci.views.refresh import refresh_embedded
 from fastci.views.store import Views
-from fastci.topology import SYSTEM
 
-T0 = datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc)
-CONFIG = PoolConfig(version="four-nodes", classes=DEFAULT_CLASSES, nodes=tuple(
-    PoolNode(node_id=f"n{i}", hardware_revision="rev-a", chips=8) for i in range(4)
-))
+T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+CONFIG = PoolConfig(
+    version="four-nodes",
+    classes=DEFAULT_CLASSES,
+    nodes=tuple(PoolNode(node_id=f"n{i}", hardware_revision="rev-a", chips=8) for i in range(4)),
+)
 
 
 def read(data_dir, topic: str) -> list[Event]:
@@ -38,16 +39,40 @@ def run(data_dir) -> None:
 
 
 def request(name: str, work_class: str, chips: int = 8) -> RunRequested:
-    return RunRequested(cause_id=f"cause-{name}", purpose=work_class, test_id=f"tests/{name}", repo="acme/stack",
-                        commit="abcdef1", bundle=BUNDLE, hardware_revision="any", work_class=work_class, repeats=1,
-                        requested_by="test", chips=chips, estimated_s=3600.0)
+    return RunRequested(
+        cause_id=f"cause-{name}",
+        purpose=work_class,
+        test_id=f"tests/{name}",
+        repo="acme/stack",
+        commit="abcdef1",
+        bundle=BUNDLE,
+        hardware_revision="any",
+        work_class=work_class,
+        repeats=1,
+        requested_by="test",
+        chips=chips,
+        estimated_s=3600.0,
+    )
 
 
 def results_of(placed: list[ScheduleEvent], minutes: float) -> list[ResultEvent]:
-    return [ResultEvent(test_id=p.tests[0].test_id, run_id=p.run_id, repo=p.repo, commit=p.commit, bundle=BUNDLE,
-                        node_id=p.nodes[0], hardware_revision="rev-a", trigger=p.work_class, status="passed",
-                        duration_s=60.0 * minutes, chips=p.chips, time=T0 + timedelta(minutes=minutes))
-            for p in placed]
+    return [
+        ResultEvent(
+            test_id=p.tests[0].test_id,
+            run_id=p.run_id,
+            repo=p.repo,
+            commit=p.commit,
+            bundle=BUNDLE,
+            node_id=p.nodes[0],
+            hardware_revision="rev-a",
+            trigger=p.work_class,
+            status="passed",
+            duration_s=60.0 * minutes,
+            chips=p.chips,
+            time=T0 + timedelta(minutes=minutes),
+        )
+        for p in placed
+    ]
 
 
 def test_nightly_work_preempted_by_a_release_resumes_and_completes_through_the_embedded_runtime(tmp_path):

@@ -5,19 +5,17 @@ decides (same ids)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
+from kafka_helpers import read_events, start_worker, stop_worker, wait_until_consumed
 from processor_helpers import Store, feed
 from test_pool_embedded import CONFIG, T0, request, results_of, running_now
 
-from datetime import timedelta
-
-from fastci.topology import TOPICS
+from fastci.runtime.kafka_io import ensure_topics, publish
 from fastci.scheduling.events import ClockTick, ScheduleEvent
 from fastci.scheduling.processor import PoolSchedulerProcessor
-from fastci.runtime.kafka_io import ensure_topics, publish
-
-from kafka_helpers import read_events, start_worker, stop_worker, wait_until_consumed
+from fastci.topology import TOPICS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -17,8 +17,13 @@ RULES = {
 def nodes(count: int = 16, chips: int = 8, used: dict[str, int] | None = None, down: set[str] = frozenset()):
     used = used or {}
     return [
-        NodeView(f"n{i:02d}", "rev-a" if i < count // 2 else "rev-b", chips, used.get(f"n{i:02d}", 0),
-                 f"n{i:02d}" not in down)
+        NodeView(
+            f"n{i:02d}",
+            "rev-a" if i < count // 2 else "rev-b",
+            chips,
+            used.get(f"n{i:02d}", 0),
+            f"n{i:02d}" not in down,
+        )
         for i in range(count)
     ]
 
@@ -42,8 +47,14 @@ def wait(job_id, work_class, chips=8, remaining=600.0, revision="any", avoid=())
 
 def test_higher_priority_class_gets_the_free_node_first():
     running = [run(f"d{i}", "presubmit", f"n{i:02d}") for i in range(15)]
-    result = schedule_pass(10.0, busy(nodes(), running), running,
-                           {"nightly": [wait("night", "nightly")], "release": [wait("rel", "release")]}, RULES, 0)
+    result = schedule_pass(
+        10.0,
+        busy(nodes(), running),
+        running,
+        {"nightly": [wait("night", "nightly")], "release": [wait("rel", "release")]},
+        RULES,
+        0,
+    )
     assert [p.job_id for p in result.placements] == ["rel"]
     assert result.placements[0].placement == (("n15", 8),)
 
@@ -69,8 +80,10 @@ def test_a_class_waiting_within_its_share_reclaims_it_from_lower_priority_borrow
 def test_a_lower_class_never_preempts_a_higher_one_but_gets_free_chips_before_it_can_borrow_them():
     # presubmit (share 35% = 44.8 chips) borrows 15 nodes; nightly waits within its share
     running = [run(f"p{i}", "presubmit", f"n{i:02d}") for i in range(15)]
-    queues = {"nightly": [wait("night", "nightly"), wait("night2", "nightly")],
-              "presubmit": [wait("p-more", "presubmit")]}
+    queues = {
+        "nightly": [wait("night", "nightly"), wait("night2", "nightly")],
+        "presubmit": [wait("p-more", "presubmit")],
+    }
     result = schedule_pass(10.0, busy(nodes(), running), running, queues, RULES, 0)
     assert not result.preempted  # nightly does not evict the higher-priority borrower
     # the one free node goes to nightly (within its share), not to presubmit (which would borrow it)
@@ -88,7 +101,10 @@ def test_within_its_share_a_class_is_placed_even_while_others_wait():
     running = [run(f"d{i}", "nightly", f"n{i:02d}") for i in range(4)]
     queues = {"nightly": [wait("night", "nightly")], "presubmit": [wait("p", "presubmit")]}
     result = schedule_pass(10.0, busy(nodes(), running), running, queues, RULES, 0)
-    assert {p.job_id for p in result.placements} == {"p", "night"}  # nightly borrows: presubmit is placed, waits no more
+    assert {p.job_id for p in result.placements} == {
+        "p",
+        "night",
+    }  # nightly borrows: presubmit is placed, waits no more
 
 
 def test_a_gang_gets_whole_free_nodes_of_one_revision_at_once_or_waits():
@@ -141,8 +157,9 @@ def test_backfill_onto_reserved_nodes_only_when_the_job_ends_before_the_reservat
 
 def test_unhealthy_nodes_get_no_work():
     down = {f"n{i:02d}" for i in range(15)}
-    result = schedule_pass(0.0, nodes(down=down), [], {"presubmit": [wait("a", "presubmit"), wait("b", "presubmit")]},
-                           RULES, 0)
+    result = schedule_pass(
+        0.0, nodes(down=down), [], {"presubmit": [wait("a", "presubmit"), wait("b", "presubmit")]}, RULES, 0
+    )
     assert [(p.job_id, p.placement) for p in result.placements] == [("a", (("n15", 8),))]
 
 
@@ -158,10 +175,12 @@ def test_quotas_are_shares_of_the_healthy_chips():
 
 def test_a_job_packs_onto_the_fullest_node_that_fits_and_respects_revision_and_avoid():
     running = [run("half", "presubmit", "n03", chips=4), run("six", "presubmit", "n09", chips=6)]
-    queues = {"presubmit": [
-        wait("small", "presubmit", chips=2),
-        wait("rev-a-only", "presubmit", chips=4, revision="rev-a", avoid=("n03",)),
-    ]}
+    queues = {
+        "presubmit": [
+            wait("small", "presubmit", chips=2),
+            wait("rev-a-only", "presubmit", chips=4, revision="rev-a", avoid=("n03",)),
+        ]
+    }
     result = schedule_pass(0.0, busy(nodes(), running), running, queues, RULES, 0)
     assert [(p.job_id, p.placement) for p in result.placements] == [
         ("small", (("n09", 2),)),  # n09 had 2 chips left: packed full

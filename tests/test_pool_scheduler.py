@@ -2,37 +2,65 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from factories import BUNDLE
 from processor_helpers import Store, feed
 
-from fastci.inputs import ResultEvent
 from fastci.fleet.events import NodeStateChanged
-from fastci.scheduling.runs import RunRequested
+from fastci.inputs import ResultEvent
 from fastci.scheduling.events import ClassPolicy, ClockTick, PoolConfig, PoolNode, ScheduleEvent
 from fastci.scheduling.processor import DEFAULT_CLASSES, PlanEntry, PoolSchedulerProcessor, job_key, shards
+from fastci.scheduling.runs import RunRequested
 
-T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def tick(minutes: float) -> ClockTick:
     return ClockTick(time=T0 + timedelta(minutes=minutes))
 
 
-def request(name: str, work_class: str = "nightly", chips: int | None = 8, estimated_s: float = 600.0,
-            revision: str = "any", **fields) -> RunRequested:
-    return RunRequested(cause_id=f"cause-{name}", purpose="run", test_id=f"tests/{name}", repo="acme/stack",
-                        commit="abcdef1", bundle=BUNDLE, hardware_revision=revision, work_class=work_class, repeats=1,
-                        requested_by="test", chips=chips, estimated_s=estimated_s, **fields)
+def request(
+    name: str,
+    work_class: str = "nightly",
+    chips: int | None = 8,
+    estimated_s: float = 600.0,
+    revision: str = "any",
+    **fields,
+) -> RunRequested:
+    return RunRequested(
+        cause_id=f"cause-{name}",
+        purpose="run",
+        test_id=f"tests/{name}",
+        repo="acme/stack",
+        commit="abcdef1",
+        bundle=BUNDLE,
+        hardware_revision=revision,
+        work_class=work_class,
+        repeats=1,
+        requested_by="test",
+        chips=chips,
+        estimated_s=estimated_s,
+        **fields,
+    )
 
 
-def result_for(placed: ScheduleEvent, test_id: str | None = None, status: str = "passed",
-               run_id: str | None = None) -> ResultEvent:
-    return ResultEvent(test_id=test_id or placed.tests[0].test_id, run_id=run_id or placed.run_id, repo=placed.repo,
-                       commit=placed.commit, bundle=BUNDLE, node_id=(placed.nodes or ("cpu",))[0],
-                       hardware_revision=placed.hardware_revision or "cpu", trigger=placed.work_class, status=status,
-                       duration_s=10.0, pool=placed.pool)
+def result_for(
+    placed: ScheduleEvent, test_id: str | None = None, status: str = "passed", run_id: str | None = None
+) -> ResultEvent:
+    return ResultEvent(
+        test_id=test_id or placed.tests[0].test_id,
+        run_id=run_id or placed.run_id,
+        repo=placed.repo,
+        commit=placed.commit,
+        bundle=BUNDLE,
+        node_id=(placed.nodes or ("cpu",))[0],
+        hardware_revision=placed.hardware_revision or "cpu",
+        trigger=placed.work_class,
+        status=status,
+        duration_s=10.0,
+        pool=placed.pool,
+    )
 
 
 class Pool:
@@ -61,9 +89,16 @@ class Pool:
 
 
 def small_pool(nodes: int = 2, chips: int = 8, cpu_slots: int = 2, **fields) -> PoolConfig:
-    return PoolConfig(version="test", nodes=tuple(
-        PoolNode(node_id=f"n{i}", hardware_revision="rev-a" if i % 2 == 0 else "rev-b", chips=chips) for i in range(nodes)
-    ), cpu_slots=cpu_slots, classes=DEFAULT_CLASSES, **fields)
+    return PoolConfig(
+        version="test",
+        nodes=tuple(
+            PoolNode(node_id=f"n{i}", hardware_revision="rev-a" if i % 2 == 0 else "rev-b", chips=chips)
+            for i in range(nodes)
+        ),
+        cpu_slots=cpu_slots,
+        classes=DEFAULT_CLASSES,
+        **fields,
+    )
 
 
 def test_every_decision_is_stamped_with_the_latest_tick_and_derives_its_id_from_its_cause():
@@ -133,10 +168,13 @@ def test_quarantined_nodes_get_no_work_and_their_running_work_is_requeued_elsewh
     pool(tick(0))
     placed = [pool(request(f"j{i}", estimated_s=3600.0))[-1] for i in range(2)]
     on_n0 = next(e for e in placed if e.nodes == ("n0",))
-    out = pool(tick(5), NodeStateChanged(node_id="n0", state="quarantined", reason="xid 79",
-                                         time=T0 + timedelta(minutes=5)))
+    out = pool(
+        tick(5), NodeStateChanged(node_id="n0", state="quarantined", reason="xid 79", time=T0 + timedelta(minutes=5))
+    )
     assert [(e.action, e.job_id) for e in out] == [
-        ("preempted", on_n0.job_id), ("requeued", on_n0.job_id), ("placed", on_n0.job_id),
+        ("preempted", on_n0.job_id),
+        ("requeued", on_n0.job_id),
+        ("placed", on_n0.job_id),
     ]
     assert out[0].reason == "node n0 is quarantined" and out[-1].nodes == ("n2",)
     # with n0 out, the next job waits instead of going there
@@ -165,8 +203,9 @@ def test_a_new_config_keeps_running_work_and_evicts_what_ran_on_removed_nodes():
     pool = Pool(small_pool(nodes=2))
     pool(tick(0))
     a, b = (pool(request(name, estimated_s=3600.0))[-1] for name in ("a", "b"))
-    smaller = PoolConfig(version="v2", nodes=(PoolNode(node_id="n0", hardware_revision="rev-a", chips=8),),
-                         classes=DEFAULT_CLASSES)
+    smaller = PoolConfig(
+        version="v2", nodes=(PoolNode(node_id="n0", hardware_revision="rev-a", chips=8),), classes=DEFAULT_CLASSES
+    )
     out = pool(tick(1), smaller)
     gone = b if b.nodes == ("n1",) else a
     assert [(e.action, e.job_id) for e in out] == [("preempted", gone.job_id), ("requeued", gone.job_id)]
@@ -174,18 +213,31 @@ def test_a_new_config_keeps_running_work_and_evicts_what_ran_on_removed_nodes():
 
 
 def test_a_plan_becomes_cpu_shards_and_one_hardware_job_per_test_with_the_smoke_test_as_the_floor():
-    pool = Pool(small_pool(nodes=2, cpu_slots=4, cpu_shard_s=100.0, smoke_test="tests/smoke.py::test_tiny",
-                           smoke_chips=4, smoke_estimated_s=120.0))
+    pool = Pool(
+        small_pool(
+            nodes=2,
+            cpu_slots=4,
+            cpu_shard_s=100.0,
+            smoke_test="tests/smoke.py::test_tiny",
+            smoke_chips=4,
+            smoke_estimated_s=120.0,
+        )
+    )
     pool(tick(0))
     entries = [
-        ("tests/k.py::a", 0, 60.0), ("tests/models.py::llm", 8, 900.0), ("tests/k.py::b", 0, 60.0),
-        ("tests/k.py::c", 0, 30.0), ("tests/models.py::vit", 8, 600.0),
+        ("tests/k.py::a", 0, 60.0),
+        ("tests/models.py::llm", 8, 900.0),
+        ("tests/k.py::b", 0, 60.0),
+        ("tests/k.py::c", 0, 30.0),
+        ("tests/models.py::vit", 8, 600.0),
     ]
     out = pool(plan("p1", entries, hardware_path=True))
     queued = [e for e in out if e.action == "queued"]
     assert [(tuple(t.test_id for t in e.tests), e.chips) for e in queued] == [
-        (("tests/models.py::llm",), 8), (("tests/models.py::vit",), 8),
-        (("tests/k.py::a",), 0), (("tests/k.py::b", "tests/k.py::c"), 0),  # shards of about 100 s, in plan order
+        (("tests/models.py::llm",), 8),
+        (("tests/models.py::vit",), 8),
+        (("tests/k.py::a",), 0),
+        (("tests/k.py::b", "tests/k.py::c"), 0),  # shards of about 100 s, in plan order
     ]
     assert all(e.request_id == out[0].cause_id and e.work_class == "presubmit" for e in queued)
     # off the hardware path, the model tests run in their CPU/simulator form
@@ -194,7 +246,8 @@ def test_a_plan_becomes_cpu_shards_and_one_hardware_job_per_test_with_the_smoke_
     # a model that needs many nodes runs per change in its CPU/simulator form (on hardware nightly)
     out = pool(plan("p4", [("tests/models.py::llm-70b", 16, 900.0)], hardware_path=True))
     assert [(e.chips, e.tests[0].test_id) for e in out if e.action == "queued"] == [
-        (4, "tests/smoke.py::test_tiny"), (0, "tests/models.py::llm-70b"),
+        (4, "tests/smoke.py::test_tiny"),
+        (0, "tests/models.py::llm-70b"),
     ]
     # a hardware-path change whose plan has no hardware test still gets the smoke test on hardware
     out = pool(plan("p3", [("tests/k.py::a", 0, 60.0)], hardware_path=True))
@@ -218,10 +271,16 @@ def test_shards_group_consecutive_entries_by_estimated_time():
 
 
 def test_class_policy_comes_from_the_config():
-    classes = tuple(p.model_copy(update={"priority": 5 - p.priority}) if p.work_class in ("dev", "release") else p
-                    for p in DEFAULT_CLASSES)
-    classes = tuple(ClassPolicy(work_class=p.work_class, priority={"dev": 0, "release": 5}.get(p.work_class, p.priority),
-                                quota=p.quota) for p in classes)
+    classes = tuple(
+        p.model_copy(update={"priority": 5 - p.priority}) if p.work_class in ("dev", "release") else p
+        for p in DEFAULT_CLASSES
+    )
+    classes = tuple(
+        ClassPolicy(
+            work_class=p.work_class, priority={"dev": 0, "release": 5}.get(p.work_class, p.priority), quota=p.quota
+        )
+        for p in classes
+    )
     pool = Pool(small_pool(nodes=1).model_copy(update={"classes": classes, "version": "dev-first"}))
     pool(tick(0))
     pool(request("hold", chips=8))
@@ -237,6 +296,15 @@ def plan(name: str, entries, hardware_path: bool):
     from fastci.core.events import derive_id
 
     tests = [SimpleNamespace(test_id=t, config={}, estimated_s=s, chips=c) for t, c, s in entries]
-    return SimpleNamespace(TOPIC="test-plan", id=derive_id("test-plan", name), key="default", pool="default",
-                           repo="acme/stack", sha="abcdef1", hardware_path=hardware_path, entries=tests,
-                           page=0, pages=1)
+    return SimpleNamespace(
+        TOPIC="test-plan",
+        id=derive_id("test-plan", name),
+        key="default",
+        pool="default",
+        repo="acme/stack",
+        sha="abcdef1",
+        hardware_path=hardware_path,
+        entries=tests,
+        page=0,
+        pages=1,
+    )

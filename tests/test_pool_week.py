@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict, deque
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from factories import BUNDLE
 
 from fastci.fleet.events import NodeStateChanged
-from fastci.scheduling.runs import RunRequested
+from fastci.runtime.memory import MemoryRuntime
 from fastci.scheduling.events import ScheduleEvent
 from fastci.scheduling.processor import DEFAULT_CLASSES, PoolSchedulerProcessor, default_config
-from fastci.runtime.memory import MemoryRuntime
+from fastci.scheduling.runs import RunRequested
 from fastci.simulate.loop import Loop, Runner, TestRun, at_seconds
 from fastci.topology import SYSTEM
 
-MONDAY = datetime(2026, 11, 30, tzinfo=timezone.utc).timestamp()
+MONDAY = datetime(2026, 11, 30, tzinfo=UTC).timestamp()
 HOUR = 3600.0
 DAY = 24 * HOUR
 POLICY = {p.work_class: p for p in DEFAULT_CLASSES}
@@ -56,9 +56,18 @@ class Week:
         test_id = f"tests/{work_class}/{self.count:05d}"
         self.true_s[test_id] = estimated_s * self.rng.uniform(0.8, 1.2)
         event = RunRequested(
-            cause_id=f"week-{self.count}", purpose=work_class, test_id=test_id, repo="acme/stack", commit="abcdef1",
-            bundle=BUNDLE, hardware_revision="any", work_class=work_class, repeats=1, requested_by="week",
-            chips=chips, estimated_s=estimated_s,
+            cause_id=f"week-{self.count}",
+            purpose=work_class,
+            test_id=test_id,
+            repo="acme/stack",
+            commit="abcdef1",
+            bundle=BUNDLE,
+            hardware_revision="any",
+            work_class=work_class,
+            repeats=1,
+            requested_by="week",
+            chips=chips,
+            estimated_s=estimated_s,
         )
         self.requests[event.id] = event
         self.bus.publish(event)
@@ -71,9 +80,9 @@ class Week:
         rng, at = self.rng, self.loop.at
         for day in range(7):
             base = MONDAY + day * DAY
-            for i in range(40):
+            for _ in range(40):
                 at(base, lambda: self.request("nightly", rng.uniform(45, 75) * 60))
-            for i in range(2):
+            for _ in range(2):
                 at(base, lambda: self.request("nightly", 2 * HOUR, chips=32))
             time = base + 8 * HOUR
             while time < base + 20 * HOUR:
@@ -150,8 +159,14 @@ class QuotaChecker:
             usage[placed.work_class] += placed.chips
         for policy in sorted(DEFAULT_CLASSES, key=lambda p: p.priority):
             name = policy.work_class
-            first = next(((job, chips) for job, chips in self.queues[name]
-                          if chips and usage[name] + chips <= quota[name] + 1e-9), None)
+            first = next(
+                (
+                    (job, chips)
+                    for job, chips in self.queues[name]
+                    if chips and usage[name] + chips <= quota[name] + 1e-9
+                ),
+                None,
+            )
             if first is None:
                 continue
             if first[1] <= 8:  # a single-node job, the first one the pass looked at: no reservation limits it
@@ -203,9 +218,7 @@ def test_a_release_preempts_nightly_work_which_resumes_from_its_checkpoint_and_c
         resumed = next(e for e in later if e.action == "placed")
         assert resumed.attempt == victim.attempt + 1
         every = POLICY["nightly"].checkpoint_every_s
-        assert resumed.resume_from_s == pytest.approx(
-            next(e for e in later if e.action == "requeued").resume_from_s
-        )
+        assert resumed.resume_from_s == pytest.approx(next(e for e in later if e.action == "requeued").resume_from_s)
         assert victim.lost_s < every  # at most one checkpoint interval of work is lost
         assert later[-1].action == "completed"
     # the gang of the first release got its four nodes at once, on one hardware revision
@@ -233,7 +246,11 @@ def test_quotas_are_honoured_all_week(week):
     assert week.checker.violations == []
     # every class got work done; borrowing let the idle shares be used
     assert {e.work_class for e in week.schedule if e.action == "completed"} == {
-        "nightly", "presubmit", "dev", "bisect", "release"
+        "nightly",
+        "presubmit",
+        "dev",
+        "bisect",
+        "release",
     }
 
 

@@ -10,22 +10,26 @@ import time
 
 import orjson
 import pytest
-
-from fastci.inputs import ResultEvent
-from fastci.producer.context import ContextError, load_context
-from fastci.producer.targets import EmbeddedTarget, KafkaTarget, TargetUnavailable
-from fastci.producer.client import Producer, RetryPolicy
-from fastci.producer.spool import Spool
-from fastci.producer.context import bundle_toml
-from fastci.core.config import KafkaSettings
-from fastci.runtime.embedded import DataDir
-
 from factories import result
 
+from fastci.core.config import KafkaSettings
+from fastci.inputs import ResultEvent
+from fastci.producer.client import Producer, RetryPolicy
+from fastci.producer.context import ContextError, bundle_toml, load_context
+from fastci.producer.spool import Spool
+from fastci.producer.targets import EmbeddedTarget, KafkaTarget, TargetUnavailable
+from fastci.runtime.embedded import DataDir
+
 BUNDLE_ENV = {
-    "FASTCI_BUNDLE_COMPILER": "1.2.1", "FASTCI_BUNDLE_KERNELS": "2.3.1", "FASTCI_BUNDLE_RUNTIME": "3.1.0",
-    "FASTCI_BUNDLE_DRIVER": "550.54.15", "FASTCI_BUNDLE_FIRMWARE": "96.00", "FASTCI_HARDWARE_REVISION": "rev-b",
-    "FASTCI_NODE_ID": "node-07", "FASTCI_REPO": "acme/llm", "FASTCI_COMMIT": "abcdef1234567",
+    "FASTCI_BUNDLE_COMPILER": "1.2.1",
+    "FASTCI_BUNDLE_KERNELS": "2.3.1",
+    "FASTCI_BUNDLE_RUNTIME": "3.1.0",
+    "FASTCI_BUNDLE_DRIVER": "550.54.15",
+    "FASTCI_BUNDLE_FIRMWARE": "96.00",
+    "FASTCI_HARDWARE_REVISION": "rev-b",
+    "FASTCI_NODE_ID": "node-07",
+    "FASTCI_REPO": "acme/llm",
+    "FASTCI_COMMIT": "abcdef1234567",
 }
 
 
@@ -64,30 +68,57 @@ def producer(target, tmp_path, **kwargs) -> Producer:
 def test_context_from_a_bundle_file_with_the_environment_overriding_it(tmp_path):
     path = tmp_path / "bundle.toml"
     path.write_text(bundle_toml(context()))
-    loaded = load_context(path, env={"FASTCI_BUNDLE_KERNELS": "2.1.0", "FASTCI_REPO": "acme/x", "FASTCI_COMMIT": "1234567"})
+    loaded = load_context(
+        path, env={"FASTCI_BUNDLE_KERNELS": "2.1.0", "FASTCI_REPO": "acme/x", "FASTCI_COMMIT": "1234567"}
+    )
     assert loaded.bundle.kernels == "2.1.0" and loaded.bundle.compiler == "1.2.1"
     assert (loaded.node_id, loaded.hardware_revision, loaded.trigger) == ("node-07", "rev-b", "dev")
 
 
 def test_context_defaults_come_from_real_git(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", "git@github.com:acme/llm-framework.git"], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q",
-                    "--allow-empty", "-m", "x"], check=True)
-    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    subprocess.run(
+        ["git", "-C", str(tmp_path), "remote", "add", "origin", "git@github.com:acme/llm-framework.git"], check=True
+    )
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tmp_path),
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     env = {k: v for k, v in BUNDLE_ENV.items() if k not in ("FASTCI_REPO", "FASTCI_COMMIT")}
     loaded = load_context(env=env, cwd=tmp_path)
     assert (loaded.repo, loaded.commit) == ("acme/llm-framework", head)
 
 
-@pytest.mark.parametrize(("content", "env", "message"), [
-    (None, {}, "field 'bundle.compiler': not given (set FASTCI_BUNDLE_COMPILER"),
-    ('node_id = "n"\nhardware_revision = "r"\n[bundle]\ncompiler = "1"\nkernel = "2"\n', {},
-     "unknown field(s) bundle.kernel (layers: compiler, kernels, runtime, driver, firmware)"),
-    ("node_id = ", {}, "not valid TOML"),
-    (None, {**BUNDLE_ENV, "FASTCI_TRIGGER": "weekly"}, "field 'trigger': Input should be 'presubmit'"),
-    (None, {**BUNDLE_ENV, "FASTCI_COMMIT": "not-a-sha"}, "field 'commit': String should match pattern"),
-])
+@pytest.mark.parametrize(
+    ("content", "env", "message"),
+    [
+        (None, {}, "field 'bundle.compiler': not given (set FASTCI_BUNDLE_COMPILER"),
+        (
+            'node_id = "n"\nhardware_revision = "r"\n[bundle]\ncompiler = "1"\nkernel = "2"\n',
+            {},
+            "unknown field(s) bundle.kernel (layers: compiler, kernels, runtime, driver, firmware)",
+        ),
+        ("node_id = ", {}, "not valid TOML"),
+        (None, {**BUNDLE_ENV, "FASTCI_TRIGGER": "weekly"}, "field 'trigger': Input should be 'presubmit'"),
+        (None, {**BUNDLE_ENV, "FASTCI_COMMIT": "not-a-sha"}, "field 'commit': String should match pattern"),
+    ],
+)
 def test_bad_context_is_refused_naming_the_field(tmp_path, content, env, message):
     path = None
     if content is not None:
@@ -198,8 +229,17 @@ def test_only_input_topics_can_be_published(tmp_path):
     from fastci.fleet.events import TestStatusChanged
 
     p = producer(FlakyTarget(), tmp_path)
-    status = TestStatusChanged(test_id="t", result_id="0" * 32, run_id="r", commit="abcdef1", node_id="n",
-                               previous="passing", current="failing", status="failed", runs=2)
+    status = TestStatusChanged(
+        test_id="t",
+        result_id="0" * 32,
+        run_id="r",
+        commit="abcdef1",
+        node_id="n",
+        previous="passing",
+        current="failing",
+        status="failed",
+        runs=2,
+    )
     with pytest.raises(ValueError, match="'test-status-changed' is written by its processor"):
         p.publish(status)
 

@@ -45,7 +45,9 @@ def test_a_healthy_bundle_qualifies_and_publishes_three_results(tmp_path, monkey
 def test_a_bundle_file_picks_the_versions_and_a_defect_fails_the_run(tmp_path, monkeypatch, capsys):
     bundle = tmp_path / "bundle.toml"
     context = load_context(env={**NODE_ENV, "FASTCI_HARDWARE_REVISION": "rev-b"}, defaults={"bundle": HEALTHY})
-    bundle.write_text(bundle_toml(context.model_copy(update={"bundle": HEALTHY.model_copy(update={"kernels": "2.1.0"})})))
+    bundle.write_text(
+        bundle_toml(context.model_copy(update={"bundle": HEALTHY.model_copy(update={"kernels": "2.1.0"})}))
+    )
     assert qualify(tmp_path, monkeypatch, "--bundle", str(bundle)) == 1
     captured = capsys.readouterr()
     assert "kernels 2.1.0" in captured.err and "defects: kernel-rounding-bug" in captured.err
@@ -74,6 +76,14 @@ def test_bad_input_is_refused_naming_what_is_wrong(tmp_path, monkeypatch, capsys
 def test_list_defects_names_each_with_the_version_that_brings_it(tmp_path, monkeypatch, capsys):
     assert qualify(tmp_path, monkeypatch, "--list-defects") == 0
     out = capsys.readouterr().out
-    for line in ("kernel-rounding-bug", "kernels 2.1.0", "compiler-bf16-accumulation", "compiler 1.2.0",
-                 "kernel-extra-work", "kernels 2.2.0", "kernel-nondeterministic-reduction", "kernels 2.3.0"):
+    for line in (
+        "kernel-rounding-bug",
+        "kernels 2.1.0",
+        "compiler-bf16-accumulation",
+        "compiler 1.2.0",
+        "kernel-extra-work",
+        "kernels 2.2.0",
+        "kernel-nondeterministic-reduction",
+        "kernels 2.3.0",
+    ):
         assert line in out

@@ -58,8 +58,11 @@ def test_kernel_rounding_bug_fails_the_correctness_gate(pinned):
 
 @pytest.mark.slow
 def test_kernel_rounding_bug_fails_the_eval_gate_of_the_conv_net(pinned):
-    check = check_training(family_named("convnet-small"), make_backend("emulated", with_defect("kernel-rounding-bug")),
-                           pinned["convnet-small"])
+    check = check_training(
+        family_named("convnet-small"),
+        make_backend("emulated", with_defect("kernel-rounding-bug")),
+        pinned["convnet-small"],
+    )
     assert check.eval_ratio < checks.EVAL_MIN_RATIO and check.status == "failed"
 
 
@@ -82,7 +85,10 @@ def test_nondeterministic_reduction_is_flaky_not_wrong(pinned):
     assert check.relative_error <= checks.INFERENCE_TOLERANCE["bf16"]
     assert check.mismatch_fraction > 0.01
     assert check.status == "flaky"
-    assert check_inference(family_named("lm-tiny"), make_backend("emulated", HEALTHY), pinned["lm-tiny"]).mismatch_fraction == 0
+    assert (
+        check_inference(family_named("lm-tiny"), make_backend("emulated", HEALTHY), pinned["lm-tiny"]).mismatch_fraction
+        == 0
+    )
 
 
 @pytest.mark.slow
@@ -90,10 +96,15 @@ def test_extra_work_kernel_fails_the_performance_gate_and_a_healthy_one_does_not
     """Interleaved with a healthy baseline on this (shared) host: the 3% halo shows as a significant
     drop, and the same bundle against itself does not."""
     family = family_named("convnet-small")
-    slow = check_training(family, make_backend("emulated", with_defect("kernel-extra-work")), pinned["convnet-small"],
-                          baseline=make_backend("emulated", HEALTHY))
+    slow = check_training(
+        family,
+        make_backend("emulated", with_defect("kernel-extra-work")),
+        pinned["convnet-small"],
+        baseline=make_backend("emulated", HEALTHY),
+    )
     assert slow.status == "passed"  # right answers
     assert slow.performance is not None and slow.performance.regressed, slow.performance_summary()
-    same = check_training(family, make_backend("emulated", HEALTHY), pinned["convnet-small"],
-                          baseline=make_backend("emulated", HEALTHY))
+    same = check_training(
+        family, make_backend("emulated", HEALTHY), pinned["convnet-small"], baseline=make_backend("emulated", HEALTHY)
+    )
     assert same.performance is not None and not same.performance.regressed, same.performance_summary()

@@ -46,7 +46,7 @@ def test_bf16_matmul_computes_exactly_on_bf16_operands_per_tile():
     result = accelerator.matmul(A, B)
     assert np.array_equal(result, expected)
     error = checks.relative_error(result, ReferenceBackend().matmul(A, B))
-    assert 1e-4 < error < 2 ** -8  # bitwise different from fp32, within bf16 rounding
+    assert 1e-4 < error < 2**-8  # bitwise different from fp32, within bf16 rounding
 
 
 def test_compiler_tile_order_changes_bits_not_accuracy():
@@ -90,7 +90,7 @@ def test_only_the_arrival_order_kernel_is_nondeterministic():
     racy = EmulatedAccelerator(with_defect("kernel-nondeterministic-reduction"))
     runs = [racy.matmul(A, B) for _ in range(3)]
     assert checks.mismatch_fraction(runs) > 0.05
-    assert max(checks.relative_error(r, healthy.matmul(A, B)) for r in runs) < 2 ** -8
+    assert max(checks.relative_error(r, healthy.matmul(A, B)) for r in runs) < 2**-8
 
 
 def test_extra_work_kernel_gives_the_same_answer():
@@ -99,10 +99,19 @@ def test_extra_work_kernel_gives_the_same_answer():
     assert np.array_equal(slow.sum(A, 1), healthy.sum(A, 1))
 
 
-@pytest.mark.parametrize(("version", "defects"), [
-    ("2.0.0", ()), ("2.1.0", ("kernel-rounding-bug",)), ("2.1.7", ()), ("2.2.0", ("kernel-extra-work",)),
-    ("2.2.9", ()), ("2.3.0", ("kernel-nondeterministic-reduction",)), ("2.3.1", ()), ("9.0.0", ()),
-])
+@pytest.mark.parametrize(
+    ("version", "defects"),
+    [
+        ("2.0.0", ()),
+        ("2.1.0", ("kernel-rounding-bug",)),
+        ("2.1.7", ()),
+        ("2.2.0", ("kernel-extra-work",)),
+        ("2.2.9", ()),
+        ("2.3.0", ("kernel-nondeterministic-reduction",)),
+        ("2.3.1", ()),
+        ("9.0.0", ()),
+    ],
+)
 def test_a_version_carries_the_defects_its_changelog_introduced_and_did_not_fix(version, defects):
     assert KERNELS.resolve(version)[1] == defects
 
@@ -113,10 +122,13 @@ def test_every_defect_lives_in_exactly_one_layer_version():
     assert Stack.of(HEALTHY).defects == ()
 
 
-@pytest.mark.parametrize(("versions", "message"), [
-    ({"kernels": "2.1"}, "bundle field 'kernels': '2.1' is not a version like 1.2.0"),
-    ({"compiler": "0.9.0"}, "bundle field 'compiler': 0.9.0 predates the first release (1.0.0)"),
-])
+@pytest.mark.parametrize(
+    ("versions", "message"),
+    [
+        ({"kernels": "2.1"}, "bundle field 'kernels': '2.1' is not a version like 1.2.0"),
+        ({"compiler": "0.9.0"}, "bundle field 'compiler': 0.9.0 predates the first release (1.0.0)"),
+    ],
+)
 def test_unknown_versions_are_refused_naming_the_field(versions, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         EmulatedAccelerator(bundle(**versions))

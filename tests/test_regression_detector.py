@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-
 import numpy as np
-
-from fastci.regression.events import BaselineExclusion, GateResult, RegressionAlert
-from fastci.scheduling.runs import RunRequested
-from fastci.regression.detector import RegressionDetectorProcessor, perf_key
-
 from processor_helpers import Store, feed, of_topic
 from regression_factories import nightly, rerun
+
+from fastci.regression.detector import RegressionDetectorProcessor, perf_key
+from fastci.regression.events import BaselineExclusion, GateResult, RegressionAlert
+from fastci.scheduling.runs import RunRequested
 
 TEST = "tests/test_a.py::test_x"
 REPEATS = 120  # enough for a 2% drop at 2% noise (see repeats_needed)
@@ -100,8 +98,14 @@ def test_results_from_a_sick_node_leave_the_baseline_even_after_the_fact():
     processor, store = RegressionDetectorProcessor(), Store()
     sick = [nightly(n, samples(rng, 900), node_id="node-07") for n in range(3)]  # a throttled node
     feed(processor, store, sick)
-    feed(processor, store, [BaselineExclusion(result_id=r.id, test_id=TEST, node_id="node-07", node_state="quarantined",
-                                              cause_id="x") for r in sick])
+    feed(
+        processor,
+        store,
+        [
+            BaselineExclusion(result_id=r.id, test_id=TEST, node_id="node-07", node_state="quarantined", cause_id="x")
+            for r in sick
+        ],
+    )
     feed(processor, store, [nightly(3 + n, samples(rng, 1000)) for n in range(3)])
     track = store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")].perf
     assert [n.status for n in track.nights] == ["excluded"] * 3 + ["accepted"] * 3
@@ -110,8 +114,16 @@ def test_results_from_a_sick_node_leave_the_baseline_even_after_the_fact():
     assert of_topic(out, RunRequested.TOPIC)
     # an exclusion that arrives first makes the result skip the baseline too
     late = nightly(7, samples(rng, 500), node_id="node-07")
-    feed(processor, store, [BaselineExclusion(result_id=late.id, test_id=TEST, node_id="node-07",
-                                              node_state="quarantined", cause_id="y"), late])
+    feed(
+        processor,
+        store,
+        [
+            BaselineExclusion(
+                result_id=late.id, test_id=TEST, node_id="node-07", node_state="quarantined", cause_id="y"
+            ),
+            late,
+        ],
+    )
     assert store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")].perf.nights[-1].status == "excluded"
 
 
@@ -127,16 +139,30 @@ def test_a_flaky_test_is_not_judged():
 
 
 def gate(night: int, passed: bool, trigger="nightly", commit=None, node="node-01", name="logits"):
-    from fastci.regression.events import CheckOutcome
-
     from factories import BUNDLE
     from regression_factories import sha
 
-    check = CheckOutcome(kind="output", name=name, passed=passed, detail=f"{name}: {'ok' if passed else '7 of 64 outside'}")
+    from fastci.regression.events import CheckOutcome
+
+    check = CheckOutcome(
+        kind="output", name=name, passed=passed, detail=f"{name}: {'ok' if passed else '7 of 64 outside'}"
+    )
     return GateResult(
-        result_id=f"{night:032x}", test_id=TEST, run_id=f"{trigger}-{night}", repo="acme/llm-framework",
-        commit=commit or sha(night), bundle=BUNDLE, hardware_revision="rev-a", node_id=node, trigger=trigger,
-        dtype="bf16", golden_version=1, golden_commit=sha(0), golden_bundle=BUNDLE, passed=passed, checks=(check,),
+        result_id=f"{night:032x}",
+        test_id=TEST,
+        run_id=f"{trigger}-{night}",
+        repo="acme/llm-framework",
+        commit=commit or sha(night),
+        bundle=BUNDLE,
+        hardware_revision="rev-a",
+        node_id=node,
+        trigger=trigger,
+        dtype="bf16",
+        golden_version=1,
+        golden_commit=sha(0),
+        golden_bundle=BUNDLE,
+        passed=passed,
+        checks=(check,),
         seed=night,
     )
 

@@ -8,19 +8,16 @@ import asyncio
 import time
 
 import pytest
+from kafka_helpers import read_events, start_worker, stop_worker
 
-from fastci.topology import TOPICS
 from fastci.fleet.events import NodeStateChanged
 from fastci.regression.events import BaselineExclusion, BisectStep, RegressionAlert
-from fastci.scheduling.runs import RunRequested
-from fastci.topology import build_processors
-from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.kafka_io import ensure_topics, publish
-
-from kafka_helpers import read_events, start_worker, stop_worker
-from fastci.topology import SYSTEM
+from fastci.runtime.memory import MemoryRuntime
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import SYSTEM, TOPICS, build_processors
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -29,8 +26,7 @@ def test_regression_to_culprit_on_the_faust_worker(kafka, tmp_path):
     scenario = Scenario(culprit=21, changes=40, seed=41, repeats=120)
     inputs = [parse_owner_file("* @framework-team\nlayer:driver @driver-team\n", repo=REPO), *scenario.commits()]
     nights = scenario.nightly_results()
-    quarantine = NodeStateChanged(node_id="node-99", state="quarantined", reason="XID 79",
-                                  time="2026-11-02T00:00:00Z")
+    quarantine = NodeStateChanged(node_id="node-99", state="quarantined", reason="XID 79", time="2026-11-02T00:00:00Z")
     # a presubmit run on a node quarantined later: excluded through the node-keyed guard
     stray = scenario._result("stray", sha(3), nights[0].bundle, "presubmit", 5, node="node-99", seed=None)
 

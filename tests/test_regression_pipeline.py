@@ -3,18 +3,18 @@ plan -> bisect runs -> culprit alert, with a runner answering run requests betwe
 
 from __future__ import annotations
 
-from fastci.topology import decode
+from datetime import UTC
+
+from fastci.core.events import Event
 from fastci.fleet.events import NodeStateChanged
 from fastci.regression.events import BaselineExclusion, RegressionAlert
-from fastci.scheduling.runs import RunRequested
-from fastci.topology import build_processors
-from fastci.runtime.publish import publish_embedded
-from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats
-from fastci.core.events import Event
-from fastci.topology import SYSTEM
+from fastci.runtime.memory import MemoryRuntime
+from fastci.runtime.publish import publish_embedded
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import SYSTEM, build_processors, decode
 
 OWNERS = "* @framework-team\n/fastlm/kernels/ @kernels-team\nlayer:driver @driver-team\n"
 
@@ -75,9 +75,9 @@ def test_a_quarantined_nodes_results_are_excluded_through_the_runtime(tmp_path):
 
 
 def scenario_time(result):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return result.time or datetime(2026, 11, 2, tzinfo=timezone.utc)
+    return result.time or datetime(2026, 11, 2, tzinfo=UTC)
 
 
 def test_a_processor_with_several_inputs_reads_each_record_under_its_own_topic(tmp_path):
@@ -97,7 +97,9 @@ def test_a_processor_with_several_inputs_reads_each_record_under_its_own_topic(t
         runtime.close()
     checkpoint = DataDir(tmp_path).checkpoint()
     try:
-        positions = {t: checkpoint.position("processor:baseline-guard", t).offset for t in ("results", "node-state-changed")}
+        positions = {
+            t: checkpoint.position("processor:baseline-guard", t).offset for t in ("results", "node-state-changed")
+        }
     finally:
         checkpoint.close()
     assert positions == {"results": 3, "node-state-changed": 1}

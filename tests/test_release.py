@@ -4,21 +4,20 @@ byte for byte, staging before production, and the command's errors."""
 from __future__ import annotations
 
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
+from factories import BUNDLE, result
 
 from fastci.cli.main import main
 from fastci.regression.events import Endpoint, RegressionAlert
-from fastci.runtime.publish import publish_embedded
 from fastci.release.bundle import ReleaseBundle, parse_environment, parse_manifest, render_environment
 from fastci.release.git import Repo
 from fastci.runtime.embedded import DataDir
+from fastci.runtime.publish import publish_embedded
 
-from factories import BUNDLE, result
-
-T0 = datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 MODEL = "dlrm-small"
 OTHER = {**BUNDLE, "kernels": "kn-2.0"}
 
@@ -26,8 +25,10 @@ OTHER = {**BUNDLE, "kernels": "kn-2.0"}
 def manifest(tmp_path, name="b1", bundle=BUNDLE, precision="bf16", max_batch=64) -> str:
     path = tmp_path / f"{name}.toml"
     versions = "\n".join(f'{layer} = "{version}"' for layer, version in bundle.items())
-    path.write_text(f'name = "{name}"\n[bundle]\n{versions}\n[serving.{MODEL}]\nprecision = "{precision}"\n'
-                    f"max_batch = {max_batch}\n")
+    path.write_text(
+        f'name = "{name}"\n[bundle]\n{versions}\n[serving.{MODEL}]\nprecision = "{precision}"\n'
+        f"max_batch = {max_batch}\n"
+    )
     return str(path)
 
 
@@ -38,12 +39,23 @@ def qualification(bundle=BUNDLE, revisions=("rev-a", "rev-b"), skip=(), eval_rat
         for check in ("inference", "training", "throughput"):
             if (check, revision) in skip:
                 continue
-            fields = dict(metrics={"eval_ratio": (eval_ratio,)}, eval_score=0.84 * eval_ratio) if check == "training" else {}
-            events.append(result(
-                f"qualify/{MODEL}/bf16/{check}", run_id=f"{run}-{revision}", bundle=dict(bundle), trigger="nightly",
-                hardware_revision=revision, node_id=f"node-{revision}", status=(status or {}).get((check, revision), "passed"),
-                config={"model": MODEL, "precision": "bf16", "backend": "emulated-bf16"}, time=at, **fields,
-            ))
+            fields = (
+                dict(metrics={"eval_ratio": (eval_ratio,)}, eval_score=0.84 * eval_ratio) if check == "training" else {}
+            )
+            events.append(
+                result(
+                    f"qualify/{MODEL}/bf16/{check}",
+                    run_id=f"{run}-{revision}",
+                    bundle=dict(bundle),
+                    trigger="nightly",
+                    hardware_revision=revision,
+                    node_id=f"node-{revision}",
+                    status=(status or {}).get((check, revision), "passed"),
+                    config={"model": MODEL, "precision": "bf16", "backend": "emulated-bf16"},
+                    time=at,
+                    **fields,
+                )
+            )
     return events
 
 
@@ -82,38 +94,72 @@ def test_propose_is_a_branch_and_a_commit_with_the_review_record(setup, tmp_path
     bundle_id = branch.rsplit("/", 1)[1]
     assert branch == f"release/staging/{bundle_id}" and git(repo, "rev-parse", f"{branch}~1") == before
     changed = git(repo, "diff", "--name-only", "main", branch).splitlines()
-    assert changed == ["environments/staging/bundle.toml", f"environments/staging/serving/{MODEL}.toml",
-                       f"reviews/staging/{bundle_id}.json"]
+    assert changed == [
+        "environments/staging/bundle.toml",
+        f"environments/staging/serving/{MODEL}.toml",
+        f"reviews/staging/{bundle_id}.json",
+    ]
     review = orjson.loads(Repo(repo).blob(branch, f"reviews/staging/{bundle_id}.json"))
-    assert review["passed"] is True and [g["gate"] for g in review["gates"]] == ["correctness", "eval", "performance", "qualification"]
-    assert review["hardware_revisions"] == ["rev-a", "rev-b"] and review["serving"] == {MODEL: {"precision": "bf16", "max_batch": 64}}
+    assert review["passed"] is True and [g["gate"] for g in review["gates"]] == [
+        "correctness",
+        "eval",
+        "performance",
+        "qualification",
+    ]
+    assert review["hardware_revisions"] == ["rev-a", "rev-b"] and review["serving"] == {
+        MODEL: {"precision": "bf16", "max_batch": 64}
+    }
     message = git(repo, "log", "-1", "--format=%B", branch)
     assert f"Fastci-Action: propose\nFastci-Env: staging\nFastci-Bundle: {bundle_id}" in message
     assert "PASS qualification: 6 qualification result(s) passed on rev-a, rev-b" in message
     (event,) = release_events(data)
     assert (event["action"], event["environment"], event["bundle_id"], event["git_commit"]) == (
-        "propose", "staging", bundle_id, git(repo, "rev-parse", branch))
+        "propose",
+        "staging",
+        bundle_id,
+        git(repo, "rev-parse", branch),
+    )
     assert event["bundle"] == BUNDLE and event["models"] == [MODEL]
 
 
 def _alert(stage, bundle=BUNDLE, regression_id="r" * 32, cause="c"):
     end = Endpoint(result_id="e" * 32, run_id="nightly-9", commit="abcdef1", bundle=bundle, node_id="node-01")
-    return RegressionAlert(cause_id=cause * 32, stage=stage, subject="throughput_samples_per_s on rev-a",
-                           regression_id=regression_id, kind="performance", test_id=f"qualify/{MODEL}/bf16/throughput",
-                           repo="acme/llm-framework", hardware_revision="rev-a", good=end, bad=end,
-                           summary="throughput 3.1% lower (p=1e-4)")
+    return RegressionAlert(
+        cause_id=cause * 32,
+        stage=stage,
+        subject="throughput_samples_per_s on rev-a",
+        regression_id=regression_id,
+        kind="performance",
+        test_id=f"qualify/{MODEL}/bf16/throughput",
+        repo="acme/llm-framework",
+        hardware_revision="rev-a",
+        good=end,
+        bad=end,
+        summary="throughput 3.1% lower (p=1e-4)",
+    )
 
 
 FAILING = {
     # gate -> (what makes it fail, words its reason must have)
-    "correctness": ([result("tests/ops/test_matmul.py::test_bf16", run_id="pre-1", trigger="presubmit", status="failed",
-                            time=T0)], "tests/ops/test_matmul.py::test_bf16 on rev-a (presubmit): failed"),
-    "eval": (qualification(eval_ratio=0.955, status={("training", "rev-b"): "failed"}, at=T0 + timedelta(hours=1), run="n2"),
-             "dlrm-small on rev-a: eval 95.5% of reference < 99%"),
+    "correctness": (
+        [result("tests/ops/test_matmul.py::test_bf16", run_id="pre-1", trigger="presubmit", status="failed", time=T0)],
+        "tests/ops/test_matmul.py::test_bf16 on rev-a (presubmit): failed",
+    ),
+    "eval": (
+        qualification(eval_ratio=0.955, status={("training", "rev-b"): "failed"}, at=T0 + timedelta(hours=1), run="n2"),
+        "dlrm-small on rev-a: eval 95.5% of reference < 99%",
+    ),
     "performance": ([_alert("detected")], "open performance regression of qualify/dlrm-small/bf16/throughput"),
-    "qualification": (qualification(revisions=("rev-b",), skip={("inference", "rev-b"), ("training", "rev-b")},
-                                    status={("throughput", "rev-b"): "error"}, at=T0 + timedelta(hours=1), run="n2"),
-                      "qualify/dlrm-small/bf16/throughput on rev-b (nightly): error"),
+    "qualification": (
+        qualification(
+            revisions=("rev-b",),
+            skip={("inference", "rev-b"), ("training", "rev-b")},
+            status={("throughput", "rev-b"): "error"},
+            at=T0 + timedelta(hours=1),
+            run="n2",
+        ),
+        "qualify/dlrm-small/bf16/throughput on rev-b (nightly): error",
+    ),
 }
 
 
@@ -137,8 +183,10 @@ def test_a_bundle_failing_a_gate_cannot_be_promoted(setup, tmp_path, capsys, gat
 
 def test_a_recovered_regression_no_longer_blocks_and_an_unrelated_bundle_never_did(setup, tmp_path):
     data, repo = setup
-    publish_embedded(data, [*qualification(), _alert("detected", bundle=OTHER, regression_id="o" * 32, cause="a"),
-                            _alert("detected")])
+    publish_embedded(
+        data,
+        [*qualification(), _alert("detected", bundle=OTHER, regression_id="o" * 32, cause="a"), _alert("detected")],
+    )
     assert cli(data, repo, "propose", "staging", manifest(tmp_path)) == 0
     assert cli(data, repo, "promote", "staging") == 1
     publish_embedded(data, [_alert("recovered", cause="d")])
@@ -175,7 +223,9 @@ def test_promote_is_a_real_merge_commit_and_rollback_restores_the_files_byte_for
     assert "nothing to roll back" in capsys.readouterr().err
     actions = [(e["action"], e["environment"]) for e in release_events(data)]
     assert actions == [("propose", "staging"), ("promote", "staging")] * 2 + [("rollback", "staging")] * 2
-    history = [line.split(" ", 1)[1] for line in git(repo, "log", "--first-parent", "--format=%h %s", "main").splitlines()]
+    history = [
+        line.split(" ", 1)[1] for line in git(repo, "log", "--first-parent", "--format=%h %s", "main").splitlines()
+    ]
     assert [h.split(":")[0] for h in history] == ["release(staging)"] * 4 + ["release repo"]  # every change is a commit
 
 
@@ -227,8 +277,10 @@ def test_a_stale_proposal_is_refused(setup, tmp_path, capsys):
     capsys.readouterr()
     assert cli(data, repo, "promote", "staging") == 2
     assert "2 open proposals for staging" in capsys.readouterr().err
-    first, second = (b.rsplit("/", 1)[1] for b in git(repo, "for-each-ref", "--format=%(refname:short)",
-                                                          "refs/heads/release/staging/").splitlines())
+    first, second = (
+        b.rsplit("/", 1)[1]
+        for b in git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/release/staging/").splitlines()
+    )
     assert cli(data, repo, "promote", "staging", "--bundle", first) == 0
     main_before = git(repo, "rev-parse", "main")
     assert cli(data, repo, "promote", "staging", "--bundle", second) == 2
@@ -275,7 +327,10 @@ def test_command_errors_name_the_problem(setup, tmp_path, capsys, monkeypatch):
     assert main(["--data-dir", str(data), "release", "promote", "staging"]) == 2
     assert "give --repo PATH or set FASTCI_RELEASE_REPO" in capsys.readouterr().err
     assert "not the top of a git work tree" in " ".join(
-        (main(["--data-dir", str(data), "release", "status", "--repo", str(tmp_path)]), capsys.readouterr().err)[1].split())
+        (main(["--data-dir", str(data), "release", "status", "--repo", str(tmp_path)]), capsys.readouterr().err)[
+            1
+        ].split()
+    )
     assert main(["--data-dir", str(data), "release", "init", "--repo", str(repo)]) == 2
     assert "already has release.toml" in capsys.readouterr().err
 
@@ -296,11 +351,29 @@ def test_status_shows_each_environment_and_the_audit_log(setup, tmp_path, capsys
 
 
 def test_the_files_are_byte_stable_and_say_what_they_hold():
-    doc = {"name": "rc", "bundle": dict(BUNDLE), "serving": {MODEL: {"precision": "bf16", "max_batch": 64, "ratio": 0.5,
-                                                                      "quant": True, "shapes": [1, 2], "note": 'a "q" \\ \x7f'}}}
+    doc = {
+        "name": "rc",
+        "bundle": dict(BUNDLE),
+        "serving": {
+            MODEL: {
+                "precision": "bf16",
+                "max_batch": 64,
+                "ratio": 0.5,
+                "quant": True,
+                "shapes": [1, 2],
+                "note": 'a "q" \\ \x7f',
+            }
+        },
+    }
     bundle = parse_manifest(doc, "doc")
-    shuffled = parse_manifest({"serving": {MODEL: dict(reversed(list(doc["serving"][MODEL].items())))},
-                               "bundle": dict(reversed(list(BUNDLE.items()))), "name": "rc"}, "doc")
+    shuffled = parse_manifest(
+        {
+            "serving": {MODEL: dict(reversed(list(doc["serving"][MODEL].items())))},
+            "bundle": dict(reversed(list(BUNDLE.items()))),
+            "name": "rc",
+        },
+        "doc",
+    )
     files = render_environment(bundle, "dev")
     assert render_environment(shuffled, "dev") == files and shuffled.id == bundle.id
     assert parse_environment(files, "dev") == ReleaseBundle(bundle.versions, doc["serving"], "rc")
@@ -314,7 +387,12 @@ def test_the_files_are_byte_stable_and_say_what_they_hold():
 def test_only_the_last_paragraph_of_a_message_is_read_as_trailers(tmp_path):
     repo = Repo(tmp_path)
     repo.git("init", "-q", "-b", "main")
-    repo.git("commit", "-q", "--allow-empty", "-m",
-             "subject\n\nFastci-Action: promote\nFastci-Env: production\n\nFastci-Action: propose\nFastci-Env: dev\n")
+    repo.git(
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "subject\n\nFastci-Action: promote\nFastci-Env: production\n\nFastci-Action: propose\nFastci-Env: dev\n",
+    )
     (commit,) = repo.first_parent_log("main")
     assert commit.trailers == {"Fastci-Action": "propose", "Fastci-Env": "dev"}

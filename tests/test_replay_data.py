@@ -6,11 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
-from fastci.selection.replay import ReplayWriter, check, load, replay_path, replay_selections
-
 from factories import result
 from test_selection import REPO, commit, evidence, stack
+
+from fastci.selection.replay import ReplayWriter, check, load, replay_path, replay_selections
 
 
 def test_a_recording_round_trips_and_replays_in_feed_order(tmp_path):
@@ -19,16 +18,23 @@ def test_a_recording_round_trips_and_replays_in_feed_order(tmp_path):
     writer = ReplayWriter(path, repo=REPO, base="abcdef1")
     writer.results([result(a, "base", repo=REPO), result(b, "base", repo=REPO)])
     first = evidence(a, stack(("tests/test_model.py", "test_forward"), ("fw/model.py", "Model.forward")))
-    writer.evidence([first, evidence(b, stack(("tests/test_model.py", "test_backward"), ("fw/data.py", "load")))],
-                    present={a, b})
+    writer.evidence(
+        [first, evidence(b, stack(("tests/test_model.py", "test_backward"), ("fw/data.py", "load")))], present={a, b}
+    )
     change = commit(("fw/model.py", "Model.forward", "modified"))
     writer.event(change)
     writer.selection(SimpleNamespace(sha=change.sha, run_all=False), {a}, 0.5, 1.0)
     writer.results([result(a, "c1", repo=REPO, duration_s=0.5), result(b, "c1", repo=REPO, duration_s=0.5)])
     same = evidence(a, stack(("tests/test_model.py", "test_forward"), ("fw/model.py", "Model.forward")), run_id="run-2")
     writer.evidence([same], present={a, b})  # what selection reads is unchanged: not written again
-    writer.fault(change.sha, SimpleNamespace(path="fw/model.py", qualname="Model.forward", operator="off-by-one", line=3,
-                                             description="1 -> 2"), {a}, False)
+    writer.fault(
+        change.sha,
+        SimpleNamespace(
+            path="fw/model.py", qualname="Model.forward", operator="off-by-one", line=3, description="1 -> 2"
+        ),
+        {a},
+        False,
+    )
     writer.close()
     assert writer.counts["evidence"] == 2 and writer.counts["evidence unchanged, not written"] == 1
 

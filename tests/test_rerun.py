@@ -9,16 +9,20 @@ import orjson
 import pytest
 
 from fastci.cli.main import main
-from fastci.scheduling.runs import RunRequested
-from fastci.runtime.publish import publish_embedded
 from fastci.qualify.stack import HEALTHY, with_defect
 from fastci.reproduce.request import rerun_request
 from fastci.reproduce.runner import Runner
 from fastci.runtime.embedded import DataDir
+from fastci.runtime.publish import publish_embedded
+from fastci.scheduling.runs import RunRequested
 from fastci.views.store import Views
 
-NODE_ENV = {"FASTCI_NODE_ID": "node-03", "FASTCI_REPO": "acme/accel-stack", "FASTCI_COMMIT": "0123abc",
-            "FASTCI_HARDWARE_REVISION": "rev-a"}
+NODE_ENV = {
+    "FASTCI_NODE_ID": "node-03",
+    "FASTCI_REPO": "acme/accel-stack",
+    "FASTCI_COMMIT": "0123abc",
+    "FASTCI_HARDWARE_REVISION": "rev-a",
+}
 MODEL = "dlrm-small"
 
 
@@ -43,8 +47,11 @@ def rows(data_dir, sql: str, parameters=None) -> list[dict]:
 
 
 def result_row(data_dir, test_id: str, trigger: str) -> dict:
-    (row,) = rows(data_dir, "SELECT * EXCLUDE (_partition, _offset) FROM results WHERE test_id = ? AND trigger = ?",
-                  [test_id, trigger])
+    (row,) = rows(
+        data_dir,
+        "SELECT * EXCLUDE (_partition, _offset) FROM results WHERE test_id = ? AND trigger = ?",
+        [test_id, trigger],
+    )
     return row
 
 
@@ -55,10 +62,13 @@ def qualified(tmp_path_factory):
     monkeypatch = pytest.MonkeyPatch()
     try:
         environment(monkeypatch)
-        assert fastci(data, "qualify", "--model", MODEL, "--precision", "bf16", "--trigger", "nightly", "--run-id", "n-1") == 0
+        assert (
+            fastci(data, "qualify", "--model", MODEL, "--precision", "bf16", "--trigger", "nightly", "--run-id", "n-1")
+            == 0
+        )
         assert fastci(data, "views", "refresh") == 0
         originals = {r["test_id"]: r for r in rows(data, "SELECT * FROM results")}
-        for test_id, original in sorted(originals.items()):
+        for _, original in sorted(originals.items()):
             assert fastci(data, "rerun", original["id"][:10], "--elsewhere") == 0
         assert fastci(data, "runner", "--once", "--node-id", "node-07") == 0
         assert fastci(data, "views", "refresh") == 0
@@ -73,7 +83,9 @@ def test_every_result_row_carries_its_bundle_versions_and_node(qualified):
     assert len(facts) == 6
     for row in facts:
         assert row["bundle"] == HEALTHY.model_dump() and row["node_id"] in ("node-03", "node-07")
-        assert (row["compiler"], row["kernels"], row["runtime"], row["driver"], row["firmware"]) == tuple(HEALTHY.model_dump().values())
+        assert (row["compiler"], row["kernels"], row["runtime"], row["driver"], row["firmware"]) == tuple(
+            HEALTHY.model_dump().values()
+        )
         assert row["hardware_revision"] == "rev-a" and row["tier"] == "nightly"  # a rerun takes its original's tier
     assert {r["rerun_of"] is not None for r in facts if r["trigger"] == "rerun"} == {True}
 
@@ -99,16 +111,45 @@ def test_the_rerun_reproduces_config_seed_and_outputs(qualified, check):
         assert orjson.loads(rerun["metrics"])["relative_error"] == metrics["relative_error"]
     else:
         assert rerun["loss_curve"] == original["loss_curve"] and len(rerun["loss_curve"]) == 600
-        assert rerun["eval_score"] == original["eval_score"] and orjson.loads(rerun["metrics"])["eval_ratio"] == metrics["eval_ratio"]
+        assert (
+            rerun["eval_score"] == original["eval_score"]
+            and orjson.loads(rerun["metrics"])["eval_ratio"] == metrics["eval_ratio"]
+        )
     assert outcome["reproduced"] is True
 
 
 def test_rerun_of_a_defective_bundle_reproduces_the_defect_and_a_nondeterministic_one_is_caught(tmp_path, monkeypatch):
     environment(monkeypatch)
-    assert fastci(tmp_path, "qualify", "--model", MODEL, "--precision", "bf16", "--inject", "kernel-rounding-bug",
-                  "--trigger", "nightly") == 1
-    assert fastci(tmp_path, "qualify", "--model", "convnet-small", "--precision", "bf16", "--inject",
-                  "kernel-nondeterministic-reduction", "--trigger", "nightly") == 1
+    assert (
+        fastci(
+            tmp_path,
+            "qualify",
+            "--model",
+            MODEL,
+            "--precision",
+            "bf16",
+            "--inject",
+            "kernel-rounding-bug",
+            "--trigger",
+            "nightly",
+        )
+        == 1
+    )
+    assert (
+        fastci(
+            tmp_path,
+            "qualify",
+            "--model",
+            "convnet-small",
+            "--precision",
+            "bf16",
+            "--inject",
+            "kernel-nondeterministic-reduction",
+            "--trigger",
+            "nightly",
+        )
+        == 1
+    )
     assert fastci(tmp_path, "views", "refresh") == 0
     wrong = result_row(tmp_path, f"qualify/{MODEL}/bf16/inference", "nightly")
     flaky = result_row(tmp_path, "qualify/convnet-small/bf16/inference", "nightly")
@@ -135,7 +176,7 @@ def test_rerun_errors_and_the_request_id_is_stable(qualified, tmp_path, capsys):
     assert fastci(data, "rerun", next(iter(originals.values()))["id"], "--attempt", "0") == 2
     assert "--attempt: must be at least 1" in capsys.readouterr().err
     assert fastci(tmp_path, "rerun", "abcdef12", "--no-refresh") == 2
-    assert "run 'fastci views refresh' first" in capsys.readouterr().err
+    assert f"run 'fastci --data-dir {tmp_path} views refresh' first" in capsys.readouterr().err
     before = len(list(DataDir(data).log.topic("run-requested").read()))
     original = next(iter(originals.values()))
     assert fastci(data, "rerun", original["id"], "--elsewhere") == 0  # asked again: the same request
@@ -152,20 +193,40 @@ def test_the_runner_runs_only_what_it_can_reproduce_and_remembers_where_it_was(q
 
     views = Views(data / "views.duckdb", read_only=True)
     try:
-        (training,) = load(views, ResultEvent, where=f"WHERE test_id = 'qualify/{MODEL}/bf16/training' AND trigger = 'nightly'")
+        (training,) = load(
+            views, ResultEvent, where=f"WHERE test_id = 'qualify/{MODEL}/bf16/training' AND trigger = 'nightly'"
+        )
     finally:
         views.close()
     changed = training.model_copy(update={"config": {**training.config, "batch": 999}})
-    other = RunRequested(cause_id="c" * 32, purpose="bisect", test_id="tests/test_x.py::test_y", repo="r", commit="abcdef1",
-                         bundle=training.bundle, hardware_revision="rev-a", work_class="bisect", repeats=3,
-                         requested_by="bisect")
-    publish_embedded(tmp_path, [other, rerun_request(changed), rerun_request(training, attempt=2, elsewhere=True),
-                                rerun_request(training, attempt=3)])
+    other = RunRequested(
+        cause_id="c" * 32,
+        purpose="bisect",
+        test_id="tests/test_x.py::test_y",
+        repo="r",
+        commit="abcdef1",
+        bundle=training.bundle,
+        hardware_revision="rev-a",
+        work_class="bisect",
+        repeats=3,
+        requested_by="bisect",
+    )
+    publish_embedded(
+        tmp_path,
+        [
+            other,
+            rerun_request(changed),
+            rerun_request(training, attempt=2, elsewhere=True),
+            rerun_request(training, attempt=3),
+        ],
+    )
     runner = Runner(tmp_path, "node-03", hardware_revision="rev-a")
     notes = [h.note for h in runner.run_once()]
     assert notes[0] == "skipped: not a qualification test (another runner's)"
-    assert notes[1] == (f"not reproducible: qualify/{MODEL}/bf16/training: the config differs from the model code: "
-                        "batch 999 (the code has 64)")
+    assert notes[1] == (
+        f"not reproducible: qualify/{MODEL}/bf16/training: the config differs from the model code: "
+        "batch 999 (the code has 64)"
+    )
     assert notes[2] == "skipped: asked to avoid node-03"
     assert notes[3].startswith("passed (run rerun-")
     assert runner.run_once() == []  # its position was kept

@@ -14,15 +14,15 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-
 from conftest import PrivateBroker
-from fastci.core.config import KafkaSettings
 from kafka_helpers import read_events
 from test_results_plugin import ENV, run_suite
 
+from fastci.core.config import KafkaSettings
+
 SUITE = "\n".join(
-    [f"def test_ok_{n}(): pass" for n in range(10)] + ["def test_broken(): assert False", "import pytest",
-     "@pytest.mark.skip(reason='x')", "def test_skipped(): pass"]
+    [f"def test_ok_{n}(): pass" for n in range(10)]
+    + ["def test_broken(): assert False", "import pytest", "@pytest.mark.skip(reason='x')", "def test_skipped(): pass"]
 )
 
 
@@ -59,16 +59,40 @@ def test_results_spooled_while_the_broker_is_down_are_all_published_once_it_is_b
 
     spool = tmp_path / "spool"
     env = {**ENV, "FASTCI_KAFKA_BOOTSTRAP": own_broker.bootstrap, "FASTCI_KAFKA_NAMESPACE": namespace}
-    run = run_suite(tmp_path, "--fastci-results", "--fastci-results-target", "kafka", "--fastci-results-spool", str(spool),
-                    suite=SUITE, **env)
+    run = run_suite(
+        tmp_path,
+        "--fastci-results",
+        "--fastci-results-target",
+        "kafka",
+        "--fastci-results-spool",
+        str(spool),
+        suite=SUITE,
+        **env,
+    )
     assert run.returncode == 1, run.stdout + run.stderr  # one test fails on purpose; the suite finished
     assert "fastci: 12 result(s) of run nightly-42 spooled" in run.stdout, run.stdout
     assert f"Kafka at {own_broker.bootstrap}" in run.stdout
 
     own_broker.start()
-    drain = [sys.executable, "-m", "fastci.cli", "--data-dir", str(tmp_path / "data"), "--bootstrap", own_broker.bootstrap,
-             "--namespace", namespace, "spool", "drain", "--kafka", "--spool", str(spool)]
-    first = subprocess.run(drain, capture_output=True, text=True, timeout=120, env={**os.environ, "FASTCI_KAFKA_PARTITIONS": "4"})
+    drain = [
+        sys.executable,
+        "-m",
+        "fastci.cli",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--bootstrap",
+        own_broker.bootstrap,
+        "--namespace",
+        namespace,
+        "spool",
+        "drain",
+        "--kafka",
+        "--spool",
+        str(spool),
+    ]
+    first = subprocess.run(
+        drain, capture_output=True, text=True, timeout=120, env={**os.environ, "FASTCI_KAFKA_PARTITIONS": "4"}
+    )
     assert first.returncode == 0, first.stderr
     assert "sent 12 event(s)" in first.stderr and "0 pending" in first.stderr
 
@@ -78,6 +102,8 @@ def test_results_spooled_while_the_broker_is_down_are_all_published_once_it_is_b
     assert statuses == ["failed", *["passed"] * 10, "skipped"]
     assert {e.run_id for e in events} == {"nightly-42"} and {e.bundle.kernels for e in events} == {"2.3.1"}
 
-    again = subprocess.run(drain, capture_output=True, text=True, timeout=120, env={**os.environ, "FASTCI_KAFKA_PARTITIONS": "4"})
+    again = subprocess.run(
+        drain, capture_output=True, text=True, timeout=120, env={**os.environ, "FASTCI_KAFKA_PARTITIONS": "4"}
+    )
     assert again.returncode == 0 and "sent 0 event(s)" in again.stderr
     assert len(read_events(settings, "results")) == 12

@@ -37,9 +37,16 @@ def test_parametrized(width, dtype, fastci_result):
 """
 
 ENV = {
-    "FASTCI_BUNDLE_COMPILER": "1.2.1", "FASTCI_BUNDLE_KERNELS": "2.3.1", "FASTCI_BUNDLE_RUNTIME": "3.1.0",
-    "FASTCI_BUNDLE_DRIVER": "550.54.15", "FASTCI_BUNDLE_FIRMWARE": "96.00", "FASTCI_HARDWARE_REVISION": "rev-b",
-    "FASTCI_NODE_ID": "node-07", "FASTCI_REPO": "acme/llm", "FASTCI_COMMIT": "abcdef1234567", "FASTCI_TRIGGER": "nightly",
+    "FASTCI_BUNDLE_COMPILER": "1.2.1",
+    "FASTCI_BUNDLE_KERNELS": "2.3.1",
+    "FASTCI_BUNDLE_RUNTIME": "3.1.0",
+    "FASTCI_BUNDLE_DRIVER": "550.54.15",
+    "FASTCI_BUNDLE_FIRMWARE": "96.00",
+    "FASTCI_HARDWARE_REVISION": "rev-b",
+    "FASTCI_NODE_ID": "node-07",
+    "FASTCI_REPO": "acme/llm",
+    "FASTCI_COMMIT": "abcdef1234567",
+    "FASTCI_TRIGGER": "nightly",
     "FASTCI_RUN_ID": "nightly-42",
 }
 
@@ -50,8 +57,11 @@ def run_suite(tmp_path: Path, *args: str, suite: str = SUITE, **env: str) -> sub
     base = {k: v for k, v in os.environ.items() if not k.startswith("FASTCI_")}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
-        cwd=tmp_path / "suite", env={**base, "FASTCI_DATA_DIR": str(tmp_path / "data"), **env},
-        capture_output=True, text=True, timeout=120,
+        cwd=tmp_path / "suite",
+        env={**base, "FASTCI_DATA_DIR": str(tmp_path / "data"), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -66,15 +76,25 @@ def test_one_result_per_test_with_status_context_and_what_the_test_recorded(tmp_
     assert "fastci: 7 result(s) of run nightly-42 published to the embedded log" in run.stdout
     results = published(tmp_path / "data")
     assert {name: r["status"] for name, r in results.items()} == {
-        "test_passes": "passed", "test_fails": "failed", "test_skipped": "skipped", "test_errors": "error",
-        "test_expected_failure": "skipped", "test_parametrized[16-bf16]": "passed", "test_parametrized[32-fp8]": "passed",
+        "test_passes": "passed",
+        "test_fails": "failed",
+        "test_skipped": "skipped",
+        "test_errors": "error",
+        "test_expected_failure": "skipped",
+        "test_parametrized[16-bf16]": "passed",
+        "test_parametrized[32-fp8]": "passed",
     }
     wide = results["test_parametrized[32-fp8]"]
     assert wide["config"] == {"width": 32, "dtype": "fp8", "steps": 3}
     assert wide["metrics"] == {"tokens_per_s": [100.0, 101.5]}
     assert (wide["loss_curve"], wide["eval_score"], wide["seed"]) == ([2.0, 1.5, 1.2], 0.93, 1234)
     for r in results.values():
-        assert (r["run_id"], r["trigger"], r["node_id"], r["hardware_revision"]) == ("nightly-42", "nightly", "node-07", "rev-b")
+        assert (r["run_id"], r["trigger"], r["node_id"], r["hardware_revision"]) == (
+            "nightly-42",
+            "nightly",
+            "node-07",
+            "rev-b",
+        )
         assert r["bundle"]["kernels"] == "2.3.1" and r["repo"] == "acme/llm" and r["duration_s"] >= 0
 
 
@@ -96,13 +116,27 @@ def test_a_down_target_spools_and_a_later_drain_publishes_everything(tmp_path):
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the data dir should be")
     spool = tmp_path / "spool"
-    run = run_suite(tmp_path, "--fastci-results", "--fastci-results-spool", str(spool), **{**ENV, "FASTCI_DATA_DIR": str(blocked)})
+    run = run_suite(
+        tmp_path, "--fastci-results", "--fastci-results-spool", str(spool), **{**ENV, "FASTCI_DATA_DIR": str(blocked)}
+    )
     assert run.returncode == 1, run.stdout + run.stderr  # the suite finished as usual
     assert "fastci: 7 result(s) of run nightly-42 spooled" in run.stdout
     assert "7 event(s) wait in" in run.stdout
     drain = subprocess.run(
-        [sys.executable, "-m", "fastci.cli", "--data-dir", str(tmp_path / "data"), "spool", "drain", "--spool", str(spool)],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "fastci.cli",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "spool",
+            "drain",
+            "--spool",
+            str(spool),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert drain.returncode == 0, drain.stderr
     assert "sent 7 event(s)" in drain.stderr
@@ -110,17 +144,32 @@ def test_a_down_target_spools_and_a_later_drain_publishes_everything(tmp_path):
 
 
 def report(when: str, outcome: str, duration: float = 0.1) -> SimpleNamespace:
-    return SimpleNamespace(when=when, outcome=outcome, failed=outcome == "failed", skipped=outcome == "skipped",
-                           passed=outcome == "passed", duration=duration)
+    return SimpleNamespace(
+        when=when,
+        outcome=outcome,
+        failed=outcome == "failed",
+        skipped=outcome == "skipped",
+        passed=outcome == "passed",
+        duration=duration,
+    )
 
 
-@pytest.mark.parametrize(("phases", "status"), [
-    ([("setup", "passed"), ("call", "passed"), ("teardown", "passed")], "passed"),
-    ([("setup", "passed"), ("call", "rerun"), ("setup", "passed"), ("call", "passed"), ("teardown", "passed")], "flaky"),
-    ([("setup", "passed"), ("call", "rerun"), ("setup", "passed"), ("call", "failed"), ("teardown", "passed")], "failed"),
-    ([("setup", "passed"), ("call", "passed"), ("teardown", "failed")], "error"),
-    ([("setup", "skipped"), ("teardown", "passed")], "skipped"),
-])
+@pytest.mark.parametrize(
+    ("phases", "status"),
+    [
+        ([("setup", "passed"), ("call", "passed"), ("teardown", "passed")], "passed"),
+        (
+            [("setup", "passed"), ("call", "rerun"), ("setup", "passed"), ("call", "passed"), ("teardown", "passed")],
+            "flaky",
+        ),
+        (
+            [("setup", "passed"), ("call", "rerun"), ("setup", "passed"), ("call", "failed"), ("teardown", "passed")],
+            "failed",
+        ),
+        ([("setup", "passed"), ("call", "passed"), ("teardown", "failed")], "error"),
+        ([("setup", "skipped"), ("teardown", "passed")], "skipped"),
+    ],
+)
 def test_status_from_the_reports_of_a_test(phases, status):
     outcome = _Outcome([report(when, how) for when, how in phases])
     assert outcome.status() == status

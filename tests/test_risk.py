@@ -23,7 +23,9 @@ def test_a_new_test_starts_at_the_prior_not_at_zero():
 def test_passes_lower_the_estimate_towards_zero_and_failures_raise_it():
     passing = risk.history_risk(risk.weighted_counts(["passed"] * 30))
     assert 0 < passing < risk.PRIOR_FAILURE / 4
-    assert risk.history_risk(risk.weighted_counts(["passed"] * 29 + ["failed"])) > risk.PRIOR_FAILURE  # one fresh failure
+    assert (
+        risk.history_risk(risk.weighted_counts(["passed"] * 29 + ["failed"])) > risk.PRIOR_FAILURE
+    )  # one fresh failure
 
 
 def test_recent_runs_weigh_more_than_old_ones():
@@ -61,8 +63,9 @@ def test_flaky_runs_discount_a_test_against_the_same_history_without_them(histor
     with_flakes = clean + ["flaky", "flaky"]
     flaky_counts, clean_counts = risk.weighted_counts(with_flakes), risk.weighted_counts(clean + ["passed", "passed"])
     assert risk.flaky_rate(flaky_counts) > risk.flaky_rate(clean_counts)
-    assert (risk.combined_risk(risk.history_risk(flaky_counts), 0.5, risk.flaky_rate(flaky_counts))
-            < risk.combined_risk(risk.history_risk(clean_counts), 0.5, risk.flaky_rate(clean_counts)))
+    assert risk.combined_risk(risk.history_risk(flaky_counts), 0.5, risk.flaky_rate(flaky_counts)) < risk.combined_risk(
+        risk.history_risk(clean_counts), 0.5, risk.flaky_rate(clean_counts)
+    )
 
 
 def expected_cost_to_first_failure(order, p, c):

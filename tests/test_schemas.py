@@ -6,8 +6,8 @@ from pathlib import Path
 
 import orjson
 
-from fastci.topology import TOPICS
 from fastci.schemas import schema_documents, write_schemas
+from fastci.topology import TOPICS
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 

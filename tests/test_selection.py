@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from factories import result
 from hypothesis import given
 from hypothesis import strategies as st
+from processor_helpers import Store, feed, of_topic
 
 from fastci.inputs import CommitEvent, EvidenceEvent
 from fastci.selection.events import Selection
-from fastci.selection.processor import SelectionProcessor
 from fastci.selection.graph import executions, short_id, unit_name
+from fastci.selection.processor import SelectionProcessor
 from fastci.selection.pruning import prune
-
-from factories import result
-from processor_helpers import Store, feed, of_topic
 
 REPO = "acme/llm-framework"
 
@@ -39,7 +38,7 @@ def commit(
         repo=REPO,
         sha=sha,
         author="dev",
-        time=datetime(2026, 12, 1, tzinfo=timezone.utc),
+        time=datetime(2026, 12, 1, tzinfo=UTC),
         title="change",
         changed_files=[{"path": p, "change": "modified"} for p in paths] + moves,
         changed_functions=[{"path": p, "qualname": q, "change": c} for p, q, c in changes],
@@ -125,7 +124,10 @@ def test_a_non_python_change_runs_everything_and_docs_and_stubs_change_nothing()
     selection = selection_for(history(), commit(files=("kernels/attention.cu",)))
     assert selection.run_all and "kernels/attention.cu" in selection.run_all_reason
     assert selection.metrics.selection_ratio == 1.0
-    docs = selection_for(history(), commit(files=("README.md", "docs/guide.rst", "fw/model.pyi", "LICENSE", ".gitignore", ".readthedocs.yaml")))
+    docs = selection_for(
+        history(),
+        commit(files=("README.md", "docs/guide.rst", "fw/model.pyi", "LICENSE", ".gitignore", ".readthedocs.yaml")),
+    )
     assert not docs.run_all and docs.kept == ()
 
 
@@ -223,8 +225,11 @@ def test_deleted_and_renamed_tests_are_forgotten():
     assert deleted[0].metrics.tests_known == 2
     after = feed(processor, store, [commit((*ATTN, "modified"), sha="2345678")])
     assert kept_ids(after[0]) == ["tests/test_model.py::test_backward"]  # gone for good
-    moved = feed(processor, store, [commit((*LOADER, "modified"), sha="3456789",
-                                           renamed={"tests/test_data.py": "tests/test_loading.py"})])
+    moved = feed(
+        processor,
+        store,
+        [commit((*LOADER, "modified"), sha="3456789", renamed={"tests/test_data.py": "tests/test_loading.py"})],
+    )
     assert kept_ids(moved[0]) == [] and moved[0].metrics.tests_known == 1
 
 

@@ -31,9 +31,9 @@ import pytest  # noqa: E402
 from sim_factories import recording  # noqa: E402
 
 from fastci.simulate.ablation import unit_test_durations  # noqa: E402
+from fastci.simulate.arrivals import Settings  # noqa: E402
 from fastci.simulate.fleet_suite import Durations, choose_models, load_qualify_durations  # noqa: E402
 from fastci.simulate.sim import VARIANTS, Simulation  # noqa: E402
-from fastci.simulate.arrivals import Settings  # noqa: E402
 
 SMALL = Settings(days=1, changes_per_day=120, faults_per_day=8, experiments_per_day=4, warmup_h=3.0, drain_days=0.5)
 EVERYTHING, SELECTION, PRUNING, RISK, WORKLOAD = VARIANTS
@@ -41,15 +41,19 @@ EVERYTHING, SELECTION, PRUNING, RISK, WORKLOAD = VARIANTS
 
 def simulate(replay, variant=WORKLOAD, settings=SMALL):
     durations = Durations(load_qualify_durations(), unit_test_durations(replay))
-    simulation = Simulation(replay, durations, variant, settings,
-                            models=choose_models(r.test_id for r in replay.base_results))
+    simulation = Simulation(
+        replay, durations, variant, settings, models=choose_models(r.test_id for r in replay.base_results)
+    )
     return simulation, simulation.run().report()
 
 
 def selections_alone(replay) -> list:
     """The selection processor fed the recording directly, outside the simulator."""
-    outputs = feed(SelectionProcessor(), Store(), [*replay.base_results, *replay.base_evidence,
-                                                   *(step.commit for step in replay.commits)])
+    outputs = feed(
+        SelectionProcessor(),
+        Store(),
+        [*replay.base_results, *replay.base_evidence, *(step.commit for step in replay.commits)],
+    )
     return of_topic(outputs, "selection")
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from factories import result
+
 from fastci.fleet.events import TestStatusChanged
 from fastci.fleet.test_history import TestHistory, TestHistoryProcessor
-
-from factories import result
 
 TEST = "tests/test_a.py::test_x"
 
@@ -31,7 +31,14 @@ def feed(statuses: list[str]) -> tuple[TestHistory, list[TestStatusChanged]]:
 
 def test_counts_every_status():
     history, _ = feed(["passed", "failed", "error", "flaky", "skipped", "passed"])
-    assert (history.runs, history.passed, history.failed, history.errors, history.flaky, history.skipped) == (6, 2, 1, 1, 1, 1)
+    assert (history.runs, history.passed, history.failed, history.errors, history.flaky, history.skipped) == (
+        6,
+        2,
+        1,
+        1,
+        1,
+        1,
+    )
     assert history.last_status == "passed" and history.last_run_id == "run-5"
 
 

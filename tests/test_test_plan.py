@@ -1,29 +1,39 @@
-"""test-plan: every selection ordered by risk per unit of cost, each test on the smallest config that proves the change."""
+"""test-plan: every selection ordered by risk per unit of cost, each test on the smallest config
+that proves the change.
+"""
 
 from __future__ import annotations
 
 import pytest
-
-from fastci.inputs import EvidenceEvent
-from fastci.topology import decode
-from fastci.inputs import WorkloadEvidence
-from fastci.planning.events import PAGE_SIZE, TestPlan
-from fastci.selection.events import KeptTest, Selection, SelectionMetrics
-from fastci.topology import ALL_PROCESSORS
-from fastci.runtime.driver import Driver
-from fastci.selection.processor import SelectionProcessor
-from fastci.planning.processor import TestPlanProcessor, needed_units
-from fastci.runtime.publish import publish_embedded
-from fastci.runtime.embedded import DataDir, EmbeddedRuntime
-
 from factories import result
 from processor_helpers import Store, feed, of_topic
 from test_selection import REPO, commit, evidence, stack
-from fastci.topology import SYSTEM
+
+from fastci.inputs import EvidenceEvent, WorkloadEvidence
+from fastci.planning.events import PAGE_SIZE, TestPlan
+from fastci.planning.processor import TestPlanProcessor, needed_units
+from fastci.runtime.driver import Driver
+from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.runtime.publish import publish_embedded
+from fastci.selection.events import KeptTest, Selection, SelectionMetrics
+from fastci.selection.processor import SelectionProcessor
+from fastci.topology import ALL_PROCESSORS, SYSTEM, decode
 
 METRICS = SelectionMetrics(
-    tests_known=0, selected=0, kept=0, pruned=0, skipped=0, selection_ratio=1.0, estimated_s_all=0, estimated_s_kept=0,
-    saved_s=0, saved_gpu_s=0, changed_units=0, pairs_covered_by_all=0, pairs_covered_by_kept=0, coverage_retention=1.0,
+    tests_known=0,
+    selected=0,
+    kept=0,
+    pruned=0,
+    skipped=0,
+    selection_ratio=1.0,
+    estimated_s_all=0,
+    estimated_s_kept=0,
+    saved_s=0,
+    saved_gpu_s=0,
+    changed_units=0,
+    pairs_covered_by_all=0,
+    pairs_covered_by_kept=0,
+    coverage_retention=1.0,
 )
 TRAIN = "tests/models/test_lm.py::test_train"
 WORKLOAD = {
@@ -40,11 +50,17 @@ WORKLOAD = {
 }
 
 
-def selection(*kept: tuple[str, str, tuple[str, ...]], sha: str = "1234567", run_all: bool = False,
-              hardware_path: bool = False) -> Selection:
+def selection(
+    *kept: tuple[str, str, tuple[str, ...]], sha: str = "1234567", run_all: bool = False, hardware_path: bool = False
+) -> Selection:
     return Selection(
-        commit_id=f"commit-{sha}", repo=REPO, sha=sha, run_all=run_all, hardware_path=hardware_path,
-        kept=tuple(KeptTest(test_id=t, reason=r, functions=f, estimated_s=10.0) for t, r, f in kept), metrics=METRICS,
+        commit_id=f"commit-{sha}",
+        repo=REPO,
+        sha=sha,
+        run_all=run_all,
+        hardware_path=hardware_path,
+        kept=tuple(KeptTest(test_id=t, reason=r, functions=f, estimated_s=10.0) for t, r, f in kept),
+        metrics=METRICS,
     )
 
 
@@ -58,13 +74,20 @@ def changed(test_id: str, *functions: str) -> tuple[str, str, tuple[str, ...]]:
 
 
 def runs(test_id: str, *statuses: str, seconds: float = 10.0, chips: int = 0):
-    return [result(test_id, f"run-{i}", repo=REPO, status=s, duration_s=seconds, chips=chips) for i, s in enumerate(statuses)]
+    return [
+        result(test_id, f"run-{i}", repo=REPO, status=s, duration_s=seconds, chips=chips)
+        for i, s in enumerate(statuses)
+    ]
 
 
 def test_recent_failures_come_first_and_a_new_test_sits_between_failing_and_long_passing_tests():
-    events = [*runs("t/a.py::steady", *["passed"] * 20), *runs("t/b.py::broke", *["passed"] * 19, "failed"),
-              selection(changed("t/a.py::steady", "f.py::g"), changed("t/b.py::broke", "f.py::g"),
-                        changed("t/c.py::new", "f.py::g"))]
+    events = [
+        *runs("t/a.py::steady", *["passed"] * 20),
+        *runs("t/b.py::broke", *["passed"] * 19, "failed"),
+        selection(
+            changed("t/a.py::steady", "f.py::g"), changed("t/b.py::broke", "f.py::g"), changed("t/c.py::new", "f.py::g")
+        ),
+    ]
     plan = plan_of(events)
     assert [e.test_id for e in plan.entries] == ["t/b.py::broke", "t/c.py::new", "t/a.py::steady"]
     broke, new, steady = plan.entries
@@ -74,25 +97,42 @@ def test_recent_failures_come_first_and_a_new_test_sits_between_failing_and_long
 
 
 def test_more_of_the_change_executed_means_more_risk_and_cheaper_tests_go_first_at_equal_risk():
-    events = [*runs("t/a.py::one", "passed"), *runs("t/b.py::both", "passed"), *runs("t/c.py::both_slow", "passed", seconds=100),
-              selection(changed("t/a.py::one", "f.py::g"), changed("t/b.py::both", "f.py::g", "f.py::h"),
-                        changed("t/c.py::both_slow", "f.py::g", "f.py::h"))]
+    events = [
+        *runs("t/a.py::one", "passed"),
+        *runs("t/b.py::both", "passed"),
+        *runs("t/c.py::both_slow", "passed", seconds=100),
+        selection(
+            changed("t/a.py::one", "f.py::g"),
+            changed("t/b.py::both", "f.py::g", "f.py::h"),
+            changed("t/c.py::both_slow", "f.py::g", "f.py::h"),
+        ),
+    ]
     plan = plan_of(events)
     assert [e.test_id for e in plan.entries] == ["t/b.py::both", "t/a.py::one", "t/c.py::both_slow"]
     assert plan.entries[1].exposure == 0.5 and plan.entries[0].risk > plan.entries[1].risk
 
 
 def test_a_flaky_test_is_discounted_against_one_with_the_same_failures():
-    plan = plan_of([*runs("t/a.py::flaky", *["passed", "flaky"] * 5, "failed"), *runs("t/b.py::solid", *["passed"] * 10, "failed"),
-                    selection(changed("t/a.py::flaky", "f.py::g"), changed("t/b.py::solid", "f.py::g"))])
+    plan = plan_of(
+        [
+            *runs("t/a.py::flaky", *["passed", "flaky"] * 5, "failed"),
+            *runs("t/b.py::solid", *["passed"] * 10, "failed"),
+            selection(changed("t/a.py::flaky", "f.py::g"), changed("t/b.py::solid", "f.py::g")),
+        ]
+    )
     flaky, solid = plan.entries[1], plan.entries[0]
     assert (flaky.test_id, solid.test_id) == ("t/a.py::flaky", "t/b.py::solid")
     assert flaky.flaky_rate > solid.flaky_rate and flaky.risk < solid.risk
 
 
 def test_chips_make_a_test_costlier_per_unit_of_risk():
-    plan = plan_of([*runs("t/a.py::gpu", "passed", chips=8), *runs("t/b.py::cpu", "passed", seconds=40.0),
-                    selection(changed("t/a.py::gpu", "f.py::g"), changed("t/b.py::cpu", "f.py::g"))])
+    plan = plan_of(
+        [
+            *runs("t/a.py::gpu", "passed", chips=8),
+            *runs("t/b.py::cpu", "passed", seconds=40.0),
+            selection(changed("t/a.py::gpu", "f.py::g"), changed("t/b.py::cpu", "f.py::g")),
+        ]
+    )
     assert [(e.test_id, e.chips) for e in plan.entries] == [("t/b.py::cpu", 0), ("t/a.py::gpu", 8)]
 
 
@@ -109,31 +149,51 @@ def test_the_plan_id_derives_from_the_selection_and_redelivery_changes_nothing()
 
 def test_a_run_all_selection_plans_every_known_test_but_those_the_commit_deleted():
     deleting = commit(("tests/test_old.py", "test_gone", "deleted"), sha="7654321")
-    events = [*runs("tests/test_old.py::test_gone", "passed"), *runs("tests/test_old.py::test_kept", "passed"),
-              evidence("tests/test_new.py::test_evidence_only", stack(("tests/test_new.py", "test_evidence_only"))),
-              deleting, selection(run_all=True, sha="7654321")]
+    events = [
+        *runs("tests/test_old.py::test_gone", "passed"),
+        *runs("tests/test_old.py::test_kept", "passed"),
+        evidence("tests/test_new.py::test_evidence_only", stack(("tests/test_new.py", "test_evidence_only"))),
+        deleting,
+        selection(run_all=True, sha="7654321"),
+    ]
     plan = plan_of(events)
-    assert plan.run_all and {e.test_id for e in plan.entries} == {"tests/test_old.py::test_kept",
-                                                                  "tests/test_new.py::test_evidence_only"}
+    assert plan.run_all and {e.test_id for e in plan.entries} == {
+        "tests/test_old.py::test_kept",
+        "tests/test_new.py::test_evidence_only",
+    }
     assert {e.reason for e in plan.entries} == {"run-all"}
 
 
 def test_a_big_plan_is_split_into_pages_in_run_order():
     tests = [changed(f"t/x.py::test_{i:04d}", "f.py::g") for i in range(PAGE_SIZE + 5)]
     plans = of_topic(feed(TestPlanProcessor(), Store(), [selection(*tests)]), "test-plan")
-    assert [(p.page, p.pages, p.first_rank, len(p.entries)) for p in plans] == [(0, 2, 0, PAGE_SIZE), (1, 2, PAGE_SIZE, 5)]
+    assert [(p.page, p.pages, p.first_rank, len(p.entries)) for p in plans] == [
+        (0, 2, 0, PAGE_SIZE),
+        (1, 2, PAGE_SIZE, 5),
+    ]
     assert len({p.id for p in plans}) == 2 and all(p.metrics.tests == PAGE_SIZE + 5 for p in plans)
 
 
 def workload_evidence(test_id: str = TRAIN, **changes) -> EvidenceEvent:
-    return EvidenceEvent(test_id=test_id, run_id="ev-1", repo=REPO, commit="abcdef1", method="tracing",
-                         stacks=[{"stack": "test_train (tests/models/test_lm.py:1)", "count": 1}],
-                         workload=WorkloadEvidence.model_validate({**WORKLOAD, **changes}))
+    return EvidenceEvent(
+        test_id=test_id,
+        run_id="ev-1",
+        repo=REPO,
+        commit="abcdef1",
+        method="tracing",
+        stacks=[{"stack": "test_train (tests/models/test_lm.py:1)", "count": 1}],
+        workload=WorkloadEvidence.model_validate({**WORKLOAD, **changes}),
+    )
 
 
 def test_a_change_to_code_that_runs_from_step_30_shrinks_steps_to_31_and_layers_to_the_minimum():
-    plan = plan_of([*runs(TRAIN, "passed", seconds=600.0, chips=8), workload_evidence(),
-                    selection(changed(TRAIN, "fw/train.py::cosine_rate", "fw/data.py::load"))])
+    plan = plan_of(
+        [
+            *runs(TRAIN, "passed", seconds=600.0, chips=8),
+            workload_evidence(),
+            selection(changed(TRAIN, "fw/train.py::cosine_rate", "fw/data.py::load")),
+        ]
+    )
     (entry,) = plan.entries
     assert entry.shrunk == {"steps": 31, "layers": 1}
     assert entry.config == {"precision": "bf16", "heads": 2, "steps": 31, "layers": 1}  # the scope is never touched
@@ -144,7 +204,9 @@ def test_a_change_to_code_that_runs_from_step_30_shrinks_steps_to_31_and_layers_
 
 
 def test_deeper_and_later_units_keep_what_they_need():
-    plan = plan_of([workload_evidence(), selection(changed(TRAIN, "fw/lm.py::mixture_of_experts", "fw/train.py::save_checkpoint"))])
+    plan = plan_of(
+        [workload_evidence(), selection(changed(TRAIN, "fw/lm.py::mixture_of_experts", "fw/train.py::save_checkpoint"))]
+    )
     assert plan.entries[0].shrunk == {"steps": 100, "layers": 2}
 
 
@@ -165,13 +227,26 @@ def test_module_code_asks_for_every_unit_of_its_file_and_a_full_list_for_every_u
 
 def test_evidence_without_a_workload_forgets_the_declaration_and_shrunk_runs_count_at_full_length():
     store = Store()
-    feed(TestPlanProcessor(), store, [workload_evidence(), result(TRAIN, "short", repo=REPO, duration_s=10.0,
-                                                                   config={"steps": 30, "layers": 4})])
-    (entry,) = of_topic(feed(TestPlanProcessor(), store, [selection((TRAIN, "no-evidence", ()))]), "test-plan")[0].entries
+    feed(
+        TestPlanProcessor(),
+        store,
+        [workload_evidence(), result(TRAIN, "short", repo=REPO, duration_s=10.0, config={"steps": 30, "layers": 4})],
+    )
+    (entry,) = of_topic(feed(TestPlanProcessor(), store, [selection((TRAIN, "no-evidence", ()))]), "test-plan")[
+        0
+    ].entries
     assert entry.expected_s == 100.0  # 10 s at a tenth of the steps
-    no_workload = EvidenceEvent(test_id=TRAIN, run_id="ev-2", repo=REPO, commit="abcdef1", method="tracing",
-                                stacks=[{"stack": "test_train (tests/models/test_lm.py:1)", "count": 1}])
-    later = feed(TestPlanProcessor(), store, [no_workload, selection(changed(TRAIN, "fw/train.py::cosine_rate"), sha="2222222")])
+    no_workload = EvidenceEvent(
+        test_id=TRAIN,
+        run_id="ev-2",
+        repo=REPO,
+        commit="abcdef1",
+        method="tracing",
+        stacks=[{"stack": "test_train (tests/models/test_lm.py:1)", "count": 1}],
+    )
+    later = feed(
+        TestPlanProcessor(), store, [no_workload, selection(changed(TRAIN, "fw/train.py::cosine_rate"), sha="2222222")]
+    )
     assert of_topic(later, "test-plan")[0].entries[0].config == {}
 
 
@@ -183,9 +258,17 @@ def test_the_processor_runs_after_selection_in_both_runtimes():
 def test_commits_through_selection_to_a_plan_in_the_embedded_runtime(tmp_path):
     a, b = "tests/test_model.py::test_forward", "tests/test_model.py::test_backward"
     history = [
-        *runs(a, "passed", "passed"), *runs(b, "passed", "failed", chips=8),
+        *runs(a, "passed", "passed"),
+        *runs(b, "passed", "failed", chips=8),
         evidence(a, stack(("tests/test_model.py", "test_forward"), ("fw/model.py", "Model.forward"))),
-        evidence(b, stack(("tests/test_model.py", "test_backward"), ("fw/model.py", "Model.backward"), ("fw/model.py", "Model.forward"))),
+        evidence(
+            b,
+            stack(
+                ("tests/test_model.py", "test_backward"),
+                ("fw/model.py", "Model.backward"),
+                ("fw/model.py", "Model.forward"),
+            ),
+        ),
     ]
     change = commit(("fw/model.py", "Model.forward", "modified"))
     publish_embedded(tmp_path, [*history, change])
@@ -215,10 +298,17 @@ def test_the_driver_keeps_plans_identical_when_a_store_is_replayed_from_scratch(
 
 
 def test_a_test_never_run_is_expected_to_cost_the_median_planned_test_not_the_selection_default():
-    events = [*runs("t/a.py::fast", "passed", seconds=0.002), *runs("t/b.py::fast2", "passed", seconds=0.004),
-              *runs("t/c.py::slow", "passed", seconds=0.5),
-              selection(changed("t/a.py::fast", "f.py::g"), changed("t/b.py::fast2", "f.py::g"),
-                        changed("t/c.py::slow", "f.py::g"), ("t/d.py::new", "changed-test", ()))]
+    events = [
+        *runs("t/a.py::fast", "passed", seconds=0.002),
+        *runs("t/b.py::fast2", "passed", seconds=0.004),
+        *runs("t/c.py::slow", "passed", seconds=0.5),
+        selection(
+            changed("t/a.py::fast", "f.py::g"),
+            changed("t/b.py::fast2", "f.py::g"),
+            changed("t/c.py::slow", "f.py::g"),
+            ("t/d.py::new", "changed-test", ()),
+        ),
+    ]
     plan = plan_of(events)
     new = next(e for e in plan.entries if e.test_id == "t/d.py::new")
     assert new.expected_s == 0.004  # the median of 2, 4 and 500 ms; selection said 10 s
@@ -227,10 +317,17 @@ def test_a_test_never_run_is_expected_to_cost_the_median_planned_test_not_the_se
 
 
 def test_the_ablation_knobs_keep_the_selection_order_and_the_full_config():
-    events = [*runs("t/a.py::steady", *["passed"] * 20), *runs("t/b.py::broke", "failed"),
-              *runs(TRAIN, "passed", seconds=600.0, chips=8), workload_evidence(),
-              selection(changed("t/a.py::steady", "f.py::g"), changed(TRAIN, "fw/train.py::cosine_rate"),
-                        changed("t/b.py::broke", "f.py::g"))]
+    events = [
+        *runs("t/a.py::steady", *["passed"] * 20),
+        *runs("t/b.py::broke", "failed"),
+        *runs(TRAIN, "passed", seconds=600.0, chips=8),
+        workload_evidence(),
+        selection(
+            changed("t/a.py::steady", "f.py::g"),
+            changed(TRAIN, "fw/train.py::cosine_rate"),
+            changed("t/b.py::broke", "f.py::g"),
+        ),
+    ]
     (risk,) = of_topic(feed(TestPlanProcessor(), Store(), events), "test-plan")
     (declared,) = of_topic(feed(TestPlanProcessor(order="declared", shrink=False), Store(), events), "test-plan")
     assert [e.test_id for e in risk.entries][0] == "t/b.py::broke"
@@ -247,8 +344,10 @@ def test_an_unknown_order_is_refused_by_name():
 
 
 def test_a_cpu_form_run_does_not_make_a_model_test_free_of_chips():
-    events = [result(TRAIN, "hw-1", repo=REPO, duration_s=600.0, chips=8),
-              result(TRAIN, "cpu-1", repo=REPO, duration_s=60.0, chips=0),
-              selection(changed(TRAIN, "fw/data.py::load"))]
+    events = [
+        result(TRAIN, "hw-1", repo=REPO, duration_s=600.0, chips=8),
+        result(TRAIN, "cpu-1", repo=REPO, duration_s=60.0, chips=0),
+        selection(changed(TRAIN, "fw/data.py::load")),
+    ]
     (entry,) = plan_of(events).entries
     assert entry.chips == 8

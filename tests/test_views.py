@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from fastci.runtime.publish import publish_embedded
+from factories import result
+
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.runtime.publish import publish_embedded
+from fastci.topology import SYSTEM
 from fastci.views.refresh import refresh_embedded
 from fastci.views.store import Views
-
-from factories import result
-from fastci.topology import SYSTEM
 
 
 def run(data_dir) -> None:
@@ -40,11 +40,19 @@ def test_refresh_loads_only_what_is_new(tmp_path):
     run(tmp_path)
     # other processors' state tables load too; these are the ones this history touches for sure
     core = ("results", "test_status_changed", "test_history")
-    assert {t: n for t, n in refresh(tmp_path).items() if t in core} == {"results": 2, "test_status_changed": 1, "test_history": 1}
+    assert {t: n for t, n in refresh(tmp_path).items() if t in core} == {
+        "results": 2,
+        "test_status_changed": 1,
+        "test_history": 1,
+    }
     assert refresh(tmp_path) == {}
     publish_embedded(tmp_path, [result(run_id="r3"), result("tests/test_b.py::test_y", run_id="r3")])
     run(tmp_path)
-    assert {t: n for t, n in refresh(tmp_path).items() if t in core} == {"results": 2, "test_status_changed": 1, "test_history": 2}
+    assert {t: n for t, n in refresh(tmp_path).items() if t in core} == {
+        "results": 2,
+        "test_status_changed": 1,
+        "test_history": 2,
+    }
     assert query(tmp_path, "SELECT count(*) FROM results") == [(4,)]
 
 

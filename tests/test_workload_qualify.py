@@ -5,17 +5,16 @@ layer less would miss one."""
 from __future__ import annotations
 
 import pytest
-
-from fastci.selection.events import KeptTest, Selection
-from fastci.planning.shrink import executes, smallest_config
-from fastci.planning.processor import TestPlanProcessor
-from fastci.qualify.backend import ReferenceBackend
-from fastci.qualify.golden import SEED
-from fastci.qualify.configs import dimensions, evidence_event, traced_training
-
 from factories import result
 from processor_helpers import Store, feed, of_topic
 from test_test_plan import METRICS
+
+from fastci.planning.processor import TestPlanProcessor
+from fastci.planning.shrink import executes, smallest_config
+from fastci.qualify.backend import ReferenceBackend
+from fastci.qualify.configs import dimensions, evidence_event, traced_training
+from fastci.qualify.golden import SEED
+from fastci.selection.events import KeptTest, Selection
 
 pytestmark = pytest.mark.slow
 REPO = "acme/llm-framework"
@@ -48,13 +47,27 @@ def test_the_planned_config_reruns_the_changed_units(lm_full):
     units, the plan's config, then that config traced again."""
     dims, full, traced = lm_full
     changed = (ATTENTION, CHECKPOINT, COSINE, EXPERTS)
-    selection = Selection(commit_id="c1", repo=REPO, sha="1234567", run_all=False, metrics=METRICS,
-                          kept=(KeptTest(test_id=TEST, reason="executes-changed-code", functions=changed, estimated_s=60.0),))
-    events = [result(TEST, "full-1", repo=REPO, duration_s=60.0, chips=8),
-              evidence_event(TEST, "full-1", REPO, "abcdef1", "lm-tiny", "bf16", full, traced), selection]
+    selection = Selection(
+        commit_id="c1",
+        repo=REPO,
+        sha="1234567",
+        run_all=False,
+        metrics=METRICS,
+        kept=(KeptTest(test_id=TEST, reason="executes-changed-code", functions=changed, estimated_s=60.0),),
+    )
+    events = [
+        result(TEST, "full-1", repo=REPO, duration_s=60.0, chips=8),
+        evidence_event(TEST, "full-1", REPO, "abcdef1", "lm-tiny", "bf16", full, traced),
+        selection,
+    ]
     (plan,) = of_topic(feed(TestPlanProcessor(), Store(), events), "test-plan")
     (entry,) = plan.entries
-    assert entry.shrunk == {"steps": 100, "batch": 4, "width": 8, "context": 4}  # 2 layers stay: the experts are in the second
+    assert entry.shrunk == {
+        "steps": 100,
+        "batch": 4,
+        "width": 8,
+        "context": 4,
+    }  # 2 layers stay: the experts are in the second
     assert entry.config["precision"] == "bf16" and entry.config["heads"] == 2  # the validation scope, untouched
     assert entry.saved_chip_s > 0.9 * 60.0 * 8
     values = {d.name: entry.config[d.name] for d in dims}

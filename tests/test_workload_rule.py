@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fastci.evidence import dimensions
-from fastci.evidence.stacks import UnitsCache
 from fastci.evidence.dimensions import POINT_LIMIT
+from fastci.evidence.stacks import UnitsCache
 from fastci.evidence.tracing import Tracer
 from fastci.inputs import MAX_POINTS
 from fastci.planning.shrink import Dimension, add_point, executes, scale_of, smallest_config
@@ -18,9 +18,14 @@ STEPS, LAYERS = Dimension("steps", 300, 20), Dimension("layers", 4, 1)
 
 
 def test_each_unit_sets_how_far_its_dimension_must_reach():
-    shrink = smallest_config([STEPS, LAYERS], {
-        "cosine_rate": [{"steps": 30}], "moe": [{"steps": 0, "layers": 1}], "checkpoint": [{"steps": 99}],
-    })
+    shrink = smallest_config(
+        [STEPS, LAYERS],
+        {
+            "cosine_rate": [{"steps": 30}],
+            "moe": [{"steps": 0, "layers": 1}],
+            "checkpoint": [{"steps": 99}],
+        },
+    )
     assert shrink.values == {"steps": 100, "layers": 2}
     assert shrink.shrunk([STEPS, LAYERS]) == {"steps": 100, "layers": 2}
     assert shrink.scale == (100 / 300) * (2 / 4)
@@ -38,8 +43,11 @@ def test_a_unit_reached_two_ways_takes_the_cheaper_way():
     assert shrink.values == {"steps": 20, "layers": 4}  # 20 is the minimum, above 11
 
 
-points = st.lists(st.dictionaries(st.sampled_from(["steps", "layers", "width"]), st.integers(0, 9), max_size=3),
-                  min_size=1, max_size=3)
+points = st.lists(
+    st.dictionaries(st.sampled_from(["steps", "layers", "width"]), st.integers(0, 9), max_size=3),
+    min_size=1,
+    max_size=3,
+)
 DIMS = [Dimension("steps", 10, 2), Dimension("layers", 10, 1, 0.5), Dimension("width", 10, 3, 2.0)]
 
 

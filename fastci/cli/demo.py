@@ -53,8 +53,8 @@ SUMMARY_QUERIES = [
 
 def run_demo(data_dir: Path, commits: int, out: Console) -> None:
     from fastci.demo.history import Workload, malformed_lines
-    from fastci.runtime.embedded import EmbeddedRuntime
     from fastci.producer.lines import check_lines
+    from fastci.runtime.embedded import EmbeddedRuntime
     from fastci.runtime.publish import publish_embedded
     from fastci.views.refresh import refresh_embedded
     from fastci.views.store import Views
@@ -84,7 +84,8 @@ def run_demo(data_dir: Path, commits: int, out: Console) -> None:
         runtime.close()
     for name, s in stats.by_processor.items():  # each processor's own seconds, not the whole run's
         out.print(
-            f"3. processor {name}: {s.events:,} events in {s.seconds:.2f} s ({s.events / max(s.seconds, 1e-9):,.0f}/s), "
+            f"3. processor {name}: {s.events:,} events in {s.seconds:.2f} s "
+            f"({s.events / max(s.seconds, 1e-9):,.0f}/s), "
             f"{s.outputs:,} output events"
         )
 
@@ -99,7 +100,7 @@ def run_demo(data_dir: Path, commits: int, out: Console) -> None:
         views.close()
     out.print(f"\ndone in {time.perf_counter() - started:.1f} s. Ask your own questions, e.g.:")
     out.print(
-        f"  fastci --data-dir {data_dir} sql \"SELECT trigger, status, count(*) FROM results GROUP BY ALL ORDER BY ALL\"",
+        f'  fastci --data-dir {data_dir} sql "SELECT trigger, status, count(*) FROM results GROUP BY ALL ORDER BY ALL"',
         markup=False,
     )
 
@@ -108,7 +109,9 @@ def _fresh(data_dir: Path) -> None:
     """Start from an empty folder; only ever delete one that an earlier demo made."""
     if data_dir.exists() and any(data_dir.iterdir()):
         if not (data_dir / _MARKER).exists():
-            raise SystemExit(f"error: {data_dir} is not empty and was not made by 'fastci demo'; pick another --data-dir")
+            raise SystemExit(
+                f"error: {data_dir} is not empty and was not made by 'fastci demo'; pick another --data-dir"
+            )
         shutil.rmtree(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / _MARKER).touch()

@@ -27,7 +27,20 @@ from fastci.core import config
 # In the order ``fastci --help`` lists them. A module adds parsers and sets ``func`` on them; handlers get
 # the parsed args (``data_dir`` resolved) and return an exit code. Heavy imports stay inside handlers, so
 # ``fastci --help`` and the pytest plugin stay fast.
-COMMAND_GROUPS = (pipeline, views, demo, producer, qualify, regression, selection, evidence, release, reproduce, pool, simulate)
+COMMAND_GROUPS = (
+    pipeline,
+    views,
+    demo,
+    producer,
+    qualify,
+    regression,
+    selection,
+    evidence,
+    release,
+    reproduce,
+    pool,
+    simulate,
+)
 
 
 def _global_options(parser: argparse.ArgumentParser, default: object) -> None:

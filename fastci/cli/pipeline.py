@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.table import Column, Table
 
-from fastci.cli.base import UsageError, console, kafka_settings, out, progress_bar
+from fastci.cli.base import console, kafka_settings, out, progress_bar
 from fastci.topology import SYSTEM
 
 
@@ -75,10 +75,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from fastci.topology import build_processors
     from fastci.runtime.embedded import EmbeddedRuntime
+    from fastci.topology import build_processors
 
-    runtime = EmbeddedRuntime(args.data_dir, SYSTEM, build_processors(args.processor), batch_size=args.batch, sync=not args.no_sync)
+    runtime = EmbeddedRuntime(
+        args.data_dir, SYSTEM, build_processors(args.processor), batch_size=args.batch, sync=not args.no_sync
+    )
     try:
         with progress_bar() as progress:
             tasks: dict[str, Any] = {}
@@ -99,7 +101,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if stats.events == 0 and not args.follow:
         console.print(f"nothing new to process in {args.data_dir} (publish events first: fastci publish)")
         return 0
-    table = Table("processor", "events", "outputs", "dead letters", Column("seconds", justify="right"), title="embedded run")
+    table = Table(
+        "processor", "events", "outputs", "dead letters", Column("seconds", justify="right"), title="embedded run"
+    )
     for name, s in stats.by_processor.items():
         table.add_row(name, f"{s.events:,}", f"{s.outputs:,}", f"{s.dead_letters:,}", f"{s.seconds:.2f}")
     table.add_row("(decoding input records, once for all)", "", "", "", f"{stats.decode_seconds:.2f}")
@@ -111,7 +115,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from streams.worker import run_worker
 
     settings = kafka_settings(args)
-    console.print(f"faust worker {settings.app_id} on {settings.bootstrap} (session timeout {settings.session_timeout_s:g} s)")
+    console.print(
+        f"faust worker {settings.app_id} on {settings.bootstrap} (session timeout {settings.session_timeout_s:g} s)"
+    )
     run_worker(settings, args.processor, loglevel=args.log_level)
     return 0
 
@@ -139,5 +145,7 @@ def cmd_schemas(args: argparse.Namespace) -> int:
             return 1
         console.print(f"schemas in {args.out} match the event models")
         return 0
-    console.print(f"wrote {len(changed)} changed schema file(s) to {args.out}" if changed else "schemas already up to date")
+    console.print(
+        f"wrote {len(changed)} changed schema file(s) to {args.out}" if changed else "schemas already up to date"
+    )
     return 0

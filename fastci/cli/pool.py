@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
 from fastci.cli.base import UsageError, console, kafka_settings, out
 
 
@@ -36,11 +37,12 @@ def _publish(args: argparse.Namespace, events: list) -> None:
 
 
 def cmd_tick(args: argparse.Namespace) -> int:
-    from fastci.core.codec import InvalidEvent
-    from fastci.topology import decode
     import orjson
 
-    time = args.at or datetime.now(timezone.utc).isoformat()
+    from fastci.core.codec import InvalidEvent
+    from fastci.topology import decode
+
+    time = args.at or datetime.now(UTC).isoformat()
     try:
         tick = decode("clock", orjson.dumps({"pool": args.pool, "time": time}))
     except InvalidEvent as error:
@@ -54,12 +56,14 @@ def cmd_configure(args: argparse.Namespace) -> int:
     import orjson
 
     from fastci.core.codec import InvalidEvent
-    from fastci.topology import decode
     from fastci.scheduling.processor import default_config
+    from fastci.topology import decode
 
     if args.show_default:
-        out.print(orjson.dumps(default_config().model_dump(mode="json", exclude={"id"}),
-                               option=orjson.OPT_INDENT_2).decode(), markup=False)
+        out.print(
+            orjson.dumps(default_config().model_dump(mode="json", exclude={"id"}), option=orjson.OPT_INDENT_2).decode(),
+            markup=False,
+        )
         return 0
     if args.file is None:
         raise UsageError("give a pool-config JSON file (fastci pool configure --show-default prints one to edit)")
@@ -71,6 +75,8 @@ def cmd_configure(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file}: {error}") from None
     _publish(args, [config])
     chips = sum(node.chips for node in config.nodes)
-    console.print(f"pool {config.pool} version {config.version}: {len(config.nodes)} nodes, {chips} chips, "
-                  f"{config.cpu_slots} CPU slots")
+    console.print(
+        f"pool {config.pool} version {config.version}: {len(config.nodes)} nodes, {chips} chips, "
+        f"{config.cpu_slots} CPU slots"
+    )
     return 0

@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 from typing import Any
+
 from fastci.cli.base import console, kafka_settings
 
 
@@ -17,8 +18,12 @@ def register(commands: Any) -> None:
         ("status", cmd_status, "how many events wait in the spool, and since when"),
     ):
         action = actions.add_parser(name, help=text)
-        action.add_argument("--kafka", action="store_true", help="the spool of the Kafka target (default: the embedded log's)")
-        action.add_argument("--spool", type=Path, help="spool directory (default <data dir>/spool/<target>, as the pytest plugin uses)")
+        action.add_argument(
+            "--kafka", action="store_true", help="the spool of the Kafka target (default: the embedded log's)"
+        )
+        action.add_argument(
+            "--spool", type=Path, help="spool directory (default <data dir>/spool/<target>, as the pytest plugin uses)"
+        )
         action.set_defaults(func=func)
 
 
@@ -41,10 +46,16 @@ def cmd_drain(args: argparse.Namespace) -> int:
     report = producer.flush()
     refused = f", {report.refused} damaged line(s) set aside in {directory / 'rejected'}" if report.refused else ""
     if report.error:
-        console.print(f"[red]sent {report.sent} event(s); {target.description} did not acknowledge:[/red] {report.error}", highlight=False)
+        console.print(
+            f"[red]sent {report.sent} event(s); {target.description} did not acknowledge:[/red] {report.error}",
+            highlight=False,
+        )
         console.print(f"{report.pending} event(s) still wait in {directory}{refused}", highlight=False)
         return 1
-    console.print(f"sent {report.sent} event(s) from {directory} to {target.description}; {report.pending} pending{refused}", highlight=False)
+    console.print(
+        f"sent {report.sent} event(s) from {directory} to {target.description}; {report.pending} pending{refused}",
+        highlight=False,
+    )
     return 0
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
 from fastci.cli.base import UsageError, console, kafka_settings, out
 
 PRECISIONS = ("bf16", "fp8")
@@ -14,26 +15,37 @@ PRECISIONS = ("bf16", "fp8")
 
 def register(commands: Any) -> None:
     qualify = commands.add_parser(
-        "qualify", help="run the model qualification set on a stack bundle (emulated accelerator) and publish results",
+        "qualify",
+        help="run the model qualification set on a stack bundle (emulated accelerator) and publish results",
         description="Each model: an inference check against its pinned golden (with repeats: same bits expected), "
         "a short training run (loss curve in the reference's band, eval >= 99%% of the reference) and the runtime's "
         "throughput samples. The bundle comes from --bundle, $FASTCI_BUNDLE_FILE or $FASTCI_BUNDLE_*; without one, "
         "the newest healthy emulated stack.",
     )
     qualify.add_argument("--model", action="append", help="a model of the set (repeatable; default all four)")
-    qualify.add_argument("--precision", action="append", choices=PRECISIONS, help="kernel precision (repeatable; default bf16 and fp8)")
+    qualify.add_argument(
+        "--precision", action="append", choices=PRECISIONS, help="kernel precision (repeatable; default bf16 and fp8)"
+    )
     qualify.add_argument("--backend", choices=("emulated", "reference"), default="emulated")
     qualify.add_argument("--bundle", type=Path, help="bundle file (TOML); default $FASTCI_BUNDLE_FILE")
-    qualify.add_argument("--inject", metavar="DEFECT", help="swap in the layer version that introduces DEFECT (see --list-defects)")
-    qualify.add_argument("--baseline", metavar="FILE|healthy",
-                         help="also run this bundle interleaved step by step and gate throughput against it")
+    qualify.add_argument(
+        "--inject", metavar="DEFECT", help="swap in the layer version that introduces DEFECT (see --list-defects)"
+    )
+    qualify.add_argument(
+        "--baseline",
+        metavar="FILE|healthy",
+        help="also run this bundle interleaved step by step and gate throughput against it",
+    )
     qualify.add_argument("--trigger", choices=("presubmit", "nightly", "release", "bisect", "dev", "rerun"))
     qualify.add_argument("--run-id", help="run id of the results (default: a new one)")
     qualify.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     qualify.add_argument("--no-publish", action="store_true", help="print the verdicts only")
     qualify.add_argument("--list-defects", action="store_true", help="list the emulated stack's defects and exit")
-    qualify.add_argument("--write-golden", action="store_true",
-                         help="retrain the models on the reference backend and pin their goldens (after a model change)")
+    qualify.add_argument(
+        "--write-golden",
+        action="store_true",
+        help="retrain the models on the reference backend and pin their goldens (after a model change)",
+    )
     qualify.set_defaults(func=cmd_qualify)
 
 
@@ -58,7 +70,8 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         return 0
     try:
         context = load_context(
-            args.bundle, trigger=args.trigger,
+            args.bundle,
+            trigger=args.trigger,
             defaults={"bundle": stack.HEALTHY, "hardware_revision": "emulated-rev-a"},
         )
         if args.inject:
@@ -77,16 +90,34 @@ def cmd_qualify(args: argparse.Namespace) -> int:
 
     qualifications = []
     for precision, backend in backends:
-        baseline = runner.make_backend("emulated", baseline_bundle, precision) if baseline_bundle and precision != "fp32" else None  # type: ignore[arg-type]
-        console.print(f"qualifying on {runner.describe(backend)}" + (f", baseline {runner.describe(baseline)}" if baseline else ""), highlight=False)
-        qualifications.append(runner.qualify(backend, models, baseline,
-                                             progress=lambda f: console.print(f"  {f.name} done", highlight=False)))
+        baseline = (
+            runner.make_backend("emulated", baseline_bundle, precision)
+            if baseline_bundle and precision != "fp32"
+            else None
+        )  # type: ignore[arg-type]
+        console.print(
+            f"qualifying on {runner.describe(backend)}"
+            + (f", baseline {runner.describe(baseline)}" if baseline else ""),
+            highlight=False,
+        )
+        qualifications.append(
+            runner.qualify(
+                backend, models, baseline, progress=lambda f: console.print(f"  {f.name} done", highlight=False)
+            )
+        )
     _print_verdicts(qualifications, out)
     seconds = sum(q.seconds for q in qualifications)
-    failing = [(q, m) for q in qualifications for m in q.models
-               if {m.inference.status, m.training.status, m.training.performance_status} != {"passed"}]
-    console.print(f"{sum(len(q.models) for q in qualifications)} model run(s) in {seconds:.1f} s; "
-                  f"{len(failing)} with a failed or flaky check", highlight=False)
+    failing = [
+        (q, m)
+        for q in qualifications
+        for m in q.models
+        if {m.inference.status, m.training.status, m.training.performance_status} != {"passed"}
+    ]
+    console.print(
+        f"{sum(len(q.models) for q in qualifications)} model run(s) in {seconds:.1f} s; "
+        f"{len(failing)} with a failed or flaky check",
+        highlight=False,
+    )
     if not args.no_publish:
         _publish(args, qualifications, context)
     return 1 if failing else 0
@@ -100,7 +131,8 @@ def _print_verdicts(qualifications: list, to: Any) -> None:
         for m in q.models:
             t = m.training
             table.add_row(
-                m.family.name, q.precision,
+                m.family.name,
+                q.precision,
                 f"{_mark(m.inference.status)} {m.inference.summary()}",
                 f"{_mark(t.status)} {t.summary()}",
                 f"{_mark(t.performance_status)} {t.performance_summary()}",
@@ -118,8 +150,8 @@ def _publish(args: argparse.Namespace, qualifications: list, context: Any) -> No
     from fastci.producer.targets import EmbeddedTarget, KafkaTarget
     from fastci.qualify.results import to_results
 
-    run_id = args.run_id or f"qualify-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
-    now = datetime.now(timezone.utc)
+    run_id = args.run_id or f"qualify-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    now = datetime.now(UTC)
     if args.kafka:
         settings = kafka_settings(args)
         target = KafkaTarget(settings)
@@ -132,7 +164,10 @@ def _publish(args: argparse.Namespace, qualifications: list, context: Any) -> No
         producer.publish(event)
     report = producer.close()
     if report.error:
-        console.print(f"[yellow]{len(events)} result(s) of run {run_id} spooled in {spool_dir}:[/yellow] {report.error} "
-                      f"(send them later: fastci spool drain{' --kafka' if args.kafka else ''})", highlight=False)
+        console.print(
+            f"[yellow]{len(events)} result(s) of run {run_id} spooled in {spool_dir}:[/yellow] {report.error} "
+            f"(send them later: fastci spool drain{' --kafka' if args.kafka else ''})",
+            highlight=False,
+        )
     else:
         console.print(f"published {len(events)} result(s) of run {run_id} to {target.description}", highlight=False)

@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 from typing import Any
+
 from fastci.cli.base import UsageError, console, kafka_settings, out, views_path
 
 WEBHOOK_ENV = "FASTCI_TICKET_WEBHOOK"
@@ -28,20 +29,24 @@ def register(commands: Any) -> None:
 
     regressions = commands.add_parser("regressions", help="regression detection end to end")
     regressions_commands = regressions.add_subparsers(dest="regressions_command", required=True, metavar="ACTION")
-    demo = regressions_commands.add_parser("demo", help="a nightly with three regressions: detect, bisect, ticket, report")
+    demo = regressions_commands.add_parser(
+        "demo", help="a nightly with three regressions: detect, bisect, ticket, report"
+    )
     demo.set_defaults(func=cmd_regressions_demo)
 
     report = commands.add_parser("report", help="reports over the views")
     report_commands = report.add_subparsers(dest="report_command", required=True, metavar="REPORT")
-    nightly = report_commands.add_parser("nightly", help="the nightly regression report: HTML page and terminal summary")
+    nightly = report_commands.add_parser(
+        "nightly", help="the nightly regression report: HTML page and terminal summary"
+    )
     nightly.add_argument("--out", type=Path, help="HTML file to write (default <data dir>/nightly.html)")
     nightly.add_argument("--views", help="DuckDB file (default <data dir>/views.duckdb)")
     nightly.set_defaults(func=cmd_report_nightly)
 
 
 def cmd_owners_publish(args: argparse.Namespace) -> int:
-    from fastci.runtime.publish import publish_embedded, publish_kafka
     from fastci.regression.owners import OwnerFileError, parse_owner_file
+    from fastci.runtime.publish import publish_embedded, publish_kafka
 
     try:
         owner_map = parse_owner_file(args.file.read_text(encoding="utf-8"), repo=args.repo, source=str(args.file))
@@ -53,8 +58,10 @@ def cmd_owners_publish(args: argparse.Namespace) -> int:
         publish_kafka(kafka_settings(args), [owner_map])
     else:
         publish_embedded(args.data_dir, [owner_map])
-    console.print(f"published owner map {owner_map.version} of {args.repo}: {len(owner_map.rules)} path rule(s), "
-                  f"{len(owner_map.layers)} layer(s)")
+    console.print(
+        f"published owner map {owner_map.version} of {args.repo}: {len(owner_map.rules)} path rule(s), "
+        f"{len(owner_map.layers)} layer(s)"
+    )
     return 0
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
 from fastci.cli.base import UsageError, console, kafka_settings, out, refresh_views, views_path
 
 REPO_ENV = "FASTCI_RELEASE_REPO"
@@ -14,23 +15,31 @@ REPO_ENV = "FASTCI_RELEASE_REPO"
 
 def register(commands: Any) -> None:
     release = commands.add_parser(
-        "release", help="release bundles: propose, promote (when every gate passes), roll back, in a git repo",
+        "release",
+        help="release bundles: propose, promote (when every gate passes), roll back, in a git repo",
         description="The desired state of each environment (dev, staging, production) is files in a git repository "
         f"(--repo or ${REPO_ENV}). Gates are evaluated from the views of the data dir (refreshed first).",
     )
     actions = release.add_subparsers(dest="release_command", required=True, metavar="ACTION")
 
     init = actions.add_parser("init", help="make a directory (or an empty git repo) a release repository")
-    init.add_argument("--hardware-revision", action="append", dest="revisions",
-                      help="a hardware revision full qualification is required on (repeatable; default rev-a and rev-b)")
+    init.add_argument(
+        "--hardware-revision",
+        action="append",
+        dest="revisions",
+        help="a hardware revision full qualification is required on (repeatable; default rev-a and rev-b)",
+    )
     _repo_option(init)
     init.set_defaults(func=cmd_init)
 
     propose = actions.add_parser("propose", help="a branch and a commit setting ENV to BUNDLE, with the gate results")
     propose.add_argument("environment", metavar="ENV")
-    propose.add_argument("bundle", metavar="BUNDLE",
-                         help="a bundle manifest (TOML: [bundle] versions, [serving.<model>] configs), or an environment "
-                              "whose bundle to propose (e.g. 'staging' for production)")
+    propose.add_argument(
+        "bundle",
+        metavar="BUNDLE",
+        help="a bundle manifest (TOML: [bundle] versions, [serving.<model>] configs), or an environment "
+        "whose bundle to propose (e.g. 'staging' for production)",
+    )
     _common(propose)
     propose.set_defaults(func=cmd_propose)
 
@@ -43,7 +52,9 @@ def register(commands: Any) -> None:
     rollback = actions.add_parser("rollback", help="git revert of ENV's last promotion")
     rollback.add_argument("environment", metavar="ENV")
     _repo_option(rollback)
-    rollback.add_argument("--kafka", action="store_true", help="publish the release event to Kafka, not the embedded log")
+    rollback.add_argument(
+        "--kafka", action="store_true", help="publish the release event to Kafka, not the embedded log"
+    )
     rollback.set_defaults(func=cmd_rollback)
 
     status = actions.add_parser("status", help="each environment's bundle, open proposals and the audit log")
@@ -58,7 +69,9 @@ def _repo_option(parser: argparse.ArgumentParser) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     _repo_option(parser)
-    parser.add_argument("--kafka", action="store_true", help="refresh the views from, and publish the release event to, Kafka")
+    parser.add_argument(
+        "--kafka", action="store_true", help="refresh the views from, and publish the release event to, Kafka"
+    )
     parser.add_argument("--no-refresh", action="store_true", help="evaluate the gates on the views as they are")
     parser.add_argument("--views", help="DuckDB file (default <data dir>/views.duckdb)")
 
@@ -110,8 +123,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     from fastci.release import flow
 
     repo = _run(lambda: flow.init(_repo(args), args.revisions or flow.DEFAULT_REVISIONS))
-    console.print(f"release repo ready at {repo.path}: environments {', '.join(flow.ENVIRONMENTS)}; full qualification "
-                  f"required on {', '.join(args.revisions or flow.DEFAULT_REVISIONS)} (release.toml)")
+    console.print(
+        f"release repo ready at {repo.path}: environments {', '.join(flow.ENVIRONMENTS)}; full qualification "
+        f"required on {', '.join(args.revisions or flow.DEFAULT_REVISIONS)} (release.toml)"
+    )
     return 0
 
 
@@ -143,11 +158,15 @@ def cmd_propose(args: argparse.Namespace) -> int:
     outcome = _run(act)
     _print_gates(outcome.gates)
     _publish(args, repo, outcome)
-    console.print(f"proposed bundle {outcome.bundle.label()} for {outcome.environment}: branch {outcome.branch}, "
-                  f"commit {outcome.commit[:10]}, review record {flow.review_path(outcome.environment, outcome.bundle.id)}")
+    console.print(
+        f"proposed bundle {outcome.bundle.label()} for {outcome.environment}: branch {outcome.branch}, "
+        f"commit {outcome.commit[:10]}, review record {flow.review_path(outcome.environment, outcome.bundle.id)}"
+    )
     if outcome.failing:
-        console.print(f"[yellow]{len(outcome.failing)} gate(s) failing[/yellow] ({', '.join(g.gate for g in outcome.failing)}): "
-                      "promotion will be refused until they pass")
+        console.print(
+            f"[yellow]{len(outcome.failing)} gate(s) failing[/yellow] ({', '.join(g.gate for g in outcome.failing)}): "
+            "promotion will be refused until they pass"
+        )
     return 0
 
 
@@ -165,12 +184,17 @@ def cmd_promote(args: argparse.Namespace) -> int:
     _print_gates(outcome.gates)
     _publish(args, repo, outcome)
     if outcome.action == "refused":
-        console.print(f"[red]refused:[/red] bundle {outcome.bundle.label()} stays out of {outcome.environment}; "
-                      f"{len(outcome.failing)} gate(s) failing:", highlight=False)
+        console.print(
+            f"[red]refused:[/red] bundle {outcome.bundle.label()} stays out of {outcome.environment}; "
+            f"{len(outcome.failing)} gate(s) failing:",
+            highlight=False,
+        )
         for gate in outcome.failing:
             console.print(f"  {gate.gate}: {gate.detail}", markup=False)
         return 1
-    console.print(f"promoted bundle {outcome.bundle.label()} to {outcome.environment}: merge commit {outcome.commit[:10]}")
+    console.print(
+        f"promoted bundle {outcome.bundle.label()} to {outcome.environment}: merge commit {outcome.commit[:10]}"
+    )
     return 0
 
 
@@ -181,9 +205,11 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     outcome = _run(lambda: flow.rollback(repo, args.environment))
     _publish(args, repo, outcome)
     back = outcome.previous.label() if outcome.previous is not None else "no bundle"
-    console.print(f"rolled back bundle {outcome.bundle.label()} in {outcome.environment}: revert commit "
-                  f"{outcome.commit[:10]} of {outcome.reverts[:10] if outcome.reverts else '?'}; {outcome.environment} "
-                  f"holds {back} again")
+    console.print(
+        f"rolled back bundle {outcome.bundle.label()} in {outcome.environment}: revert commit "
+        f"{outcome.commit[:10]} of {outcome.reverts[:10] if outcome.reverts else '?'}; {outcome.environment} "
+        f"holds {back} again"
+    )
     return 0
 
 
@@ -197,8 +223,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         if s.bundle is None:
             out.print(Text(f"{s.environment}: no bundle"))
         else:
-            out.print(Text(f"{s.environment}: bundle {s.bundle.label()}, serves {', '.join(s.bundle.models)}, "
-                           f"since {(s.changed_in or '?')[:10]}"))
+            out.print(
+                Text(
+                    f"{s.environment}: bundle {s.bundle.label()}, serves {', '.join(s.bundle.models)}, "
+                    f"since {(s.changed_in or '?')[:10]}"
+                )
+            )
             out.print(Text(f"  {s.bundle.versions_text()}"))
         for branch, passed in s.proposals:
             verdict = "gates pass" if passed else "gates failing" if passed is False else "no review record"
@@ -214,24 +244,34 @@ def _print_gates(gates) -> None:
     from rich.table import Table
     from rich.text import Text
 
-
     table = Table("gate", "verdict", "detail", title="release gates")
     for g in gates:
-        table.add_row(Text(g.gate), Text("PASS", style="green") if g.passed else Text("FAIL", style="red"), Text(g.detail))
+        table.add_row(
+            Text(g.gate), Text("PASS", style="green") if g.passed else Text("FAIL", style="red"), Text(g.detail)
+        )
     out.print(table)
 
 
 def _publish(args: argparse.Namespace, repo: Path, outcome) -> None:
     from fastci.release.events import ReleaseEvent
-    from fastci.runtime.publish import publish_embedded, publish_kafka
     from fastci.release.git import Repo
+    from fastci.runtime.publish import publish_embedded, publish_kafka
 
     event = ReleaseEvent(
-        environment=outcome.environment, bundle_id=outcome.bundle.id, bundle_name=outcome.bundle.name,
-        action=outcome.action, git_commit=outcome.commit, branch=outcome.branch, reverts=outcome.reverts,
-        bundle=outcome.bundle.versions, models=outcome.bundle.models, gates=tuple(outcome.gates),
-        hardware_revisions=_revisions(repo), release_repo=str(repo.resolve()), actor=Repo(repo).author(),
-        time=datetime.now(timezone.utc),
+        environment=outcome.environment,
+        bundle_id=outcome.bundle.id,
+        bundle_name=outcome.bundle.name,
+        action=outcome.action,
+        git_commit=outcome.commit,
+        branch=outcome.branch,
+        reverts=outcome.reverts,
+        bundle=outcome.bundle.versions,
+        models=outcome.bundle.models,
+        gates=tuple(outcome.gates),
+        hardware_revisions=_revisions(repo),
+        release_repo=str(repo.resolve()),
+        actor=Repo(repo).author(),
+        time=datetime.now(UTC),
     )
     if args.kafka:
         publish_kafka(kafka_settings(args), [event])

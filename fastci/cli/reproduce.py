@@ -7,12 +7,14 @@ import os
 import socket
 from pathlib import Path
 from typing import Any
+
 from fastci.cli.base import UsageError, console, kafka_settings, refresh_views, views_path
 
 
 def register(commands: Any) -> None:
     rerun = commands.add_parser(
-        "rerun", help="ask for a past result's exact run again (same bundle, config, seed): a run request",
+        "rerun",
+        help="ask for a past result's exact run again (same bundle, config, seed): a run request",
         description="Reads the result from the views (refreshed first), and publishes a run-requested event with work "
         "class 'rerun' and the result's commit, bundle, hardware revision, config and seed. A runner answers it "
         "(fastci runner, for the qualification set); the rerun_outcomes view compares the two.",
@@ -26,21 +28,24 @@ def register(commands: Any) -> None:
     rerun.set_defaults(func=cmd_rerun)
 
     runner = commands.add_parser(
-        "runner", help="execute run requests for the qualification set on the emulated accelerator (embedded log)",
+        "runner",
+        help="execute run requests for the qualification set on the emulated accelerator (embedded log)",
         description="Consumes run-requested from the embedded log and publishes one result per qualify/... request it "
         "can run, with trigger = the work class and run id <work class>-<request id>. Other tests are left to other "
         "runners.",
     )
     runner.add_argument("--once", action="store_true", help="handle what is there, then exit (default: keep following)")
-    runner.add_argument("--node-id", help="the node results are attributed to (default $FASTCI_NODE_ID or the host name)")
+    runner.add_argument(
+        "--node-id", help="the node results are attributed to (default $FASTCI_NODE_ID or the host name)"
+    )
     runner.add_argument("--hardware-revision", help="only requests for this hardware revision (default: any)")
     runner.add_argument("--name", help="name of the runner's position in the log (default: the node id)")
     runner.set_defaults(func=cmd_runner)
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from fastci.runtime.publish import publish_embedded, publish_kafka
     from fastci.reproduce.request import RerunError, find_result, rerun_request
+    from fastci.runtime.publish import publish_embedded, publish_kafka
     from fastci.views.store import Views
 
     path = views_path(args)
@@ -62,10 +67,13 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     else:
         publish_embedded(args.data_dir, [request])
     b = request.bundle
-    console.print(f"run request {request.id} (work class rerun) for {result.test_id}: commit {result.commit[:10]}, "
-                  f"bundle {b.compiler}/{b.kernels}/{b.runtime}/{b.driver}/{b.firmware}, {result.hardware_revision}, "
-                  f"seed {result.seed}, {len(result.config)} config key(s)"
-                  + (f", not on {result.node_id}" if args.elsewhere else ""), highlight=False)
+    console.print(
+        f"run request {request.id} (work class rerun) for {result.test_id}: commit {result.commit[:10]}, "
+        f"bundle {b.compiler}/{b.kernels}/{b.runtime}/{b.driver}/{b.firmware}, {result.hardware_revision}, "
+        f"seed {result.seed}, {len(result.config)} config key(s)"
+        + (f", not on {result.node_id}" if args.elsewhere else ""),
+        highlight=False,
+    )
     return 0
 
 
@@ -76,8 +84,11 @@ def cmd_runner(args: argparse.Namespace) -> int:
     runner = Runner(Path(args.data_dir), node, args.hardware_revision, args.name)
 
     def report(handled) -> None:
-        console.print(f"{handled.request.id[:12]} {handled.request.work_class:9s} {handled.request.test_id}: {handled.note}",
-                      highlight=False, markup=False)
+        console.print(
+            f"{handled.request.id[:12]} {handled.request.work_class:9s} {handled.request.test_id}: {handled.note}",
+            highlight=False,
+            markup=False,
+        )
 
     if args.once:
         handled = runner.run_once(report)

@@ -7,6 +7,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
 from fastci.cli.base import UsageError, console, kafka_settings
 
 
@@ -14,10 +15,15 @@ def register(commands: Any) -> None:
     changes = commands.add_parser(
         "changes", help="analyse a git commit (changed files and functions) and publish it on the commits topic"
     )
-    changes.add_argument("--repo", type=Path, default=Path("."), help="the git repository (default: the current directory)")
+    changes.add_argument(
+        "--repo", type=Path, default=Path("."), help="the git repository (default: the current directory)"
+    )
     changes.add_argument("--rev", default="HEAD", help="the commit, as git names it (default HEAD)")
-    changes.add_argument("--repo-name", help="repository name on the event (default: $FASTCI_REPO, else the origin remote's owner/name, "
-        "else the work tree's directory name: the name results and evidence carry)")
+    changes.add_argument(
+        "--repo-name",
+        help="repository name on the event (default: $FASTCI_REPO, else the origin remote's owner/name, "
+        "else the work tree's directory name: the name results and evidence carry)",
+    )
     changes.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     changes.add_argument("--dry-run", action="store_true", help="print the event as JSON on stdout; publish nothing")
     changes.set_defaults(func=cmd_changes)
@@ -36,8 +42,10 @@ def cmd_changes(args: argparse.Namespace) -> int:
         console.print(line, markup=False)
     payload = encode(event)
     if len(payload) > MAX_EVENT_BYTES:  # consumers would refuse it: better not to publish it at all
-        raise UsageError(f"the commits event of {event.sha} is {len(payload):,} bytes, over the "
-                         f"{MAX_EVENT_BYTES:,}-byte event limit ({len(event.changed_functions):,} changed functions)")
+        raise UsageError(
+            f"the commits event of {event.sha} is {len(payload):,} bytes, over the "
+            f"{MAX_EVENT_BYTES:,}-byte event limit ({len(event.changed_functions):,} changed functions)"
+        )
     if args.dry_run:
         sys.stdout.flush()
         sys.stdout.buffer.write(payload + b"\n")  # one line `fastci publish --topic commits` accepts

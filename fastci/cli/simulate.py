@@ -26,18 +26,30 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--replay", default="more-itertools", help="a packaged replay or a replay file")
     parser.add_argument("--days", type=int, default=1, help="measured days, after --warmup-hours")
-    parser.add_argument("--warmup-hours", type=float, default=12.0,
-                        help="simulated before the first measured day's 00:00, so it starts with a working day's queues")
+    parser.add_argument(
+        "--warmup-hours",
+        type=float,
+        default=12.0,
+        help="simulated before the first measured day's 00:00, so it starts with a working day's queues",
+    )
     parser.add_argument("--changes-per-day", type=float, default=400.0)
     parser.add_argument("--hardware-share", type=float, default=0.6, help="share of changes on the hardware path")
-    parser.add_argument("--hardware-path", choices=("library", "random"), default="library",
-                        help="library: only changes touching library code are on it; random: any change may be")
+    parser.add_argument(
+        "--hardware-path",
+        choices=("library", "random"),
+        default="library",
+        help="library: only changes touching library code are on it; random: any change may be",
+    )
     parser.add_argument("--faults-per-day", type=int, default=20)
     parser.add_argument("--experiments-per-day", type=int, default=20)
     parser.add_argument("--variant", action="append", help="run only this variant (repeatable); default: all five")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--jobs", type=int, default=0,
-                        help="variants simulated at once, one process each (default: one per CPU, at most five)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="variants simulated at once, one process each (default: one per CPU, at most five)",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown (for the README)")
     parser.set_defaults(func=run)
@@ -47,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     import orjson
 
     from fastci.simulate.ablation import load_inputs
-    from fastci.simulate.sim import VARIANTS
     from fastci.simulate.arrivals import Settings
+    from fastci.simulate.sim import VARIANTS
 
     if args.days < 1:
         raise UsageError("--days must be at least 1")
@@ -63,17 +75,26 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(known)})")
     if args.warmup_hours < 0:
         raise UsageError("--warmup-hours must not be negative")
-    settings = Settings(changes_per_day=args.changes_per_day, hardware_share=args.hardware_share, days=args.days,
-                        warmup_h=args.warmup_hours, hardware_path=args.hardware_path,
-                        faults_per_day=args.faults_per_day, experiments_per_day=args.experiments_per_day,
-                        seed=args.seed)
+    settings = Settings(
+        changes_per_day=args.changes_per_day,
+        hardware_share=args.hardware_share,
+        days=args.days,
+        warmup_h=args.warmup_hours,
+        hardware_path=args.hardware_path,
+        faults_per_day=args.faults_per_day,
+        experiments_per_day=args.experiments_per_day,
+        seed=args.seed,
+    )
     try:
         inputs = load_inputs(args.replay)
     except FileNotFoundError as error:
         raise UsageError(str(error)) from None
-    console.print(f"replay {args.replay}: {len(inputs.replay.commits)} commits, "
-                  f"{len(inputs.replay.base_results)} tests; {args.days} measured day(s) after a {args.warmup_hours:g} h warm-up, "
-                  f"{args.changes_per_day:g} changes/day")
+    console.print(
+        f"replay {args.replay}: {len(inputs.replay.commits)} commits, "
+        f"{len(inputs.replay.base_results)} tests; {args.days} measured day(s) "
+        f"after a {args.warmup_hours:g} h warm-up, "
+        f"{args.changes_per_day:g} changes/day"
+    )
     jobs = args.jobs or min(len(wanted), os.cpu_count() or 1)
     started = time.perf_counter()
     reports = run_variants(inputs, [known[name] for name in wanted], settings, jobs)
@@ -149,27 +170,58 @@ def tables(reports: dict[str, dict[str, Any]]) -> list[tuple[list[str], list[lis
     for name, r in reports.items():
         base_latency = baseline["ci_latency_mean_s"] if baseline and name != "run-everything" else 0.0
         base_chips = baseline["presubmit_chip_hours"] if baseline and name != "run-everything" else 0.0
-        first.append([
-            name, f"{r['kept_share']:.1%}", f"{r['models_per_hardware_change']:.1f}",
-            f"{minutes(r['ci_latency_mean_s'])} / {minutes(r['ci_latency_p90_s'])}",
-            cut(r["ci_latency_mean_s"], base_latency),
-            f"{minutes(r['hardware_p50_s'])} / {minutes(r['hardware_p90_s'])}",
-            f"{r['presubmit_chip_hours']:,.0f}", cut(r["presubmit_chip_hours"], base_chips),
-            f"{r['unfinished']} of {r['changes']}",
-        ])
+        first.append(
+            [
+                name,
+                f"{r['kept_share']:.1%}",
+                f"{r['models_per_hardware_change']:.1f}",
+                f"{minutes(r['ci_latency_mean_s'])} / {minutes(r['ci_latency_p90_s'])}",
+                cut(r["ci_latency_mean_s"], base_latency),
+                f"{minutes(r['hardware_p50_s'])} / {minutes(r['hardware_p90_s'])}",
+                f"{r['presubmit_chip_hours']:,.0f}",
+                cut(r["presubmit_chip_hours"], base_chips),
+                f"{r['unfinished']} of {r['changes']}",
+            ]
+        )
         nightly = "not done" if r["nightly_done_h"] is None else f"{r['nightly_done_h']:.1f} h"
         waits = ", ".join(f"{k} {minutes(r['waits_p50_s'][k])}/{minutes(v)}" for k, v in r["waits_p90_s"].items())
         caught = f"{r['caught']} of {r['faults']}" + (f" ({r['pending']} pending)" if r["pending"] else "")
-        second.append([
-            name, nightly, waits, caught,
-            f"{minutes(r['first_failure_p50_s'])} / {minutes(r['first_failure_p90_s'])}",
-            ", ".join(f"{k} {v}" for k, v in sorted(r["preemptions"].items())) or "0",
-        ])
+        second.append(
+            [
+                name,
+                nightly,
+                waits,
+                caught,
+                f"{minutes(r['first_failure_p50_s'])} / {minutes(r['first_failure_p90_s'])}",
+                ", ".join(f"{k} {v}" for k, v in sorted(r["preemptions"].items())) or "0",
+            ]
+        )
     return [
-        (["variant", "tests kept", "models per hw change", "CI latency mean / p90 (min)", "vs run-everything",
-          "hw result p50 / p90 (min)", "presubmit chip-h", "vs run-everything", "unfinished"], first),
-        (["variant", "nightly done (from 00:00)", "queue wait p50/p90 by class (min)", "faults caught",
-          "first failure p50 / p90 (min)", "preemptions"], second),
+        (
+            [
+                "variant",
+                "tests kept",
+                "models per hw change",
+                "CI latency mean / p90 (min)",
+                "vs run-everything",
+                "hw result p50 / p90 (min)",
+                "presubmit chip-h",
+                "vs run-everything",
+                "unfinished",
+            ],
+            first,
+        ),
+        (
+            [
+                "variant",
+                "nightly done (from 00:00)",
+                "queue wait p50/p90 by class (min)",
+                "faults caught",
+                "first failure p50 / p90 (min)",
+                "preemptions",
+            ],
+            second,
+        ),
     ]
 
 

@@ -38,15 +38,25 @@ def cmd_views_refresh(args: argparse.Namespace) -> int:
                     tasks[table] = progress.add_task(table, total=None)
                 progress.update(tasks[table], completed=rows)
 
+            before = _row_counts(views)
             if args.kafka:
                 read = asyncio.run(refresh_kafka(kafka_settings(args), views, report))
             else:
                 read = refresh_embedded(args.data_dir, views, report)
+            after = _row_counts(views)
     finally:
         views.close()
-    loaded = ", ".join(f"{t} +{n:,}" for t, n in read.items() if n) or "nothing new"
+    # Rows added, not records read: a record already loaded (a redelivery, a duplicate) adds none.
+    added = {table: after.get(table, 0) - before.get(table, 0) for table in read if read[table]}
+    loaded = ", ".join(f"{t} +{added[t]:,} rows ({read[t]:,} records read)" for t in added) or "nothing new"
     console.print(f"views in {views_path(args)}: {loaded}")
     return 0
+
+
+def _row_counts(views: Any) -> dict[str, int]:
+    """Rows per table of the views (state tables count their keys)."""
+    _, rows = views.query("SELECT table_name FROM duckdb_tables() WHERE NOT internal")
+    return {name: views.query(f'SELECT count(*) FROM "{name}"')[1][0][0] for (name,) in rows}
 
 
 def cmd_sql(args: argparse.Namespace) -> int:

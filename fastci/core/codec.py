@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from fastci.core.events import ID_MISMATCH, NO_NUL_PATTERN, PRINTABLE_PATTERN, Event
 from fastci.core.dead_letters import DeadLetter, FieldError
+from fastci.core.events import ID_MISMATCH, NO_NUL_PATTERN, PRINTABLE_PATTERN, Event
 
 MAX_EVENT_BYTES = 1_048_576  # Kafka's default message.max.bytes; split larger evidence by run
 _RAW_KEPT = 65_536  # bytes of a refused event kept on its dead letter

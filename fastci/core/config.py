@@ -32,7 +32,7 @@ class KafkaSettings:
     session_timeout_s: float = 10.0  # how soon a dead worker's partitions move (faust's default is 60 s)
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> "KafkaSettings":
+    def from_env(cls, **overrides: Any) -> KafkaSettings:
         env = os.environ
         settings = cls(
             bootstrap=env.get("FASTCI_KAFKA_BOOTSTRAP", DEFAULT_BOOTSTRAP),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import Field
 
-from fastci.core.events import Event, Name, Record, Sha
+from fastci.core.events import Event, Record
+
 
 class FieldError(Record):
     field: str = Field(description="Dotted path of the offending field ('' for the whole event).")

@@ -9,7 +9,7 @@ derive their id from the id of the input event that caused them (``derive_id``).
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -28,7 +28,7 @@ def derive_id(*parts: object) -> str:
 
 def _canonical(part: object) -> str:
     if isinstance(part, datetime):
-        return part.astimezone(timezone.utc).isoformat()
+        return part.astimezone(UTC).isoformat()
     if isinstance(part, float):
         return repr(part)
     return str(part)
@@ -40,7 +40,7 @@ NO_NUL_PATTERN = r"^[^\x00]*$"
 
 
 def _utc(value: datetime) -> datetime:
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)
 
 
 # An identifier (repo, test id, node id, version...): one printable line, bounded.
@@ -104,7 +104,7 @@ class Event(Record):
     )
 
     @model_validator(mode="after")
-    def _stable_id(self) -> "Event":
+    def _stable_id(self) -> Event:
         expected = self.expected_id()
         if not self.id:
             object.__setattr__(self, "id", expected)
@@ -127,4 +127,3 @@ class Event(Record):
 # NaN and infinity are refused in the core even inside lists and dicts, where the model-level
 # ``allow_inf_nan=False`` does not reach.
 FiniteFloat = Annotated[float, AllowInfNan(False)]
-

@@ -29,8 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, Protocol, TypeVar
 
-from fastci.core.events import Event
-from fastci.core.events import Record
+from fastci.core.events import Event, Record
 
 S = TypeVar("S", bound=Record)
 
@@ -47,6 +46,25 @@ class Step(Generic[S]):
 
     writes: Mapping[str, S | None] = field(default_factory=dict)
     outputs: Sequence[Event] = ()
+
+
+class Transaction(Generic[S]):
+    """Read-your-own-writes within one event: reads see the writes this event made so far, then the
+    store; ``writes`` is what the event's ``Step`` returns. (Across events of a batch the runtime's
+    driver does the same for the writes it has not persisted yet.)"""
+
+    __slots__ = ("state", "writes")
+
+    def __init__(self, state: StateReader[S]) -> None:
+        self.state = state
+        self.writes: dict[str, S | None] = {}
+
+    def get(self, key: str) -> S | None:
+        return self.writes[key] if key in self.writes else self.state.get(key)
+
+    def set(self, key: str, value: S | None) -> None:
+        """Store ``value`` under ``key`` (None deletes it) when the event's step is applied."""
+        self.writes[key] = value
 
 
 KEY_SEPARATOR = "\x1f"  # cannot occur in a validated name

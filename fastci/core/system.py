@@ -107,4 +107,3 @@ class System:
             return self.decode(topic, raw)
         except InvalidEvent as error:
             return error
-

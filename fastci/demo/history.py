@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from fastci.inputs import Bundle, ChangedFunction, CommitEvent, NodeHealthEvent, ResultEvent
 from fastci.core.events import Event
-from fastci.inputs import LAYERS
+from fastci.inputs import LAYERS, Bundle, ChangedFunction, CommitEvent, NodeHealthEvent, ResultEvent
 
-START = datetime(2026, 11, 2, tzinfo=timezone.utc)
+START = datetime(2026, 11, 2, tzinfo=UTC)
 REPO = "acme/llm-framework"
 MODELS = ("llama-tiny", "vit-small", "whisper-mini", "dlrm-small", "moe-tiny", "t5-small")
 CHECKS = ("forward[bf16]", "forward[fp8]", "backward[bf16]", "train_loss_curve", "eval_score", "throughput")
@@ -45,7 +44,13 @@ class Workload:
         broken_by_regression = set(rng.sample(tests, 3))
         regression = range(self.commits * 2 // 5, self.commits * 2 // 5 + self.commits // 8)
         sick_node = f"node-{self.nodes // 2:02d}"
-        bundle = {"compiler": "cc-1.0", "kernels": "kn-1.0", "runtime": "rt-1.0", "driver": "dr-535", "firmware": "fw-7"}
+        bundle = {
+            "compiler": "cc-1.0",
+            "kernels": "kn-1.0",
+            "runtime": "rt-1.0",
+            "driver": "dr-535",
+            "firmware": "fw-7",
+        }
         shas = [f"{rng.getrandbits(160):040x}" for _ in range(self.commits)]
         events: list[Event] = []
         for index, sha in enumerate(shas):
@@ -97,7 +102,11 @@ class Workload:
                         )
                     )
                 if node == sick_node and rng.random() < 0.1:
-                    events.append(NodeHealthEvent(node_id=node, kind="xid", value=79.0, time=time, detail="GPU has fallen off the bus"))
+                    events.append(
+                        NodeHealthEvent(
+                            node_id=node, kind="xid", value=79.0, time=time, detail="GPU has fallen off the bus"
+                        )
+                    )
         return events
 
     def _commit(self, rng: random.Random, sha: str, parent: str | None, time: datetime, layers: tuple) -> CommitEvent:

@@ -18,13 +18,12 @@ from pathlib import Path
 from rich.console import Console
 
 from fastci.core.events import Event
-from fastci.topology import decode
-from fastci.scheduling.runs import RunRequested
-from fastci.runtime.publish import publish_embedded
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
-from fastci.topology import SYSTEM
+from fastci.runtime.publish import publish_embedded
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import SYSTEM, decode
 
 MARKER = ".fastci-regressions-demo"
 OWNERS = """\
@@ -40,18 +39,38 @@ layer:firmware      @firmware-team
 def scenarios() -> list[Scenario]:
     driver = {"driver": "dr-545"}
     return [
-        Scenario(test_id="tests/models/test_llama_tiny.py::test_throughput", kind="performance", culprit=77,
-                 changes=120, bumped=driver, repeats=120, seed=1),
-        Scenario(test_id="tests/models/test_vit_small.py::test_train", kind="loss_curve", culprit=30, changes=120,
-                 bumped=driver, seed=2),
-        Scenario(test_id="tests/models/test_whisper_mini.py::test_eval", kind="eval", culprit=None, changes=120,
-                 bumped=driver, culprit_component="driver", seed=3),
+        Scenario(
+            test_id="tests/models/test_llama_tiny.py::test_throughput",
+            kind="performance",
+            culprit=77,
+            changes=120,
+            bumped=driver,
+            repeats=120,
+            seed=1,
+        ),
+        Scenario(
+            test_id="tests/models/test_vit_small.py::test_train",
+            kind="loss_curve",
+            culprit=30,
+            changes=120,
+            bumped=driver,
+            seed=2,
+        ),
+        Scenario(
+            test_id="tests/models/test_whisper_mini.py::test_eval",
+            kind="eval",
+            culprit=None,
+            changes=120,
+            bumped=driver,
+            culprit_component="driver",
+            seed=3,
+        ),
     ]
 
 
 def run_demo(data_dir: Path, out: Console) -> None:
-    from fastci.report.nightly import build_report, print_summary, render_html
     from fastci.regression.tickets import open_tickets, read_alerts_embedded
+    from fastci.report.nightly import build_report, print_summary, render_html
     from fastci.views.refresh import refresh_embedded
     from fastci.views.store import Views
 
@@ -62,8 +81,10 @@ def run_demo(data_dir: Path, out: Console) -> None:
     publish_embedded(data_dir, [parse_owner_file(OWNERS, repo=REPO), *tests[0].commits()])
     publish_embedded(data_dir, [s.golden() for s in tests if s.kind != "performance"])
     publish_embedded(data_dir, [r for s in tests for r in s.nightly_results()])
-    out.print(f"1. published an owner map, {len(tests[0].commits())} commits, golden references and "
-              f"{len(tests) * (tests[0].baseline_nights + 1)} nightly results to {data_dir}")
+    out.print(
+        f"1. published an owner map, {len(tests[0].commits())} commits, golden references and "
+        f"{len(tests) * (tests[0].baseline_nights + 1)} nightly results to {data_dir}"
+    )
 
     answered: set[str] = set()
     rounds = runs = 0
@@ -92,7 +113,9 @@ def run_demo(data_dir: Path, out: Console) -> None:
     out.print(f"3. opened {len(tickets.written)} tickets in {data_dir / 'tickets'}")
     report = build_report(data_dir / "views.duckdb")
     (data_dir / "nightly.html").write_text(render_html(report), encoding="utf-8")
-    out.print(f"4. wrote the nightly report to {data_dir / 'nightly.html'} ({time.perf_counter() - started:.1f} s in all)\n")
+    out.print(
+        f"4. wrote the nightly report to {data_dir / 'nightly.html'} ({time.perf_counter() - started:.1f} s in all)\n"
+    )
     print_summary(report, out)
 
 

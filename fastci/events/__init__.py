@@ -9,7 +9,6 @@ from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
 from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event, derive_id
 from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
-from fastci.planning.events import TestPlan
 from fastci.inputs import (
     Bundle,
     ChangedFile,
@@ -20,6 +19,7 @@ from fastci.inputs import (
     NodeHealthEvent,
     ResultEvent,
 )
+from fastci.planning.events import TestPlan
 from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
 from fastci.regression.references import GoldenReference, OwnerMap
 from fastci.release.events import ReleaseEvent

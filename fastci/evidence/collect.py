@@ -47,7 +47,9 @@ class Collected:
     wall_s: float
 
 
-def collect(command: list[str], root: Path, rate_hz: float = 200.0, cwd: Path | None = None, blocking: bool = False) -> Collected:
+def collect(
+    command: list[str], root: Path, rate_hz: float = 200.0, cwd: Path | None = None, blocking: bool = False
+) -> Collected:
     """Run ``command`` (and its subprocesses) under py-spy; its stdout and stderr are this
     process's. Raises CommandNotFound, or PySpyError when py-spy cannot sample."""
     if not command:
@@ -65,8 +67,11 @@ def collect(command: list[str], root: Path, rate_hz: float = 200.0, cwd: Path | 
         previous = signal.signal(signal.SIGINT, lambda *_: None)  # wait for py-spy to write its output
         try:
             spy = subprocess.run(
-                pyspy.command_line(sampling, output, command=wrapped), pass_fds=(stdout,), cwd=cwd,
-                stdout=subprocess.PIPE, text=True,
+                pyspy.command_line(sampling, output, command=wrapped),
+                pass_fds=(stdout,),
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                text=True,
             )
         finally:
             signal.signal(signal.SIGINT, previous)

@@ -61,8 +61,13 @@ def restored(point: tuple[tuple[str, int], ...]) -> Iterator[None]:
         POINT, _position = saved
 
 
-def first_executions(points: Mapping[tuple[str, int], list[dict[str, int]]], root: str | Path, units_cache: Any,
-                     cwd: str | Path | None = None, dimensions: set[str] | None = None) -> dict[str, list[dict[str, int]]]:
+def first_executions(
+    points: Mapping[tuple[str, int], list[dict[str, int]]],
+    root: str | Path,
+    units_cache: Any,
+    cwd: str | Path | None = None,
+    dimensions: set[str] | None = None,
+) -> dict[str, list[dict[str, int]]]:
     """The tracer's points per (filename, line) as minimal points per unit ('path::qualname'),
     restricted to ``dimensions`` (undeclared ones are dropped: the unit then looks as if it ran
     outside them). Units that ran at the first index of everything are left out: any config runs them."""
@@ -80,5 +85,8 @@ def first_executions(points: Mapping[tuple[str, int], list[dict[str, int]]], roo
         kept = by_unit.setdefault(f"{path}::{qualname}", [])
         for point in found:
             add_point(kept, {d: i for d, i in point.items() if dimensions is None or d in dimensions}, POINT_LIMIT)
-    return {unit: sorted(kept, key=lambda p: sorted(p.items())) for unit, kept in sorted(by_unit.items())
-            if not any(all(i == 0 for i in p.values()) for p in kept)}
+    return {
+        unit: sorted(kept, key=lambda p: sorted(p.items()))
+        for unit, kept in sorted(by_unit.items())
+        if not any(all(i == 0 for i in p.values()) for p in kept)
+    }

@@ -21,25 +21,38 @@ class NoCommit(ValueError):
 def code_under_test(root: Path) -> tuple[str, str]:
     """(repo, commit) as results carry them: ``$FASTCI_REPO`` / ``$FASTCI_COMMIT``, else git's
     ``origin`` remote (or the work tree's name) and ``HEAD`` of the work tree at ``root``."""
-    from fastci.producer.context import _git, _repo_name  # one definition of "the code under test"
+    from fastci.selection.changes import git_line, repo_name_of  # one definition of "the code under test"
 
-    repo = os.environ.get("FASTCI_REPO") or _repo_name(root)
-    commit = os.environ.get("FASTCI_COMMIT") or _git(root, "rev-parse", "HEAD")
+    repo = os.environ.get("FASTCI_REPO") or repo_name_of(root)
+    commit = os.environ.get("FASTCI_COMMIT") or git_line(root, "rev-parse", "HEAD")
     if not commit:
-        raise NoCommit(f"field 'commit': not given (set FASTCI_COMMIT, or run inside a git work tree; {root} is not one)")
+        raise NoCommit(
+            f"field 'commit': not given (set FASTCI_COMMIT, or run inside a git work tree; {root} is not one)"
+        )
     return repo, commit
 
 
 def evidence_event(
-    test_id: str, run_id: str, repo: str, commit: str, method: str, stacks: list[tuple[str, int]],
-    rate_hz: float | None = None, config: dict[str, Any] | None = None, workload: Any = None,
+    test_id: str,
+    run_id: str,
+    repo: str,
+    commit: str,
+    method: str,
+    stacks: list[tuple[str, int]],
+    rate_hz: float | None = None,
+    config: dict[str, Any] | None = None,
+    workload: Any = None,
 ) -> EvidenceEvent:
     """The event, with its stacks shortened when it would not fit in one Kafka message."""
     if sum(len(stack) + 24 for stack, _ in stacks) > STACK_BUDGET:
         stacks, dropped = fit(stacks)
         config = {**(config or {}), "stacks_shortened_to_frames": KEPT_FRAMES, "stacks_dropped": dropped}
     return EvidenceEvent(
-        test_id=test_id, run_id=run_id, repo=repo, commit=commit, method=method,
+        test_id=test_id,
+        run_id=run_id,
+        repo=repo,
+        commit=commit,
+        method=method,
         sampling_rate_hz=rate_hz if method == "sampling" else None,
         stacks=tuple(FoldedStack(stack=stack, count=count) for stack, count in stacks),
         config=config or {},

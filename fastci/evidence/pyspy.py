@@ -63,7 +63,9 @@ def executable() -> str:
     return found
 
 
-def command_line(sampling: Sampling, output: Path, *, pid: int | None = None, command: list[str] | None = None) -> list[str]:
+def command_line(
+    sampling: Sampling, output: Path, *, pid: int | None = None, command: list[str] | None = None
+) -> list[str]:
     target = ["--pid", str(pid)] if pid is not None else ["--", *(command or [])]
     return [executable(), "record", *sampling.arguments(), "--output", str(output), *target]
 
@@ -86,8 +88,12 @@ class Attached:
     def start(self, timeout_s: float = 20.0) -> None:
         """Attach, and return once py-spy samples (raises PySpyError when it cannot)."""
         self._process = subprocess.Popen(
-            command_line(self.sampling, self.output, pid=self.pid), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, text=True, start_new_session=True,  # a Ctrl-C is for the tests, not for py-spy
+            command_line(self.sampling, self.output, pid=self.pid),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # a Ctrl-C is for the tests, not for py-spy
         )
         if self.pid == os.getpid():
             _allow_tracing_by(self._process.pid)

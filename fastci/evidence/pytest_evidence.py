@@ -47,22 +47,49 @@ DEFAULT_RATE_HZ = 200.0  # see bench/evidence_overhead.py: the overhead and reca
 
 
 def addoption(group: Any) -> None:
-    group.addoption("--fastci-evidence", action="store_true",
-                    help="publish one evidence event per test: the project code it executed (folded stacks)")
-    group.addoption("--fastci-evidence-method", choices=METHODS, default="sampling",
-                    help="sampling: py-spy samples (cheap, default); tracing: every function call (exact, slower)")
-    group.addoption("--fastci-evidence-rate", type=float, default=DEFAULT_RATE_HZ, metavar="HZ",
-                    help=f"py-spy samples per second when sampling (default {DEFAULT_RATE_HZ:g})")
-    group.addoption("--fastci-evidence-blocking", action="store_true",
-                    help="py-spy pauses the tests for each sample: never a torn stack, more overhead "
-                         "(default: it reads them while they run)")
-    group.addoption("--fastci-evidence-root", default=None, metavar="DIR",
-                    help="project root the stacks' paths are relative to (default: the git work tree of the rootdir)")
-    group.addoption("--fastci-evidence-target", choices=TARGETS, default=None,
-                    help="where evidence goes: the embedded log (default, in $FASTCI_DATA_DIR or .fastci) or kafka "
-                         "($FASTCI_KAFKA_BOOTSTRAP, $FASTCI_KAFKA_NAMESPACE); default $FASTCI_EVIDENCE_TARGET")
-    group.addoption("--fastci-evidence-spool", default=None, metavar="DIR",
-                    help="spool directory for evidence not yet acknowledged (default <data dir>/spool/<target>)")
+    group.addoption(
+        "--fastci-evidence",
+        action="store_true",
+        help="publish one evidence event per test: the project code it executed (folded stacks)",
+    )
+    group.addoption(
+        "--fastci-evidence-method",
+        choices=METHODS,
+        default="sampling",
+        help="sampling: py-spy samples (cheap, default); tracing: every function call (exact, slower)",
+    )
+    group.addoption(
+        "--fastci-evidence-rate",
+        type=float,
+        default=DEFAULT_RATE_HZ,
+        metavar="HZ",
+        help=f"py-spy samples per second when sampling (default {DEFAULT_RATE_HZ:g})",
+    )
+    group.addoption(
+        "--fastci-evidence-blocking",
+        action="store_true",
+        help="py-spy pauses the tests for each sample: never a torn stack, more overhead "
+        "(default: it reads them while they run)",
+    )
+    group.addoption(
+        "--fastci-evidence-root",
+        default=None,
+        metavar="DIR",
+        help="project root the stacks' paths are relative to (default: the git work tree of the rootdir)",
+    )
+    group.addoption(
+        "--fastci-evidence-target",
+        choices=TARGETS,
+        default=None,
+        help="where evidence goes: the embedded log (default, in $FASTCI_DATA_DIR or .fastci) or kafka "
+        "($FASTCI_KAFKA_BOOTSTRAP, $FASTCI_KAFKA_NAMESPACE); default $FASTCI_EVIDENCE_TARGET",
+    )
+    group.addoption(
+        "--fastci-evidence-spool",
+        default=None,
+        metavar="DIR",
+        help="spool directory for evidence not yet acknowledged (default <data dir>/spool/<target>)",
+    )
 
 
 WORKLOAD_MARKER = "fastci_workload"
@@ -70,7 +97,8 @@ WORKLOAD_MARKER = "fastci_workload"
 
 def configure(config: Any) -> None:
     config.addinivalue_line(
-        "markers", f"{WORKLOAD_MARKER}(scope, dimensions): the test's validation scope and shrinkable dimensions "
+        "markers",
+        f"{WORKLOAD_MARKER}(scope, dimensions): the test's validation scope and shrinkable dimensions "
         "(name -> full, minimum, cost_exponent), for --fastci-evidence tracing",
     )
     if not config.getoption("fastci_evidence"):
@@ -87,7 +115,9 @@ def configure(config: Any) -> None:
         raise pytest.UsageError(f"--fastci-evidence: {error}") from None
     target = config.getoption("fastci_evidence_target") or os.environ.get("FASTCI_EVIDENCE_TARGET", "embedded")
     if target not in TARGETS:
-        raise pytest.UsageError(f"--fastci-evidence: FASTCI_EVIDENCE_TARGET {target!r} is not one of {', '.join(TARGETS)}")
+        raise pytest.UsageError(
+            f"--fastci-evidence: FASTCI_EVIDENCE_TARGET {target!r} is not one of {', '.join(TARGETS)}"
+        )
     rate = config.getoption("fastci_evidence_rate")
     if not rate > 0:
         raise pytest.UsageError(f"--fastci-evidence-rate: must be more than 0 samples per second (got {rate:g})")
@@ -95,8 +125,15 @@ def configure(config: Any) -> None:
     spool = config.getoption("fastci_evidence_spool")
     producer = producer_for(target == "kafka", fastci_config.data_dir(), kafka, Path(spool) if spool else None)
     collector = EvidenceCollector(
-        config.getoption("fastci_evidence_method"), rate, not config.getoption("fastci_evidence_blocking"), root, Path(str(config.invocation_params.dir)),
-        repo, commit, _run_id(config), producer,
+        config.getoption("fastci_evidence_method"),
+        rate,
+        not config.getoption("fastci_evidence_blocking"),
+        root,
+        Path(str(config.invocation_params.dir)),
+        repo,
+        commit,
+        _run_id(config),
+        producer,
     )
     config.pluginmanager.register(collector, "fastci-evidence")
     collector.wrap_phases()
@@ -104,9 +141,9 @@ def configure(config: Any) -> None:
 
 
 def _work_tree(path: Path) -> Path:
-    from fastci.producer.context import _git
+    from fastci.selection.changes import git_line
 
-    top = _git(path, "rev-parse", "--show-toplevel")
+    top = git_line(path, "rev-parse", "--show-toplevel")
     return Path(top) if top else path
 
 
@@ -120,7 +157,18 @@ def _run_id(config: Any) -> str:
 
 
 class EvidenceCollector:
-    def __init__(self, method: str, rate_hz: float, nonblocking: bool, root: Path, cwd: Path, repo: str, commit: str, run_id: str, producer: Any) -> None:
+    def __init__(
+        self,
+        method: str,
+        rate_hz: float,
+        nonblocking: bool,
+        root: Path,
+        cwd: Path,
+        repo: str,
+        commit: str,
+        run_id: str,
+        producer: Any,
+    ) -> None:
         from fastci.evidence.stacks import UnitsCache
 
         self.method, self.rate_hz, self.nonblocking, self.root, self.cwd = method, rate_hz, nonblocking, root, cwd
@@ -175,7 +223,9 @@ class EvidenceCollector:
         from fastci.evidence.pyspy import Attached, PySpyError, Sampling
 
         self._output = Path(tempfile.mkdtemp(prefix="fastci-evidence-")) / "raw.txt"
-        self._recording = Attached(os.getpid(), Sampling(rate_hz=self.rate_hz, nonblocking=self.nonblocking), self._output)
+        self._recording = Attached(
+            os.getpid(), Sampling(rate_hz=self.rate_hz, nonblocking=self.nonblocking), self._output
+        )
         try:
             self._recording.start()
         except PySpyError as error:
@@ -188,8 +238,10 @@ class EvidenceCollector:
             marker = item.get_closest_marker(WORKLOAD_MARKER)
             if marker is not None:
                 if self.method != "tracing":
-                    raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{WORKLOAD_MARKER} needs "
-                                            "--fastci-evidence-method tracing (sampling cannot place calls at a step)")
+                    raise pytest.UsageError(
+                        f"{item.nodeid}: @pytest.mark.{WORKLOAD_MARKER} needs "
+                        "--fastci-evidence-method tracing (sampling cannot place calls at a step)"
+                    )
                 self._workload(item.nodeid, marker.kwargs, {})
 
     @pytest.hookimpl(hookwrapper=True)
@@ -237,16 +289,27 @@ class EvidenceCollector:
     def _publish(self) -> None:
         from fastci.evidence.publish import evidence_event
 
-        workloads = {self.test_ids[index]: self._workload(self.test_ids[index], *declared)
-                     for index, declared in self._workloads.items()}
+        workloads = {
+            self.test_ids[index]: self._workload(self.test_ids[index], *declared)
+            for index, declared in self._workloads.items()
+        }
         for test_id, (stacks, config) in self._evidence().items():
             if not stacks and self.method == "sampling":
                 self.without_evidence += 1
                 continue
-            self.producer.publish(evidence_event(
-                test_id, self.run_id, self.repo, self.commit, self.method, stacks, self.rate_hz, config,
-                workloads.get(test_id),
-            ))
+            self.producer.publish(
+                evidence_event(
+                    test_id,
+                    self.run_id,
+                    self.repo,
+                    self.commit,
+                    self.method,
+                    stacks,
+                    self.rate_hz,
+                    config,
+                    workloads.get(test_id),
+                )
+            )
             self.published += 1
 
     def _workload(self, test_id: str, marker: dict[str, Any], points: Any) -> Any:
@@ -255,26 +318,33 @@ class EvidenceCollector:
         scope, declared = marker.get("scope", {}), marker.get("dimensions", {})
         unknown = sorted(set(marker) - {"scope", "dimensions", "fixed_share"})
         if unknown:
-            raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: unknown argument(s) {', '.join(unknown)} "
-                                    "(it takes scope, dimensions, fixed_share)")
+            raise pytest.UsageError(
+                f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: unknown argument(s) {', '.join(unknown)} "
+                "(it takes scope, dimensions, fixed_share)"
+            )
         from pydantic import ValidationError
 
-        from fastci.inputs import WorkloadEvidence
         from fastci.evidence.dimensions import first_executions
+        from fastci.inputs import WorkloadEvidence
 
         if not isinstance(declared, dict) or not isinstance(scope, dict):
             raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: scope and dimensions must be dicts")
         first = first_executions(points, self.root, self.units, self.cwd, dimensions=set(declared))
         try:
-            return WorkloadEvidence.model_validate({
-                "scope": scope,
-                "dimensions": [{"name": name, **spec} for name, spec in declared.items()],
-                "fixed_share": marker.get("fixed_share", 0.0),
-                "first_executions": [{"unit": unit, "at": at} for unit, at in first.items()],
-            })
+            return WorkloadEvidence.model_validate(
+                {
+                    "scope": scope,
+                    "dimensions": [{"name": name, **spec} for name, spec in declared.items()],
+                    "fixed_share": marker.get("fixed_share", 0.0),
+                    "first_executions": [{"unit": unit, "at": at} for unit, at in first.items()],
+                }
+            )
         except (ValidationError, TypeError) as error:
-            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'workload'}: {e['msg']}" for e in error.errors()) \
-                if isinstance(error, ValidationError) else str(error)
+            detail = (
+                "; ".join(f"{'.'.join(map(str, e['loc'])) or 'workload'}: {e['msg']}" for e in error.errors())
+                if isinstance(error, ValidationError)
+                else str(error)
+            )
             raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: {detail}") from None
 
     def _evidence(self) -> dict[str, tuple[list[tuple[str, int]], dict[str, Any]]]:
@@ -287,11 +357,16 @@ class EvidenceCollector:
             found = pairs.setdefault(test_id, [])
             if self.method == "sampling":
                 sampled = self._sampled.get(index, [])
-                found += [(to_project_stack(frames, self.root, self.units, self.cwd), count) for frames, count in sampled]
+                found += [
+                    (to_project_stack(frames, self.root, self.units, self.cwd), count) for frames, count in sampled
+                ]
                 config.setdefault(test_id, {"samples": 0})["samples"] += sum(count for _, count in sampled)
             else:
                 traced, overflowed = self._traced.get(index, (set(), False))
-                found += [(to_project_stack([Frame("", f, n) for f, n in raw], self.root, self.units, self.cwd), 1) for raw in traced]
+                found += [
+                    (to_project_stack([Frame("", f, n) for f, n in raw], self.root, self.units, self.cwd), 1)
+                    for raw in traced
+                ]
                 config[test_id] = {"stack_limit_reached": True} if overflowed else {}
         merged = {test_id: merge(found) for test_id, found in pairs.items()}
         if self.method == "tracing":  # distinct stacks, once each, however many phases ran them
@@ -307,13 +382,23 @@ class EvidenceCollector:
         if report is None or (self.problem and not self.published):
             return
         target = self.producer.target.description
-        detail = f"; {self._samples - self._outside} of {self._samples} sample(s) in tests" if self.method == "sampling" else ""
+        detail = (
+            f"; {self._samples - self._outside} of {self._samples} sample(s) in tests"
+            if self.method == "sampling"
+            else ""
+        )
         if self._errors:
             detail += f", {self._errors} unreadable"
         if self.without_evidence:
             detail += f"; {self.without_evidence} test(s) with no sample in project code got none"
         if report.error:
-            write(f"fastci: evidence of {self.published} test(s) ({how}{detail}) of run {self.run_id} spooled, {target} did not "
-                  f"acknowledge ({report.error}); it waits in {self.producer.spool.directory} for 'fastci spool drain'")
+            write(
+                f"fastci: evidence of {self.published} test(s) ({how}{detail}) of run {self.run_id} spooled, "
+                f"{target} did not "
+                f"acknowledge ({report.error}); it waits in {self.producer.spool.directory} for 'fastci spool drain'"
+            )
         else:
-            write(f"fastci: evidence of {self.published} test(s) ({how}{detail}) of run {self.run_id} published to {target}")
+            write(
+                f"fastci: evidence of {self.published} test(s) ({how}{detail}) of run {self.run_id} "
+                f"published to {target}"
+            )

@@ -46,7 +46,7 @@ class Markers:
 
     def index_of(self, frame: Frame) -> int | None:
         if frame.name.startswith(self.prefix):
-            suffix = frame.name[len(self.prefix):]
+            suffix = frame.name[len(self.prefix) :]
             if suffix.isdigit():
                 return int(suffix)
         return None
@@ -60,7 +60,7 @@ class Markers:
             for position, frame in enumerate(frames):
                 index = self.index_of(frame)
                 if index is not None:
-                    by_test.setdefault(index, []).append((frames[position + 1:], count))
+                    by_test.setdefault(index, []).append((frames[position + 1 :], count))
                     break
             else:
                 outside += count

@@ -71,7 +71,7 @@ def _strip_pseudo_frames(body: str) -> str:
         match = _PROCESS.match(body) or _THREAD.match(body)
         if match is None:
             return body
-        body = body[match.end():]
+        body = body[match.end() :]
 
 
 def parse_frame(text: str) -> Frame | None:
@@ -138,7 +138,9 @@ def _virtualenvs() -> set[str]:
     return {p for p in (sys.prefix, sys.exec_prefix) if p != sys.base_prefix}
 
 
-def to_project_stack(frames: Iterable[Frame], root: str | Path, units_cache: UnitsCache, cwd: str | Path | None = None) -> str | None:
+def to_project_stack(
+    frames: Iterable[Frame], root: str | Path, units_cache: UnitsCache, cwd: str | Path | None = None
+) -> str | None:
     """The folded stack of the project's frames in ``frames`` (root first), or None if none is."""
     parts = []
     for frame in frames:
@@ -164,7 +166,9 @@ def merge(stacks: Iterable[tuple[str | None, int]]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
-def project_stacks(raw: str, root: str | Path, units_cache: UnitsCache | None = None, cwd: str | Path | None = None) -> list[tuple[str, int]]:
+def project_stacks(
+    raw: str, root: str | Path, units_cache: UnitsCache | None = None, cwd: str | Path | None = None
+) -> list[tuple[str, int]]:
     """py-spy raw output straight to merged project stacks."""
     cache = units_cache or UnitsCache()
     return merge((to_project_stack(frames, root, cache, cwd), count) for frames, count in parse_raw(raw))

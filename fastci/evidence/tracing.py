@@ -30,15 +30,15 @@ from typing import Any, TypeVar
 from fastci.evidence import dimensions as _dimensions
 from fastci.planning.shrink import add_point
 
-
 T = TypeVar("T")
 RawStack = tuple[tuple[str, int], ...]  # (filename, line) root first
 _ROOT = 0
 
 
 class Tracer:
-    def __init__(self, is_project: Callable[[str], bool], max_depth: int = 16, max_stacks: int = 20_000,
-                 dimensions: bool = False) -> None:
+    def __init__(
+        self, is_project: Callable[[str], bool], max_depth: int = 16, max_stacks: int = 20_000, dimensions: bool = False
+    ) -> None:
         self.is_project = is_project
         self.dimensions = dimensions
         self.points: dict[tuple[str, int], list[dict[str, int]]] = {}  # of the last test ended

@@ -17,8 +17,8 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
-from fastci.regression.references import TeamName
 from fastci.inputs import Bundle, Status
+from fastci.regression.references import TeamName
 
 NodeState = Literal["healthy", "suspect", "quarantined", "diagnosing"]
 # States whose results must not be trusted as performance or correctness evidence.
@@ -27,8 +27,15 @@ UNTRUSTED_STATES: frozenset[str] = frozenset({"suspect", "quarantined", "diagnos
 OUT_OF_SERVICE_STATES: frozenset[str] = frozenset({"quarantined", "diagnosing"})
 
 EvidenceKind = Literal[
-    "xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic", "diagnostic_started",
-    "failure", "throughput",
+    "xid",
+    "ecc",
+    "temperature",
+    "nccl_timeout",
+    "heartbeat",
+    "diagnostic",
+    "diagnostic_started",
+    "failure",
+    "throughput",
 ]
 AttributionKind = Literal["failure", "cleared", "throughput"]
 MAX_EVIDENCE = 32
@@ -135,7 +142,9 @@ class FlakyVerdict(Event):
     config: Config = Field(default_factory=dict)
     seed: int | None = None
     chips: int = Field(default=0, ge=0)
-    outcomes: tuple[RunOutcome, ...] = Field(default=(), max_length=MAX_EVIDENCE, description="The runs that disagreed.")
+    outcomes: tuple[RunOutcome, ...] = Field(
+        default=(), max_length=MAX_EVIDENCE, description="The runs that disagreed."
+    )
 
 
 class FlakyTest(Event):
@@ -150,7 +159,9 @@ class FlakyTest(Event):
     repo: Name
     flaky: bool
     owners: tuple[TeamName, ...] = Field(default=(), max_length=16)
-    owner_map_version: Name | None = Field(default=None, description="The owner map used; None if the repo has none yet.")
+    owner_map_version: Name | None = Field(
+        default=None, description="The owner map used; None if the repo has none yet."
+    )
     rule: Name
     reason: Text
     time: Timestamp | None = None

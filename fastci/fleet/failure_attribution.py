@@ -37,13 +37,11 @@ import orjson
 from pydantic import Field
 from scipy import stats
 
-from fastci.core.events import Event
-from fastci.inputs import ResultEvent
-from fastci.core.events import Record
-from fastci.fleet.events import FlakyVerdict, NodeAttribution
-from fastci.inputs import Bundle
-from fastci.fleet.flakiness import FAILING, PASSING
+from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.fleet.events import FlakyVerdict, NodeAttribution
+from fastci.fleet.flakiness import FAILING, PASSING
+from fastci.inputs import Bundle, ResultEvent
 from fastci.regression.perfstats import as_performance, metric_direction
 
 NAME = "failure-attribution"
@@ -94,7 +92,9 @@ class AttributionState(Record):
 
 
 def group_digest(event: ResultEvent) -> str:
-    identity = orjson.dumps([event.bundle.model_dump(), event.hardware_revision, event.config], option=orjson.OPT_SORT_KEYS)
+    identity = orjson.dumps(
+        [event.bundle.model_dump(), event.hardware_revision, event.config], option=orjson.OPT_SORT_KEYS
+    )
     return hashlib.sha256(identity).hexdigest()[:20]
 
 
@@ -134,9 +134,19 @@ class FailureAttributionProcessor(Processor[AttributionState]):
         test, digest = event.test_id, group_digest(event)
         key = group_key(test, digest)
         held = state.get(key)
-        group = held.group if held is not None and held.group is not None else Group.trusted(
-            {"bundle": event.bundle, "hardware_revision": event.hardware_revision, "passed": {}, "failures": (),
-             "metrics": ()})
+        group = (
+            held.group
+            if held is not None and held.group is not None
+            else Group.trusted(
+                {
+                    "bundle": event.bundle,
+                    "hardware_revision": event.hardware_revision,
+                    "passed": {},
+                    "failures": (),
+                    "metrics": (),
+                }
+            )
+        )
         writes: dict[str, AttributionState | None] = {}
         outputs: list[Event] = []
         self._remember_group(state, test, digest, writes)
@@ -145,8 +155,18 @@ class FailureAttributionProcessor(Processor[AttributionState]):
         if event.status in FAILING:
             if any(f.result_id == event.id for f in failures):
                 return Step()  # applied before (the group is not the test's own entry: a crash can replay it)
-            failures.append(Failure.trusted({"result_id": event.id, "node_id": event.node_id, "time": now,
-                                             "decided": False, "attributed": False, "attribution_id": None}))
+            failures.append(
+                Failure.trusted(
+                    {
+                        "result_id": event.id,
+                        "node_id": event.node_id,
+                        "time": now,
+                        "decided": False,
+                        "attributed": False,
+                        "attribution_id": None,
+                    }
+                )
+            )
         else:
             previous = passed.get(event.node_id)
             passed[event.node_id] = now if previous is None or now is None else max(previous, now)
@@ -177,8 +197,9 @@ class FailureAttributionProcessor(Processor[AttributionState]):
             writes[group_key(test, old)] = None
         writes[groups_key(test)] = _state(groups=digests[-MAX_GROUPS:])
 
-    def _throughput(self, state, writes, test: str, digest: str, metric: str, level: float,
-                    event: ResultEvent) -> list[Event]:
+    def _throughput(
+        self, state, writes, test: str, digest: str, metric: str, level: float, event: ResultEvent
+    ) -> list[Event]:
         """The run's level over its peers' (other nodes, the PEER_WINDOW before it); then note the level."""
         key = levels_key(test, digest, metric)
         held = state.get(key)
@@ -201,11 +222,22 @@ class FailureAttributionProcessor(Processor[AttributionState]):
         if len(peers) < MIN_PEER_NODES:
             return []
         ratio = level / float(np.median(peers))
-        return [NodeAttribution(
-            node_id=event.node_id, kind="throughput", result_id=event.id, cause_id=event.id, test_id=test,
-            bundle=event.bundle, hardware_revision=event.hardware_revision, time=now, metric=metric, ratio=ratio,
-            peer_runs=runs, detail=f"{metric}: {ratio:.3f}x the median of {len(peers)} other nodes",
-        )]
+        return [
+            NodeAttribution(
+                node_id=event.node_id,
+                kind="throughput",
+                result_id=event.id,
+                cause_id=event.id,
+                test_id=test,
+                bundle=event.bundle,
+                hardware_revision=event.hardware_revision,
+                time=now,
+                metric=metric,
+                ratio=ratio,
+                peer_runs=runs,
+                detail=f"{metric}: {ratio:.3f}x the median of {len(peers)} other nodes",
+            )
+        ]
 
     def _verdict(self, state: StateReader[AttributionState], verdict: FlakyVerdict) -> Step[AttributionState]:
         writes: dict[str, AttributionState | None] = {flaky_key(verdict.test_id): _state(flaky=verdict.flaky)}
@@ -218,8 +250,14 @@ class FailureAttributionProcessor(Processor[AttributionState]):
                 if held is None or held.group is None:
                     continue
                 failures = list(held.group.failures)
-                cleared = _clear(held.group, failures, [i for i, f in enumerate(failures) if f.attributed],
-                                 verdict.test_id, verdict.id, "the test was marked flaky")
+                cleared = _clear(
+                    held.group,
+                    failures,
+                    [i for i, f in enumerate(failures) if f.attributed],
+                    verdict.test_id,
+                    verdict.id,
+                    "the test was marked flaky",
+                )
                 if cleared:
                     outputs += cleared
                     writes[key] = _state(group=Group.trusted({**held.group.__dict__, "failures": tuple(failures)}))
@@ -250,8 +288,14 @@ def _near(time: datetime | None, other: datetime | None) -> bool:
     return time is None or other is None or abs(other - time) <= WINDOW
 
 
-def _judge(group: Group, passed: dict[str, datetime | None], failures: list[Failure], test_id: str, cause_id: str,
-           clearing: bool) -> list[Event]:
+def _judge(
+    group: Group,
+    passed: dict[str, datetime | None],
+    failures: list[Failure],
+    test_id: str,
+    cause_id: str,
+    clearing: bool,
+) -> list[Event]:
     """Decide the failures the new result lets us decide. A pass can only decide waiting failures; a
     failure can also show that failures attributed earlier were a software regression."""
     outputs: list[Event] = []
@@ -261,8 +305,14 @@ def _judge(group: Group, passed: dict[str, datetime | None], failures: list[Fail
         failing = {f.node_id for f in failures if _near(failure.time, f.time)}
         if len(failing) >= SOFTWARE_NODES:
             if failure.attributed:
-                outputs += _clear(group, failures, [i], test_id, cause_id,
-                                  f"the test failed on {len(failing)} nodes: a software regression, not a node fault")
+                outputs += _clear(
+                    group,
+                    failures,
+                    [i],
+                    test_id,
+                    cause_id,
+                    f"the test failed on {len(failing)} nodes: a software regression, not a node fault",
+                )
             else:
                 failures[i] = Failure.trusted({**failure.__dict__, "decided": True})
             continue
@@ -271,26 +321,45 @@ def _judge(group: Group, passed: dict[str, datetime | None], failures: list[Fail
         passing = [n for n, t in passed.items() if n != failure.node_id and _near(failure.time, t)]
         if len(failing) <= MAX_FAULTY_NODES and len(passing) >= MIN_PASSING_NODES:
             attribution = NodeAttribution(
-                node_id=failure.node_id, kind="failure", result_id=failure.result_id, cause_id=cause_id,
-                test_id=test_id, bundle=group.bundle, hardware_revision=group.hardware_revision, time=failure.time,
-                failing_nodes=len(failing), passing_nodes=len(passing),
+                node_id=failure.node_id,
+                kind="failure",
+                result_id=failure.result_id,
+                cause_id=cause_id,
+                test_id=test_id,
+                bundle=group.bundle,
+                hardware_revision=group.hardware_revision,
+                time=failure.time,
+                failing_nodes=len(failing),
+                passing_nodes=len(passing),
                 detail=f"{test_id} failed on {failure.node_id} and passed on {len(passing)} other node(s) "
-                       f"with the same bundle and config",
+                f"with the same bundle and config",
             )
-            failures[i] = Failure.trusted({**failure.__dict__, "decided": True, "attributed": True,
-                                           "attribution_id": attribution.id})
+            failures[i] = Failure.trusted(
+                {**failure.__dict__, "decided": True, "attributed": True, "attribution_id": attribution.id}
+            )
             outputs.append(attribution)
     return outputs
 
 
-def _clear(group: Group, failures: list[Failure], indexes: list[int], test_id: str, cause_id: str, why: str) -> list[Event]:
+def _clear(
+    group: Group, failures: list[Failure], indexes: list[int], test_id: str, cause_id: str, why: str
+) -> list[Event]:
     outputs: list[Event] = []
     for i in indexes:
         failure = failures[i]
-        outputs.append(NodeAttribution(
-            node_id=failure.node_id, kind="cleared", result_id=failure.result_id, cause_id=cause_id, test_id=test_id,
-            bundle=group.bundle, hardware_revision=group.hardware_revision, time=failure.time,
-            clears=failure.attribution_id, detail=f"withdrawn: {why}",
-        ))
+        outputs.append(
+            NodeAttribution(
+                node_id=failure.node_id,
+                kind="cleared",
+                result_id=failure.result_id,
+                cause_id=cause_id,
+                test_id=test_id,
+                bundle=group.bundle,
+                hardware_revision=group.hardware_revision,
+                time=failure.time,
+                clears=failure.attribution_id,
+                detail=f"withdrawn: {why}",
+            )
+        )
         failures[i] = Failure.trusted({**failure.__dict__, "decided": True, "attributed": False})
     return outputs

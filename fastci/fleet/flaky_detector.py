@@ -17,13 +17,12 @@ from typing import ClassVar
 import orjson
 from pydantic import Field
 
-from fastci.core.events import Event
-from fastci.inputs import ResultEvent
-from fastci.core.events import Record
-from fastci.fleet.events import FlakyVerdict, RunOutcome
-from fastci.regression.events import BaselineExclusion
-from fastci.fleet.flakiness import FAILING, PASSING, RECENT, STABLE_AFTER, Outcome, flaky_by_retries, outcomes_differ
+from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.fleet.events import FlakyVerdict, RunOutcome
+from fastci.fleet.flakiness import FAILING, PASSING, RECENT, STABLE_AFTER, Outcome, flaky_by_retries, outcomes_differ
+from fastci.inputs import ResultEvent
+from fastci.regression.events import BaselineExclusion
 
 NAME = "flaky-detector"
 RUNS_PER_GROUP = 32
@@ -62,7 +61,9 @@ def test_key(test_id: str) -> str:
 
 
 def outcomes_digest(event: ResultEvent) -> str:
-    identity = orjson.dumps([event.commit, event.bundle.model_dump(), event.config, event.seed], option=orjson.OPT_SORT_KEYS)
+    identity = orjson.dumps(
+        [event.commit, event.bundle.model_dump(), event.config, event.seed], option=orjson.OPT_SORT_KEYS
+    )
     return hashlib.sha256(identity).hexdigest()[:20]
 
 
@@ -70,8 +71,17 @@ def outcomes_key(test_id: str, digest: str) -> str:
     return compound_key(test_id, "runs", digest)
 
 
-_EMPTY_TEST = {"flaky": False, "rule": None, "statuses": (), "clean_runs": 0, "groups": (), "failures": (),
-               "excluded": (), "marked_by": None, "repo": None}
+_EMPTY_TEST = {
+    "flaky": False,
+    "rule": None,
+    "statuses": (),
+    "clean_runs": 0,
+    "groups": (),
+    "failures": (),
+    "excluded": (),
+    "marked_by": None,
+    "repo": None,
+}
 
 
 def _held(test: TestFlakiness | None = None, outcomes: tuple[HeldOutcome, ...] | None = None) -> FlakyState:
@@ -100,8 +110,15 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
         if any(o.result_id == event.id for o in outcomes):
             return Step()  # the group (not the test's own entry) already holds it: applied before a crash
         differed = outcomes_differ(_outcomes(outcomes))
-        outcome = HeldOutcome.trusted({"result_id": event.id, "node_id": event.node_id, "status": event.status,
-                                       "trigger": event.trigger, "excluded": event.id in test["excluded"]})
+        outcome = HeldOutcome.trusted(
+            {
+                "result_id": event.id,
+                "node_id": event.node_id,
+                "status": event.status,
+                "trigger": event.trigger,
+                "excluded": event.id in test["excluded"],
+            }
+        )
         outcomes = (*outcomes, outcome)[-RUNS_PER_GROUP:]
         differs = outcomes_differ(_outcomes(outcomes))
         statuses = (*test["statuses"], event.status)[-RECENT:]
@@ -116,8 +133,13 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
             failures = (*failures, (event.id, digest))[-INDEXED_FAILURES:]
         if forgotten:
             failures = tuple(f for f in failures if f[1] not in forgotten)
-        test.update(statuses=statuses, clean_runs=0 if evidence else test["clean_runs"] + 1, groups=groups,
-                    failures=failures, repo=event.repo)
+        test.update(
+            statuses=statuses,
+            clean_runs=0 if evidence else test["clean_runs"] + 1,
+            groups=groups,
+            failures=failures,
+            repo=event.repo,
+        )
         verdict: FlakyVerdict | None = None
         if evidence and not test["flaky"]:
             rule = "outcomes-differ" if differs else "retries"
@@ -126,8 +148,9 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
         elif test["flaky"] and test["clean_runs"] >= STABLE_AFTER:
             verdict = _verdict(event, False, "stable", f"{test['clean_runs']} runs in a row without a flake", ())
         if verdict is not None:
-            test.update(flaky=verdict.flaky, rule=verdict.rule,
-                        marked_by=digest if verdict.rule == "outcomes-differ" else None)
+            test.update(
+                flaky=verdict.flaky, rule=verdict.rule, marked_by=digest if verdict.rule == "outcomes-differ" else None
+            )
         writes: dict[str, FlakyState | None] = {outcomes_key(event.test_id, d): None for d in forgotten}  # too old
         writes[test_key(event.test_id)] = _held(test=TestFlakiness.trusted(test))
         writes[key] = _held(outcomes=outcomes)
@@ -144,25 +167,36 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
             if event.result_id in test.excluded:
                 return Step()
             excluded = (*test.excluded, event.result_id)[-INDEXED_FAILURES:]
-            return Step(writes={test_key(event.test_id): _held(test=TestFlakiness.trusted({**test.__dict__, "excluded": excluded}))})
+            return Step(
+                writes={
+                    test_key(event.test_id): _held(test=TestFlakiness.trusted({**test.__dict__, "excluded": excluded}))
+                }
+            )
         digest = digests[-1]
         key = outcomes_key(event.test_id, digest)
         outcomes = state.get(key)
         if outcomes is None or not outcomes.outcomes:
             return Step()
-        marked = tuple(HeldOutcome.trusted({**o.__dict__, "excluded": True}) if o.result_id == event.result_id else o
-                       for o in outcomes.outcomes)
+        marked = tuple(
+            HeldOutcome.trusted({**o.__dict__, "excluded": True}) if o.result_id == event.result_id else o
+            for o in outcomes.outcomes
+        )
         writes: dict[str, FlakyState | None] = {key: _held(outcomes=marked)}
         if not (test.flaky and test.marked_by == digest and outcomes_differ(_outcomes(marked)) is None):
             return Step(writes=writes)
         # the disagreement that made the test flaky was a sick node's doing: withdraw the verdict
         withdrawn = FlakyVerdict(
-            cause_id=event.id, test_id=event.test_id, repo=test.repo or "unknown", flaky=False, rule="withdrawn",
+            cause_id=event.id,
+            test_id=event.test_id,
+            repo=test.repo or "unknown",
+            flaky=False,
+            rule="withdrawn",
             reason=f"the runs that disagreed no longer do without {event.node_id}'s, which ran while it was "
-                   f"{event.node_state}"[:4096],
+            f"{event.node_state}"[:4096],
         )
-        writes[test_key(event.test_id)] = _held(test=TestFlakiness.trusted(
-            {**test.__dict__, "flaky": False, "rule": "withdrawn", "marked_by": None}))
+        writes[test_key(event.test_id)] = _held(
+            test=TestFlakiness.trusted({**test.__dict__, "flaky": False, "rule": "withdrawn", "marked_by": None})
+        )
         return Step(writes=writes, outputs=[withdrawn])
 
 
@@ -172,9 +206,19 @@ def _outcomes(held) -> list[Outcome]:
 
 def _verdict(event: ResultEvent, flaky: bool, rule: str, reason: str, outcomes) -> FlakyVerdict:
     return FlakyVerdict(
-        cause_id=event.id, test_id=event.test_id, repo=event.repo, flaky=flaky, rule=rule, reason=reason,
-        time=event.time, commit=event.commit, bundle=event.bundle, config=event.config, seed=event.seed,
+        cause_id=event.id,
+        test_id=event.test_id,
+        repo=event.repo,
+        flaky=flaky,
+        rule=rule,
+        reason=reason,
+        time=event.time,
+        commit=event.commit,
+        bundle=event.bundle,
+        config=event.config,
+        seed=event.seed,
         chips=event.chips,
-        outcomes=tuple(RunOutcome(result_id=o.result_id, node_id=o.node_id, status=o.status, trigger=o.trigger)
-                       for o in outcomes)[-32:],
+        outcomes=tuple(
+            RunOutcome(result_id=o.result_id, node_id=o.node_id, status=o.status, trigger=o.trigger) for o in outcomes
+        )[-32:],
     )

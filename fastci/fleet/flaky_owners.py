@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from fastci.core.events import Event
-from fastci.core.events import Record
-from fastci.fleet.events import FlakyTest, FlakyVerdict
-from fastci.regression.references import OwnerMap
+from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.fleet.events import FlakyTest, FlakyVerdict
 from fastci.regression.owners import owners_of_path
+from fastci.regression.references import OwnerMap
 
 NAME = "flaky-owners"
 
@@ -42,8 +41,19 @@ class FlakyOwnersProcessor(Processor[OwnersHeld]):
         held = state.get(owners_key(event.repo))
         owner_map = held.owners if held else None
         owners = owners_of_path(event.test_id.split("::", 1)[0], owner_map) if owner_map else ()
-        return Step(outputs=[FlakyTest(
-            verdict_id=event.id, test_id=event.test_id, repo=event.repo, flaky=event.flaky, owners=owners,
-            owner_map_version=owner_map.version if owner_map else None, rule=event.rule, reason=event.reason,
-            time=event.time, chips=event.chips,
-        )])
+        return Step(
+            outputs=[
+                FlakyTest(
+                    verdict_id=event.id,
+                    test_id=event.test_id,
+                    repo=event.repo,
+                    flaky=event.flaky,
+                    owners=owners,
+                    owner_map_version=owner_map.version if owner_map else None,
+                    rule=event.rule,
+                    reason=event.reason,
+                    time=event.time,
+                    chips=event.chips,
+                )
+            ]
+        )

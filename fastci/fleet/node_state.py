@@ -28,16 +28,14 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from fastci.core.events import Event
-from fastci.inputs import NodeHealthEvent, ResultEvent
-from fastci.core.events import Config, Record
+from fastci.core.events import Config, Event, Record
+from fastci.core.processor import Processor, StateReader, Step
 from fastci.fleet.events import OUT_OF_SERVICE_STATES, NodeAttribution, NodeEvidence, NodeState, NodeStateChanged
-from fastci.inputs import Bundle
-from fastci.scheduling.runs import RunRequested
 from fastci.fleet.flakiness import FAILING
 from fastci.fleet.rules import RULES, Assessment, NodeRules, assess
-from fastci.core.processor import Processor, StateReader, Step
+from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
 from fastci.regression.perfstats import seed_from
+from fastci.scheduling.runs import RunRequested
 
 NAME = "node-state"
 HELD_EVIDENCE = 64
@@ -96,8 +94,9 @@ class NodeStateProcessor(Processor[NodeHealth]):
             return Step(writes={node: _moved_on(held, event.time)})
         if isinstance(event, ResultEvent) and held.state == "healthy" and event.status not in FAILING:
             # a pass on a healthy node: nothing to hold, nothing to rerun, and time cannot make it suspect
-            return Step(writes={node: _moved_on(held, event.time, hardware_revision=event.hardware_revision,
-                                                pool=event.pool)})
+            return Step(
+                writes={node: _moved_on(held, event.time, hardware_revision=event.hardware_revision, pool=event.pool)}
+            )
         if isinstance(event, NodeHealthEvent):
             work = _Work(self.rules, node, held, event.time, event.id)
             work.signal(event)
@@ -173,9 +172,17 @@ class _Work:
         self.held = self.held.model_copy(update={"hardware_revision": event.hardware_revision, "pool": event.pool})
         if event.status in FAILING:
             failed = FailedRun(
-                result_id=event.id, run_id=event.run_id, test_id=event.test_id, repo=event.repo, commit=event.commit,
-                bundle=event.bundle, hardware_revision=event.hardware_revision, time=event.time, seed=event.seed,
-                config=dict(event.config), repeats=max([len(s) for s in event.metrics.values()] or [1]),
+                result_id=event.id,
+                run_id=event.run_id,
+                test_id=event.test_id,
+                repo=event.repo,
+                commit=event.commit,
+                bundle=event.bundle,
+                hardware_revision=event.hardware_revision,
+                time=event.time,
+                seed=event.seed,
+                config=dict(event.config),
+                repeats=max([len(s) for s in event.metrics.values()] or [1]),
                 chips=event.chips,
             )
             self.held = self.held.model_copy(update={"failed": (*self.held.failed, failed)[-HELD_FAILURES:]})
@@ -188,12 +195,21 @@ class _Work:
         if self.time is None:  # neither the result nor anything before it said when: no window to count it in
             return
         if event.kind == "throughput" and event.ratio is not None:
-            item = NodeEvidence(kind="throughput", event_id=event.id, time=self.time, value=event.ratio,
-                                test_id=event.test_id, detail=f"{event.metric} vs {event.peer_runs} runs of other nodes")
+            item = NodeEvidence(
+                kind="throughput",
+                event_id=event.id,
+                time=self.time,
+                value=event.ratio,
+                test_id=event.test_id,
+                detail=f"{event.metric} vs {event.peer_runs} runs of other nodes",
+            )
             self.held = self.held.model_copy(update={"ratios": (*self.held.ratios, item)[-64:]})
         elif event.kind == "failure":
-            self._hold(NodeEvidence(kind="failure", event_id=event.id, time=self.time, test_id=event.test_id,
-                                    detail=event.detail[:200]))
+            self._hold(
+                NodeEvidence(
+                    kind="failure", event_id=event.id, time=self.time, test_id=event.test_id, detail=event.detail[:200]
+                )
+            )
         elif event.kind == "cleared":
             kept = tuple(e for e in self.held.evidence if e.event_id != event.clears)
             self.held = self.held.model_copy(update={"evidence": kept})
@@ -214,8 +230,14 @@ class _Work:
 
     def _assess(self) -> Assessment:
         assert self.clock is not None
-        return assess(self.held.evidence, self.held.hot_readings, self.held.ratios, self.clock,
-                      seed_from(self.node, self.cause_id), self.rules)
+        return assess(
+            self.held.evidence,
+            self.held.hot_readings,
+            self.held.ratios,
+            self.clock,
+            seed_from(self.node, self.cause_id),
+            self.rules,
+        )
 
     def _diagnostic(self, item: NodeEvidence, passed: bool) -> None:
         if passed:
@@ -234,11 +256,22 @@ class _Work:
             self.held = self.held.model_copy(update={"quarantined_at": time})
         change_index = len(self.outputs)
         reruns = self._request_reruns(self._failures_before(time)) if state == "quarantined" else 0
-        self.outputs.insert(change_index, NodeStateChanged(
-            node_id=self.node, state=state, previous=previous, time=time, cause_id=self.cause_id, rule=rule,
-            reason=f"{state}: {reason}"[:4096], hardware_revision=self.held.hardware_revision,
-            evidence=tuple(evidence)[-32:], reruns_requested=reruns, pool=self.held.pool,
-        ))
+        self.outputs.insert(
+            change_index,
+            NodeStateChanged(
+                node_id=self.node,
+                state=state,
+                previous=previous,
+                time=time,
+                cause_id=self.cause_id,
+                rule=rule,
+                reason=f"{state}: {reason}"[:4096],
+                hardware_revision=self.held.hardware_revision,
+                evidence=tuple(evidence)[-32:],
+                reruns_requested=reruns,
+                pool=self.held.pool,
+            ),
+        )
 
     # ----- reruns
 
@@ -258,14 +291,27 @@ class _Work:
 
     def _request_reruns(self, failures: list[FailedRun]) -> int:
         for failed in failures:
-            self.outputs.append(RunRequested(
-                cause_id=failed.result_id, purpose=RERUN_PURPOSE, test_id=failed.test_id, repo=failed.repo,
-                commit=failed.commit, bundle=failed.bundle, hardware_revision=failed.hardware_revision,
-                work_class="rerun", repeats=failed.repeats, seed=failed.seed, config=failed.config,
-                avoid_nodes=(self.node,), requested_by=NAME, pool=self.held.pool, chips=failed.chips,
-                reason=f"rerun {failed.run_id} on a healthy {failed.hardware_revision} node: it failed on "
-                       f"{self.node}, quarantined ({self.held.rule})",
-            ))
+            self.outputs.append(
+                RunRequested(
+                    cause_id=failed.result_id,
+                    purpose=RERUN_PURPOSE,
+                    test_id=failed.test_id,
+                    repo=failed.repo,
+                    commit=failed.commit,
+                    bundle=failed.bundle,
+                    hardware_revision=failed.hardware_revision,
+                    work_class="rerun",
+                    repeats=failed.repeats,
+                    seed=failed.seed,
+                    config=failed.config,
+                    avoid_nodes=(self.node,),
+                    requested_by=NAME,
+                    pool=self.held.pool,
+                    chips=failed.chips,
+                    reason=f"rerun {failed.run_id} on a healthy {failed.hardware_revision} node: it failed on "
+                    f"{self.node}, quarantined ({self.held.rule})",
+                )
+            )
         asked = tuple(f.result_id for f in failures)
         if asked:
             self.held = self.held.model_copy(update={"rerun": (*self.held.rerun, *asked)[-REMEMBERED_RERUNS:]})
@@ -282,8 +328,10 @@ class _Work:
             return self.held
         horizon = self.clock - max(self.rules.window, self.rules.slow.window, self.rules.rerun_window)
         keep = lambda time: time is None or time > horizon  # noqa: E731
-        return self.held.model_copy(update={
-            "evidence": tuple(e for e in self.held.evidence if keep(e.time)),
-            "ratios": tuple(e for e in self.held.ratios if keep(e.time))[-self.rules.slow.max_runs:],
-            "failed": tuple(f for f in self.held.failed if keep(f.time)),
-        })
+        return self.held.model_copy(
+            update={
+                "evidence": tuple(e for e in self.held.evidence if keep(e.time)),
+                "ratios": tuple(e for e in self.held.ratios if keep(e.time))[-self.rules.slow.max_runs :],
+                "failed": tuple(f for f in self.held.failed if keep(f.time)),
+            }
+        )

@@ -62,8 +62,12 @@ class Assessment:
 
 
 def assess(
-    evidence: Sequence[NodeEvidence], hot_readings: int, ratios: Sequence[NodeEvidence], now: datetime,
-    seed: int, rules: NodeRules = RULES,
+    evidence: Sequence[NodeEvidence],
+    hot_readings: int,
+    ratios: Sequence[NodeEvidence],
+    now: datetime,
+    seed: int,
+    rules: NodeRules = RULES,
 ) -> Assessment:
     """The level the node's recent evidence supports at ``now``, and why."""
     recent = [e for e in evidence if e.time > now - rules.window]
@@ -72,13 +76,13 @@ def assess(
     ecc = [e for e in recent if e.kind == "ecc" and (e.value or 0) > 0]
     nccl = [e for e in recent if e.kind == "nccl_timeout"]
     nccl_count = sum(e.value or 0 for e in nccl)
-    hot = [e for e in recent if e.kind == "temperature"][-max(hot_readings, 1):] if hot_readings else []
+    hot = [e for e in recent if e.kind == "temperature"][-max(hot_readings, 1) :] if hot_readings else []
     gaps = [e for e in recent if e.kind == "heartbeat"]
     lost = [e for e in gaps if (e.value or 0) > rules.heartbeat_quarantine_s]
     failures = [e for e in recent if e.kind == "failure"]
     failed_tests = {e.test_id for e in failures}
     signals = [e for e in recent if e.kind in HARDWARE_SIGNALS]
-    kept = [r for r in ratios if r.time > now - rules.slow.window][-rules.slow.max_runs:]
+    kept = [r for r in ratios if r.time > now - rules.slow.window][-rules.slow.max_runs :]
     slow = judge([r.value or 1.0 for r in kept], seed, rules.slow)
     hours = f"{rules.window.total_seconds() / 3600:g} h"
 
@@ -89,25 +93,53 @@ def assess(
         code = int(fatal[-1].value or 0)
         return found("quarantine", "xid-fatal", f"XID {code} ({FATAL_XIDS[code]}): a fatal kind", fatal)
     if ecc:
-        return found("quarantine", "ecc-uncorrectable", f"{int(sum(e.value or 0 for e in ecc))} uncorrectable ECC error(s)", ecc)
+        return found(
+            "quarantine", "ecc-uncorrectable", f"{int(sum(e.value or 0 for e in ecc))} uncorrectable ECC error(s)", ecc
+        )
     if lost:
-        return found("quarantine", "heartbeat-lost",
-                     f"no heartbeat for {max(e.value or 0 for e in lost):.0f} s (limit {rules.heartbeat_quarantine_s:.0f} s)", lost)
+        return found(
+            "quarantine",
+            "heartbeat-lost",
+            f"no heartbeat for {max(e.value or 0 for e in lost):.0f} s (limit {rules.heartbeat_quarantine_s:.0f} s)",
+            lost,
+        )
     if len(xids) >= rules.xid_repeated:
-        return found("quarantine", "xid-repeated", f"{len(xids)} XIDs in {hours} ({_xid_list(xids)}; limit {rules.xid_repeated})", xids)
+        return found(
+            "quarantine",
+            "xid-repeated",
+            f"{len(xids)} XIDs in {hours} ({_xid_list(xids)}; limit {rules.xid_repeated})",
+            xids,
+        )
     if nccl_count >= rules.nccl_repeated:
-        return found("quarantine", "nccl-repeated", f"{nccl_count:.0f} NCCL timeouts in {hours} (limit {rules.nccl_repeated})", nccl)
+        return found(
+            "quarantine",
+            "nccl-repeated",
+            f"{nccl_count:.0f} NCCL timeouts in {hours} (limit {rules.nccl_repeated})",
+            nccl,
+        )
     if hot_readings >= rules.temperature_quarantine:
-        return found("quarantine", "temperature-sustained",
-                     f"{hot_readings} readings in a row over {rules.temperature_limit_c:g} C (limit {rules.temperature_quarantine})", hot)
+        return found(
+            "quarantine",
+            "temperature-sustained",
+            f"{hot_readings} readings in a row over {rules.temperature_limit_c:g} C "
+            f"(limit {rules.temperature_quarantine})",
+            hot,
+        )
     if len(failures) >= rules.failures_quarantine and len(failed_tests) >= rules.failures_quarantine_tests:
-        return found("quarantine", "failures-attributed",
-                     f"{len(failures)} failures on {len(failed_tests)} tests in {hours} that passed on other nodes "
-                     f"(limit {rules.failures_quarantine} on {rules.failures_quarantine_tests} tests)", failures)
+        return found(
+            "quarantine",
+            "failures-attributed",
+            f"{len(failures)} failures on {len(failed_tests)} tests in {hours} that passed on other nodes "
+            f"(limit {rules.failures_quarantine} on {rules.failures_quarantine_tests} tests)",
+            failures,
+        )
     if signals and len(failures) >= rules.signal_and_failures:
-        return found("quarantine", "signal-and-failures",
-                     f"{_signal_list(signals)} and {len(failures)} failures that passed on other nodes, in {hours}",
-                     [*signals, *failures])
+        return found(
+            "quarantine",
+            "signal-and-failures",
+            f"{_signal_list(signals)} and {len(failures)} failures that passed on other nodes, in {hours}",
+            [*signals, *failures],
+        )
     if slow.level == "quarantine":
         return found("quarantine", "throughput-slow", f"slower than other nodes: {slow.describe()}", kept)
     if xids:
@@ -115,13 +147,23 @@ def assess(
     if nccl:
         return found("suspect", "nccl-timeout", f"{nccl_count:.0f} NCCL timeout(s) in {hours}", nccl)
     if hot_readings >= rules.temperature_suspect:
-        return found("suspect", "temperature-high", f"{hot_readings} readings in a row over {rules.temperature_limit_c:g} C", hot)
+        return found(
+            "suspect", "temperature-high", f"{hot_readings} readings in a row over {rules.temperature_limit_c:g} C", hot
+        )
     if gaps:
-        return found("suspect", "heartbeat-missed",
-                     f"a heartbeat gap of {max(e.value or 0 for e in gaps):.0f} s (limit {rules.heartbeat_suspect_s:.0f} s)", gaps)
+        return found(
+            "suspect",
+            "heartbeat-missed",
+            f"a heartbeat gap of {max(e.value or 0 for e in gaps):.0f} s (limit {rules.heartbeat_suspect_s:.0f} s)",
+            gaps,
+        )
     if len(failures) >= rules.failures_suspect:
-        return found("suspect", "failures-attributed",
-                     f"{len(failures)} failures in {hours} of tests that passed on other nodes ({_test_list(failures)})", failures)
+        return found(
+            "suspect",
+            "failures-attributed",
+            f"{len(failures)} failures in {hours} of tests that passed on other nodes ({_test_list(failures)})",
+            failures,
+        )
     if slow.level == "suspect":
         return found("suspect", "throughput-slow", f"slower than other nodes: {slow.describe()}", kept)
     return Assessment("healthy", None, "no evidence against it in the window", (), slow)

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from fastci.core.events import Event
-from fastci.inputs import ResultEvent
-from fastci.fleet.events import TestStatusChanged
-from fastci.core.events import Record
-from fastci.inputs import Status
-from fastci.fleet.events import Health
+from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step
+from fastci.fleet.events import Health, TestStatusChanged
+from fastci.inputs import ResultEvent, Status
 
 # What each status says about the test's health; 'skipped' says nothing.
 HEALTH_OF: dict[str, Health | None] = {

@@ -14,11 +14,17 @@ PAGE_SIZE = 1000  # planned tests per event (an event stays well under Kafka's 1
 
 class PlannedTest(Record):
     test_id: Name
-    reason: Reason | Literal["run-all"] = Field(description="Why selection kept it ('run-all': a rule selected every test).")
+    reason: Reason | Literal["run-all"] = Field(
+        description="Why selection kept it ('run-all': a rule selected every test)."
+    )
     risk: FiniteFloat = Field(ge=0, le=1, description="Estimated probability that this run fails for a real fault.")
-    history_risk: FiniteFloat = Field(ge=0, le=1, description="Recency-weighted posterior failure rate of its own runs.")
+    history_risk: FiniteFloat = Field(
+        ge=0, le=1, description="Recency-weighted posterior failure rate of its own runs."
+    )
     exposure: FiniteFloat = Field(ge=0, le=1, description="Share of the change's executed units this test executes.")
-    flaky_rate: FiniteFloat = Field(ge=0, le=1, description="Recency-weighted posterior rate of flaky runs (discounts risk).")
+    flaky_rate: FiniteFloat = Field(
+        ge=0, le=1, description="Recency-weighted posterior rate of flaky runs (discounts risk)."
+    )
     expected_s: FiniteFloat = Field(ge=0, description="Mean measured duration of its recent runs (full config).")
     estimated_s: FiniteFloat = Field(ge=0, description="Expected duration of the config to run (shrunk or full).")
     chips: int = Field(ge=0, description="Accelerator chips it holds (0: a CPU test).")

@@ -1,4 +1,5 @@
-"""test-planner: orders every selection riskiest-per-cost first, each test on the smallest config that proves the change.
+"""test-planner: orders every selection riskiest-per-cost first, each test on the smallest config
+that proves the change.
 
 Partitioned by repo (results and evidence are repartitioned by their ``repo`` field, as for
 test-selection), it keeps small values the repo owns:
@@ -24,17 +25,15 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
-from fastci.core.events import Event
-from fastci.core.events import Record
-from fastci.inputs import WorkloadEvidence
-from fastci.planning.events import PAGE_SIZE, PlanMetrics, PlannedTest, TestPlan
-from fastci.selection.events import MAX_FUNCTIONS, Selection
-from fastci.planning import risk as riskmath
-from fastci.planning.shrink import Dimension, scale_of, smallest_config
+from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
-from fastci.selection.processor import DEFAULT_DURATION_S, removed_test_ids
+from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent, WorkloadEvidence
+from fastci.planning import risk as riskmath
+from fastci.planning.events import PAGE_SIZE, PlanMetrics, PlannedTest, TestPlan
+from fastci.planning.shrink import Dimension, scale_of, smallest_config
+from fastci.selection.events import MAX_FUNCTIONS, Selection
 from fastci.selection.graph import short_id
+from fastci.selection.processor import DEFAULT_DURATION_S, removed_test_ids
 from fastci.selection.units import BODY, MODULE
 
 BUCKETS = 64
@@ -47,7 +46,9 @@ class TestRecord(Record):
     __test__ = False
 
     test_id: str
-    runs: dict[str, tuple[str, float]] = Field(default_factory=dict, description="run id -> (status, full-config seconds)")
+    runs: dict[str, tuple[str, float]] = Field(
+        default_factory=dict, description="run id -> (status, full-config seconds)"
+    )
     chips: int = 0
 
     @property
@@ -85,7 +86,10 @@ class TestPlanProcessor(Processor[PlanState]):
 
     name: ClassVar[str] = "test-planner"  # not "test-plan": that is the topic (and its view)
     inputs: ClassVar[tuple[str, ...]] = (
-        ResultEvent.TOPIC, EvidenceEvent.TOPIC, CommitEvent.TOPIC, Selection.TOPIC,
+        ResultEvent.TOPIC,
+        EvidenceEvent.TOPIC,
+        CommitEvent.TOPIC,
+        Selection.TOPIC,
     )
     outputs: ClassVar[tuple[str, ...]] = (TestPlan.TOPIC,)
     state_model: ClassVar[type[Record]] = PlanState
@@ -146,8 +150,9 @@ def _config_scale(profile: WorkloadEvidence | None, config: dict) -> float:
         values[d.name] = value if ran else d.full
     if all(values[d.name] == d.full for d in profile.dimensions):
         return 1.0
-    return scale_of([Dimension(d.name, d.full, d.minimum, d.cost_exponent) for d in profile.dimensions], values,
-                    profile.fixed_share)
+    return scale_of(
+        [Dimension(d.name, d.full, d.minimum, d.cost_exponent) for d in profile.dimensions], values, profile.fixed_share
+    )
 
 
 def _record_evidence(state: StateReader[PlanState], event: EvidenceEvent) -> dict[str, PlanState | None]:
@@ -161,8 +166,10 @@ def _record_evidence(state: StateReader[PlanState], event: EvidenceEvent) -> dic
 
 
 def _forget_removed(state: StateReader[PlanState], commit: CommitEvent) -> dict[str, PlanState | None]:
-    buckets = {bucket: (state.get(compound_key(commit.repo, "catalog", str(bucket))) or PlanState()).tests or {}
-               for bucket in range(BUCKETS)}
+    buckets = {
+        bucket: (state.get(compound_key(commit.repo, "catalog", str(bucket))) or PlanState()).tests or {}
+        for bucket in range(BUCKETS)
+    }
     known = {test_id for tests in buckets.values() for test_id in tests.values()}
     writes: dict[str, PlanState | None] = {}
     for test_id in sorted(removed_test_ids(commit, known)):
@@ -178,18 +185,29 @@ def _forget_removed(state: StateReader[PlanState], commit: CommitEvent) -> dict[
 # ----- the plan
 
 
-def plan(state: StateReader[PlanState], selection: Selection, order: str = "risk", shrink: bool = True) -> list[TestPlan]:
+def plan(
+    state: StateReader[PlanState], selection: Selection, order: str = "risk", shrink: bool = True
+) -> list[TestPlan]:
     """The plan of one selection: ``order`` "risk" (riskiest per unit of cost first) or "declared"
     (the selection's own order); ``shrink`` False runs every test on its full config."""
     repo = selection.repo
     if selection.run_all:
-        tests = sorted({test_id for bucket in range(BUCKETS)
-                        for test_id in ((state.get(compound_key(repo, "catalog", str(bucket))) or PlanState()).tests or {}).values()})
+        tests = sorted(
+            {
+                test_id
+                for bucket in range(BUCKETS)
+                for test_id in (
+                    (state.get(compound_key(repo, "catalog", str(bucket))) or PlanState()).tests or {}
+                ).values()
+            }
+        )
         kept = {test_id: ("run-all", (), None) for test_id in tests}
     else:
         kept = {k.test_id: (k.reason, k.functions, k.estimated_s) for k in selection.kept}
 
-    functions = {t: names for t, (reason, names, _) in kept.items() if reason in ("executes-changed-code", "module-code")}
+    functions = {
+        t: names for t, (reason, names, _) in kept.items() if reason in ("executes-changed-code", "module-code")
+    }
     exposure = riskmath.exposures(functions)
     unknown = sum(exposure.values()) / len(exposure) if exposure else NO_EVIDENCE_EXPOSURE
     records = {t: (state.get(test_key(repo, t)) or PlanState()).record for t in kept}
@@ -204,16 +222,27 @@ def plan(state: StateReader[PlanState], selection: Selection, order: str = "risk
         history = riskmath.history_risk(counts)
         flaky = riskmath.flaky_rate(counts)
         share = {"changed-test": 1.0, "no-evidence": unknown, "run-all": 0.0}.get(reason, exposure.get(test_id, 0.0))
-        expected_s = next(s for s in (record.expected_s if record else None, typical_s, selection_s, DEFAULT_DURATION_S)
-                          if s is not None)
+        expected_s = next(
+            s
+            for s in (record.expected_s if record else None, typical_s, selection_s, DEFAULT_DURATION_S)
+            if s is not None
+        )
         chips = record.chips if record else 0
         profile = (state.get(workload_key(repo, test_id)) or PlanState()).workload
         config, shrunk, scale = _workload(profile, reason, names, shrink)
         estimated_s = expected_s * scale
         entries[test_id] = PlannedTest(
-            test_id=test_id, reason=reason, risk=_unit(riskmath.combined_risk(history, share, flaky)),
-            history_risk=_unit(history), exposure=_unit(share), flaky_rate=_unit(flaky), expected_s=expected_s,
-            estimated_s=estimated_s, chips=chips, config=config, shrunk=shrunk,
+            test_id=test_id,
+            reason=reason,
+            risk=_unit(riskmath.combined_risk(history, share, flaky)),
+            history_risk=_unit(history),
+            exposure=_unit(share),
+            flaky_rate=_unit(flaky),
+            expected_s=expected_s,
+            estimated_s=estimated_s,
+            chips=chips,
+            config=config,
+            shrunk=shrunk,
             saved_chip_s=max(0.0, (expected_s - estimated_s) * chips),
         )
 
@@ -231,9 +260,16 @@ def plan(state: StateReader[PlanState], selection: Selection, order: str = "risk
     pages = max(1, math.ceil(len(ordered) / PAGE_SIZE))
     return [
         TestPlan(
-            selection_id=selection.id, commit_id=selection.commit_id, repo=repo, sha=selection.sha,
-            hardware_path=selection.hardware_path, run_all=selection.run_all, page=page, pages=pages,
-            first_rank=page * PAGE_SIZE, entries=tuple(ordered[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]),
+            selection_id=selection.id,
+            commit_id=selection.commit_id,
+            repo=repo,
+            sha=selection.sha,
+            hardware_path=selection.hardware_path,
+            run_all=selection.run_all,
+            page=page,
+            pages=pages,
+            first_rank=page * PAGE_SIZE,
+            entries=tuple(ordered[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]),
             metrics=metrics,
         )
         for page in range(pages)
@@ -244,8 +280,9 @@ def _unit(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def _workload(profile: WorkloadEvidence | None, reason: str, names: tuple[str, ...],
-              shrink: bool = True) -> tuple[dict, dict[str, int], float]:
+def _workload(
+    profile: WorkloadEvidence | None, reason: str, names: tuple[str, ...], shrink: bool = True
+) -> tuple[dict, dict[str, int], float]:
     """(config to run, shrunk dimensions, duration scale) for one kept test."""
     if profile is None:
         return {}, {}, 1.0

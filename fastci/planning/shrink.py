@@ -73,8 +73,9 @@ def scale_of(dimensions: Sequence[Dimension], values: Mapping[str, int], fixed_s
     return fixed_share + (1 - fixed_share) * product
 
 
-def smallest_config(dimensions: Sequence[Dimension], needed: Mapping[str, Sequence[Point]],
-                    fixed_share: float = 0.0) -> Shrink:
+def smallest_config(
+    dimensions: Sequence[Dimension], needed: Mapping[str, Sequence[Point]], fixed_share: float = 0.0
+) -> Shrink:
     """The cheapest config, each dimension within [minimum, full], in which every unit of ``needed``
     (unit -> its first-execution points in the full run) still executes."""
     full = {d.name: d.full for d in dimensions}

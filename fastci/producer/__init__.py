@@ -11,10 +11,17 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "FlushReport": "client", "Producer": "client", "RetryPolicy": "client",
-    "ContextError": "context", "RunContext": "context", "load_context": "context",
+    "FlushReport": "client",
+    "Producer": "client",
+    "RetryPolicy": "client",
+    "ContextError": "context",
+    "RunContext": "context",
+    "load_context": "context",
     "Spool": "spool",
-    "EmbeddedTarget": "targets", "KafkaTarget": "targets", "Target": "targets", "TargetUnavailable": "targets",
+    "EmbeddedTarget": "targets",
+    "KafkaTarget": "targets",
+    "Target": "targets",
+    "TargetUnavailable": "targets",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from fastci.core.events import Event
 from fastci.inputs import ResultEvent
-from fastci.topology import INPUT_TOPICS
 from fastci.producer.context import RunContext
 from fastci.producer.spool import Spool
 from fastci.producer.targets import Target, TargetUnavailable
+from fastci.topology import INPUT_TOPICS
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,10 @@ class Producer:
     def publish(self, event: Event) -> None:
         """Spool ``event`` (durably, before returning) and send when a batch is full."""
         if event.TOPIC not in INPUT_TOPICS:
-            raise ValueError(f"producer: topic '{event.TOPIC}' is written by its processor; producers publish to {', '.join(INPUT_TOPICS)}")
+            raise ValueError(
+                f"producer: topic '{event.TOPIC}' is written by its processor; "
+                f"producers publish to {', '.join(INPUT_TOPICS)}"
+            )
         if self.spool.append(event) >= self.batch_size:
             self.spool.seal()
             if self._clock() >= self._quiet_until:
@@ -84,11 +87,17 @@ class Producer:
             raise ValueError("producer: results need a run context (load_context())")
         c = self.context
         event = ResultEvent(
-            test_id=test_id, run_id=run_id, status=status, duration_s=duration_s,
-            repo=fields.pop("repo", c.repo), commit=fields.pop("commit", c.commit),
-            bundle=fields.pop("bundle", c.bundle), node_id=fields.pop("node_id", c.node_id),
+            test_id=test_id,
+            run_id=run_id,
+            status=status,
+            duration_s=duration_s,
+            repo=fields.pop("repo", c.repo),
+            commit=fields.pop("commit", c.commit),
+            bundle=fields.pop("bundle", c.bundle),
+            node_id=fields.pop("node_id", c.node_id),
             hardware_revision=fields.pop("hardware_revision", c.hardware_revision),
-            trigger=fields.pop("trigger", c.trigger), time=fields.pop("time", datetime.now(timezone.utc)),
+            trigger=fields.pop("trigger", c.trigger),
+            time=fields.pop("time", datetime.now(UTC)),
             **fields,
         )
         self.publish(event)
@@ -104,7 +113,7 @@ class Producer:
     def close(self) -> FlushReport:
         return self.flush()
 
-    def __enter__(self) -> "Producer":
+    def __enter__(self) -> Producer:
         return self
 
     def __exit__(self, *exc: object) -> None:

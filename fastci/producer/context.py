@@ -24,9 +24,7 @@ work tree's directory name), ``FASTCI_COMMIT`` (default: ``git rev-parse HEAD``)
 from __future__ import annotations
 
 import os
-import re
 import socket
-import subprocess
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,11 +32,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fastci.inputs import Bundle
 from fastci.core.events import Name, Record, Sha
-from fastci.inputs import Trigger
+from fastci.inputs import BUNDLE_LAYERS, Bundle, Trigger
+from fastci.selection.changes import git_line, repo_name_of
 
-BUNDLE_LAYERS = ("compiler", "kernels", "runtime", "driver", "firmware")
 _TOP_LEVEL = ("node_id", "hardware_revision", "bundle")
 
 
@@ -79,8 +76,13 @@ def load_context(
     for layer in BUNDLE_LAYERS:
         if env.get(f"FASTCI_BUNDLE_{layer.upper()}"):
             fields["bundle"][layer] = env[f"FASTCI_BUNDLE_{layer.upper()}"]
-    for key, variable in (("node_id", "FASTCI_NODE_ID"), ("hardware_revision", "FASTCI_HARDWARE_REVISION"),
-                          ("repo", "FASTCI_REPO"), ("commit", "FASTCI_COMMIT"), ("trigger", "FASTCI_TRIGGER")):
+    for key, variable in (
+        ("node_id", "FASTCI_NODE_ID"),
+        ("hardware_revision", "FASTCI_HARDWARE_REVISION"),
+        ("repo", "FASTCI_REPO"),
+        ("commit", "FASTCI_COMMIT"),
+        ("trigger", "FASTCI_TRIGGER"),
+    ):
         if env.get(variable):
             fields[key] = env[variable]
     for key, value in overrides.items():
@@ -89,9 +91,9 @@ def load_context(
     fields.setdefault("node_id", socket.gethostname())
     fields.setdefault("trigger", "dev")
     if "commit" not in fields:
-        fields["commit"] = _git(cwd, "rev-parse", "HEAD")
+        fields["commit"] = git_line(cwd, "rev-parse", "HEAD")
     if "repo" not in fields:
-        fields["repo"] = _repo_name(cwd)
+        fields["repo"] = repo_name_of(cwd)
     missing = [f"bundle.{layer}" for layer in BUNDLE_LAYERS if layer not in fields["bundle"]]
     if "hardware_revision" not in fields:
         missing.append("hardware_revision")
@@ -138,13 +140,18 @@ def _read_bundle_file(path: Path) -> dict[str, Any]:
         raise ContextError(f"bundle file {path}: not valid TOML ({error})") from None
     unknown = sorted(set(document) - set(_TOP_LEVEL))
     if unknown:
-        raise ContextError(f"bundle file {path}: unknown field(s) {', '.join(unknown)} (known: {', '.join(_TOP_LEVEL)})")
+        raise ContextError(
+            f"bundle file {path}: unknown field(s) {', '.join(unknown)} (known: {', '.join(_TOP_LEVEL)})"
+        )
     bundle = document.get("bundle", {})
     if not isinstance(bundle, dict):
         raise ContextError(f"bundle file {path}: field 'bundle' must be a table ([bundle])")
     extra = sorted(set(bundle) - set(BUNDLE_LAYERS))
     if extra:
-        raise ContextError(f"bundle file {path}: unknown field(s) {', '.join('bundle.' + e for e in extra)} (layers: {', '.join(BUNDLE_LAYERS)})")
+        raise ContextError(
+            f"bundle file {path}: unknown field(s) {', '.join('bundle.' + e for e in extra)} "
+            f"(layers: {', '.join(BUNDLE_LAYERS)})"
+        )
     return document
 
 
@@ -165,22 +172,3 @@ def _where(name: str) -> str:
         layer = name.split(".", 1)[1]
         return f"set FASTCI_BUNDLE_{layer.upper()}, or '{layer}' under [bundle] in the bundle file (FASTCI_BUNDLE_FILE)"
     return f"set FASTCI_{name.upper()}, or '{name}' in the bundle file (FASTCI_BUNDLE_FILE)"
-
-
-def _git(cwd: Path | None, *args: str) -> str | None:
-    try:
-        run = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return run.stdout.strip() if run.returncode == 0 and run.stdout.strip() else None
-
-
-def _repo_name(cwd: Path | None) -> str:
-    """``owner/name`` from the ``origin`` remote, else the work tree's (or current) directory name."""
-    url = _git(cwd, "remote", "get-url", "origin")
-    if url:
-        match = re.search(r"([^/:]+/[^/:]+?)(?:\.git)?/?$", url)
-        if match:
-            return match.group(1)
-    top = _git(cwd, "rev-parse", "--show-toplevel")
-    return Path(top).name if top else Path(cwd or Path.cwd()).resolve().name

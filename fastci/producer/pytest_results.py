@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +46,28 @@ RECORD_KEY = pytest.StashKey[TestRecord]()
 
 
 def addoption(group: Any) -> None:
-    group.addoption("--fastci-results", action="store_true",
-                    help="publish one results event per test (status, duration, bundle, node, trigger, seed, config)")
-    group.addoption("--fastci-results-target", choices=TARGETS, default=None,
-                    help="where results go: the embedded log (default, in $FASTCI_DATA_DIR or .fastci) or kafka "
-                         "($FASTCI_KAFKA_BOOTSTRAP, $FASTCI_KAFKA_NAMESPACE); default $FASTCI_RESULTS_TARGET")
-    group.addoption("--fastci-results-spool", default=None,
-                    help="spool directory for results not yet acknowledged (default <data dir>/spool/<target>)")
-    group.addoption("--fastci-bundle", default=None,
-                    help="bundle file (TOML: node_id, hardware_revision, [bundle] versions); default $FASTCI_BUNDLE_FILE")
+    group.addoption(
+        "--fastci-results",
+        action="store_true",
+        help="publish one results event per test (status, duration, bundle, node, trigger, seed, config)",
+    )
+    group.addoption(
+        "--fastci-results-target",
+        choices=TARGETS,
+        default=None,
+        help="where results go: the embedded log (default, in $FASTCI_DATA_DIR or .fastci) or kafka "
+        "($FASTCI_KAFKA_BOOTSTRAP, $FASTCI_KAFKA_NAMESPACE); default $FASTCI_RESULTS_TARGET",
+    )
+    group.addoption(
+        "--fastci-results-spool",
+        default=None,
+        help="spool directory for results not yet acknowledged (default <data dir>/spool/<target>)",
+    )
+    group.addoption(
+        "--fastci-bundle",
+        default=None,
+        help="bundle file (TOML: node_id, hardware_revision, [bundle] versions); default $FASTCI_BUNDLE_FILE",
+    )
 
 
 def configure(config: Any) -> None:
@@ -73,7 +86,9 @@ def configure(config: Any) -> None:
         raise pytest.UsageError(f"--fastci-results: {error}") from None
     target_name = config.getoption("fastci_results_target") or os.environ.get("FASTCI_RESULTS_TARGET", "embedded")
     if target_name not in TARGETS:
-        raise pytest.UsageError(f"--fastci-results: FASTCI_RESULTS_TARGET {target_name!r} is not one of {', '.join(TARGETS)}")
+        raise pytest.UsageError(
+            f"--fastci-results: FASTCI_RESULTS_TARGET {target_name!r} is not one of {', '.join(TARGETS)}"
+        )
     target, default_spool = build_target(target_name)
     spool = Spool(config.getoption("fastci_results_spool") or default_spool)
     producer = Producer(target, spool, context, retry=RetryPolicy(attempts=2, first_backoff_s=0.5, cooldown_s=60))
@@ -102,7 +117,7 @@ def run_id_of(config: Any) -> str:
     worker = getattr(config, "workerinput", None)
     if worker and worker.get("testrunuid"):
         return f"pytest-{worker['testrunuid']}"
-    return f"pytest-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    return f"pytest-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
 class _Fixtures:
@@ -167,9 +182,15 @@ class ResultsPublisher:
         seed = record.seed if record.seed is not None else self.config.getoption("randomly_seed", None)
         try:
             self.producer.result(
-                test_id=item.nodeid, run_id=self.run_id, status=outcome.status(), duration_s=outcome.duration(),
-                chips=record.chips, metrics=record.metrics, loss_curve=record.loss_curve,
-                eval_score=record.eval_score, seed=seed if isinstance(seed, int) else None,
+                test_id=item.nodeid,
+                run_id=self.run_id,
+                status=outcome.status(),
+                duration_s=outcome.duration(),
+                chips=record.chips,
+                metrics=record.metrics,
+                loss_curve=record.loss_curve,
+                eval_score=record.eval_score,
+                seed=seed if isinstance(seed, int) else None,
                 config={**_parameters(item), **record.config},
             )
             self.published += 1
@@ -188,12 +209,16 @@ class ResultsPublisher:
         write = terminalreporter.write_line
         target = self.producer.target.description
         if report.error:
-            write(f"fastci: {self.published} result(s) of run {self.run_id} spooled, {target} did not acknowledge "
-                  f"({report.error}); {report.pending} event(s) wait in {self.producer.spool.directory} for the next "
-                  f"session or 'fastci spool drain'")
+            write(
+                f"fastci: {self.published} result(s) of run {self.run_id} spooled, {target} did not acknowledge "
+                f"({report.error}); {report.pending} event(s) wait in {self.producer.spool.directory} for the next "
+                f"session or 'fastci spool drain'"
+            )
         else:
-            write(f"fastci: {self.published} result(s) of run {self.run_id} published to {target} "
-                  f"({report.sent} event(s) acknowledged in this flush)")
+            write(
+                f"fastci: {self.published} result(s) of run {self.run_id} published to {target} "
+                f"({report.sent} event(s) acknowledged in this flush)"
+            )
         for problem in self.unpublishable:
             write(f"fastci: result not published: {problem}")
 
@@ -206,7 +231,9 @@ def _parameters(item: Any) -> dict[str, Any]:
     for name, value in params.items():
         if value is None or isinstance(value, (bool, int, float, str)):
             config[name] = value
-        elif isinstance(value, (list, tuple)) and all(v is None or isinstance(v, (bool, int, float, str)) for v in value):
+        elif isinstance(value, (list, tuple)) and all(
+            v is None or isinstance(v, (bool, int, float, str)) for v in value
+        ):
             config[name] = list(value)
         else:
             config[name] = repr(value)[:200]

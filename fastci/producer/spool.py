@@ -29,8 +29,8 @@ from pathlib import Path
 
 import orjson
 
-from fastci.core.events import Event
 from fastci.core.codec import InvalidEvent, encode
+from fastci.core.events import Event
 
 OPEN, SEALED = ".open", ".jsonl"
 

@@ -9,9 +9,9 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
-from fastci.core.codec import encode
 
 
 class TargetUnavailable(RuntimeError):
@@ -46,7 +46,9 @@ class KafkaTarget:
     def __init__(self, settings: KafkaSettings, timeout_s: float = 15.0) -> None:
         self.settings = settings
         self.timeout_s = timeout_s
-        self.description = f"Kafka at {settings.bootstrap}" + (f" (namespace {settings.namespace})" if settings.namespace else "")
+        self.description = f"Kafka at {settings.bootstrap}" + (
+            f" (namespace {settings.namespace})" if settings.namespace else ""
+        )
         self._topics_ready: set[str] = set()
 
     def send(self, events: list[Event]) -> None:
@@ -67,8 +69,11 @@ class KafkaTarget:
             await ensure_topics(self.settings, topics)
             self._topics_ready |= topics
         producer = AIOKafkaProducer(
-            acks="all", enable_idempotence=True, linger_ms=5,
-            request_timeout_ms=int(self.timeout_s * 1000), **self.settings.client_options(),
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=5,
+            request_timeout_ms=int(self.timeout_s * 1000),
+            **self.settings.client_options(),
         )
         await producer.start()
         try:

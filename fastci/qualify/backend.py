@@ -23,7 +23,9 @@ from fastci.inputs import Bundle
 
 Operand = Literal["value", "grad"]  # fp8 kernels use e4m3 for values and e5m2 for gradients
 
-REFERENCE_BUNDLE = Bundle(compiler="reference", kernels="reference-fp32", runtime="reference", driver="none", firmware="none")
+REFERENCE_BUNDLE = Bundle(
+    compiler="reference", kernels="reference-fp32", runtime="reference", driver="none", firmware="none"
+)
 
 
 class Backend(Protocol):
@@ -87,7 +89,9 @@ class ReferenceBackend:
 
     def matmul(self, a: np.ndarray, b: np.ndarray, a_is: Operand = "value", b_is: Operand = "value") -> np.ndarray:
         with self.clock:
-            return np.matmul(np.asarray(a, np.float32).astype(np.float64), np.asarray(b, np.float32).astype(np.float64)).astype(np.float32)
+            return np.matmul(
+                np.asarray(a, np.float32).astype(np.float64), np.asarray(b, np.float32).astype(np.float64)
+            ).astype(np.float32)
 
     def sum(self, x: np.ndarray, axis: int) -> np.ndarray:
         with self.clock:

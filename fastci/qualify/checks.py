@@ -55,7 +55,9 @@ def _smooth(curve: np.ndarray, window: int) -> np.ndarray:
     return (sums[ends] - sums[starts]) / (ends - starts)
 
 
-def loss_divergence_step(curve: list[float] | np.ndarray, reference: list[float] | np.ndarray, precision: str) -> int | None:
+def loss_divergence_step(
+    curve: list[float] | np.ndarray, reference: list[float] | np.ndarray, precision: str
+) -> int | None:
     """The first step at which the smoothed loss leaves the reference's band, or None.
 
     Both curves are smoothed over ``loss_window`` steps; at step t the band is the reference's
@@ -82,7 +84,7 @@ class PerformanceVerdict:
     p_value: float  # one-sided Wilcoxon signed-rank test that the candidate is slower
     windows: int
     spread: float  # standard deviation of the per-window log ratio: the noise the gate works against
-    confirmation: "PerformanceVerdict | None" = None  # the second comparison, run when this one flagged
+    confirmation: PerformanceVerdict | None = None  # the second comparison, run when this one flagged
 
     @property
     def significant_drop(self) -> bool:
@@ -95,7 +97,9 @@ class PerformanceVerdict:
         return self.significant_drop and self.confirmation is not None and self.confirmation.significant_drop
 
 
-def compare_interleaved(candidate_seconds: list[float], baseline_seconds: list[float], window: int) -> PerformanceVerdict:
+def compare_interleaved(
+    candidate_seconds: list[float], baseline_seconds: list[float], window: int
+) -> PerformanceVerdict:
     """Judge per-step kernel times of two runs interleaved step by step on one host.
 
     Steps are summed in windows; each window pair gives a throughput ratio. Interleaving puts both

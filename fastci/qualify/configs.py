@@ -3,7 +3,8 @@
 Each model's training check declares a validation scope (what it exists to check: the precision
 it runs in, the LM's head count, the way tensor-parallel degree would be) and the dimensions that
 may shrink for a presubmit run, with their minimums and how its duration grows with each
-(``COST``: a fixed share and an exponent per dimension, from ``bench/workload_scaling.py``). ``configured`` builds a model at any
+(``COST``: a fixed share and an exponent per dimension, from ``bench/workload_scaling.py``).
+``configured`` builds a model at any
 point of that space; its default point is the qualification set's, whose numbers the pinned
 goldens hold.
 
@@ -25,13 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from fastci.inputs import EvidenceEvent
-from fastci.inputs import FirstExecution, WorkloadDimension, WorkloadEvidence
+from fastci.inputs import EvidenceEvent, FirstExecution, WorkloadDimension, WorkloadEvidence
 from fastci.planning.shrink import Dimension
 from fastci.qualify.backend import Backend
-from fastci.qualify.models import FAMILIES
+from fastci.qualify.models import FAMILIES, lm
 from fastci.qualify.models.base import Family
-from fastci.qualify.models import lm
 from fastci.qualify.stack import RuntimeConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # units are named relative to it, as change analysis names them
@@ -40,7 +39,10 @@ LM_MINIMUM = {"layers": 1, "width": 8, "context": 4}
 # Measured by bench/workload_scaling.py (reference backend, CPU time, this machine): a fixed share
 # of the full run, and the rest ~ prod((value / full) ** exponent); steps is 1 by construction.
 COST: dict[str, dict] = {
-    "lm-tiny": {"fixed_share": 0.01, "exponents": {"steps": 1.0, "batch": 0.43, "layers": 1.27, "width": 0.46, "context": 0.52}},
+    "lm-tiny": {
+        "fixed_share": 0.01,
+        "exponents": {"steps": 1.0, "batch": 0.43, "layers": 1.27, "width": 0.46, "context": 0.52},
+    },
     "convnet-small": {"fixed_share": 0.04, "exponents": {"steps": 1.0, "batch": 0.6}},
     "speech-conv-attn": {"fixed_share": 0.12, "exponents": {"steps": 1.0, "batch": 0.66}},
     "dlrm-small": {"fixed_share": 0.08, "exponents": {"steps": 1.0, "batch": 0.14}},
@@ -73,7 +75,9 @@ def configured(name: str, values: dict[str, int]) -> tuple[Family, int]:
     """The model at a point of its dimensions (missing ones at their default) and its step count."""
     family = FAMILIES[name]
     if name == "lm-tiny":
-        config = dataclasses.replace(lm.DEFAULT, **{k: values[k] for k in ("layers", "width", "context") if k in values})
+        config = dataclasses.replace(
+            lm.DEFAULT, **{k: values[k] for k in ("layers", "width", "context") if k in values}
+        )
         family = lm.family(config)
     family = dataclasses.replace(family, batch_size=values.get("batch", family.batch_size))
     return family, values.get("steps", family.steps)
@@ -87,8 +91,9 @@ class TracedRun:
     seconds: float
 
 
-def traced_training(name: str, values: dict[str, int], backend: Backend, seed: int,
-                    declared: set[str] | None = None) -> TracedRun:
+def traced_training(
+    name: str, values: dict[str, int], backend: Backend, seed: int, declared: set[str] | None = None
+) -> TracedRun:
     """Train the model at ``values`` under the tracing collector, recording where each unit first ran
     along ``declared`` dimensions (default: all the model declares); its final eval included."""
     from fastci.evidence.dimensions import first_executions
@@ -106,9 +111,16 @@ def traced_training(name: str, values: dict[str, int], backend: Backend, seed: i
     tracer.run(lambda: train(family, backend, seed, RuntimeConfig(), data=data, steps=steps))
     raw_stacks = tracer.end_test()
     seconds = time.perf_counter() - started
-    stacks = sorted({s for raw in raw_stacks if (s := to_project_stack([Frame("", f, n) for f, n in raw], PROJECT_ROOT, cache))})
-    units = frozenset(f"{p}::{q}" for stack in stacks for frame in stack.split(";") if (parsed := parse_frame(frame))
-                      for p, q in [parsed])
+    stacks = sorted(
+        {s for raw in raw_stacks if (s := to_project_stack([Frame("", f, n) for f, n in raw], PROJECT_ROOT, cache))}
+    )
+    units = frozenset(
+        f"{p}::{q}"
+        for stack in stacks
+        for frame in stack.split(";")
+        if (parsed := parse_frame(frame))
+        for p, q in [parsed]
+    )
     names = declared if declared is not None else {d.name for d in dimensions(name)}
     return TracedRun(units, first_executions(tracer.points, PROJECT_ROOT, cache, dimensions=names), stacks, seconds)
 
@@ -116,18 +128,32 @@ def traced_training(name: str, values: dict[str, int], backend: Backend, seed: i
 def workload_evidence(name: str, precision: str, full: dict[str, int], traced: TracedRun) -> WorkloadEvidence:
     return WorkloadEvidence(
         scope=scope(name, precision),
-        dimensions=tuple(WorkloadDimension(name=d.name, full=d.full, minimum=d.minimum, cost_exponent=d.cost_exponent)
-                         for d in dimensions(name, full)),
+        dimensions=tuple(
+            WorkloadDimension(name=d.name, full=d.full, minimum=d.minimum, cost_exponent=d.cost_exponent)
+            for d in dimensions(name, full)
+        ),
         fixed_share=COST[name]["fixed_share"],
         first_executions=tuple(FirstExecution(unit=unit, at=tuple(points)) for unit, points in traced.first.items()),
     )
 
 
-def evidence_event(test_id: str, run_id: str, repo: str, commit: str, name: str, precision: str,
-                   full: dict[str, int], traced: TracedRun) -> EvidenceEvent:
+def evidence_event(
+    test_id: str,
+    run_id: str,
+    repo: str,
+    commit: str,
+    name: str,
+    precision: str,
+    full: dict[str, int],
+    traced: TracedRun,
+) -> EvidenceEvent:
     """The evidence a traced CI run of the training check publishes: its stacks and its workload."""
     return EvidenceEvent(
-        test_id=test_id, run_id=run_id, repo=repo, commit=commit, method="tracing",
+        test_id=test_id,
+        run_id=run_id,
+        repo=repo,
+        commit=commit,
+        method="tracing",
         stacks=tuple({"stack": s, "count": 1} for s in traced.stacks),
         workload=workload_evidence(name, precision, full, traced),
     )

@@ -54,7 +54,9 @@ class EmulatedAccelerator:
             a = self._with_halo(a)
             qa, scale_a = self._operand(a, a_is)
             qb, scale_b = self._operand(b, b_is)
-            partials = [np.matmul(qa[..., k0:k1], qb[..., k0:k1, :]).astype(np.float32) for k0, k1 in self._tiles(a.shape[-1])]
+            partials = [
+                np.matmul(qa[..., k0:k1], qb[..., k0:k1, :]).astype(np.float32) for k0, k1 in self._tiles(a.shape[-1])
+            ]
             result = self._combine(partials)[..., :rows, :]
             return (result.astype(np.float64) / (scale_a * scale_b)).astype(np.float32)
 
@@ -62,7 +64,10 @@ class EmulatedAccelerator:
         with self.clock:
             q = self._round(x, "bfloat16")  # reductions read bf16 activations on both precisions
             moved = np.moveaxis(q, axis, -1)
-            partials = [np.sum(moved[..., k0:k1], axis=-1, keepdims=True).astype(np.float32) for k0, k1 in self._tiles(moved.shape[-1])]
+            partials = [
+                np.sum(moved[..., k0:k1], axis=-1, keepdims=True).astype(np.float32)
+                for k0, k1 in self._tiles(moved.shape[-1])
+            ]
             return np.moveaxis(self._combine(partials), -1, axis)
 
     def accumulate(self, total: np.ndarray, increment: np.ndarray) -> np.ndarray:

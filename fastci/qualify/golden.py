@@ -45,8 +45,13 @@ def save(golden: Golden, directory: Path = GOLDEN_DIR) -> Path:
     buffer = io.BytesIO()
     np.savez_compressed(
         buffer,
-        seed=np.int64(golden.seed), steps=np.int64(golden.steps), probe=golden.probe, logits=golden.logits,
-        loss_curve=golden.loss_curve.astype(np.float64), eval_score=np.float64(golden.eval_score), **arrays,
+        seed=np.int64(golden.seed),
+        steps=np.int64(golden.steps),
+        probe=golden.probe,
+        logits=golden.logits,
+        loss_curve=golden.loss_curve.astype(np.float64),
+        eval_score=np.float64(golden.eval_score),
+        **arrays,
     )
     path = golden_path(golden.family, directory)
     path.write_bytes(buffer.getvalue())
@@ -60,6 +65,12 @@ def load(family: Family, directory: Path = GOLDEN_DIR) -> Golden:
     with np.load(path) as data:
         weights = {key.removeprefix("weight."): data[key] for key in data.files if key.startswith("weight.")}
         return Golden(
-            family=family.name, seed=int(data["seed"]), steps=int(data["steps"]), probe=data["probe"],
-            weights=weights, logits=data["logits"], loss_curve=data["loss_curve"], eval_score=float(data["eval_score"]),
+            family=family.name,
+            seed=int(data["seed"]),
+            steps=int(data["steps"]),
+            probe=data["probe"],
+            weights=weights,
+            logits=data["logits"],
+            loss_curve=data["loss_curve"],
+            eval_score=float(data["eval_score"]),
         )

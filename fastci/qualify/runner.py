@@ -138,7 +138,9 @@ def runtime_of(backend: Backend) -> RuntimeConfig:
     return stack.runtime if stack is not None else RuntimeConfig()
 
 
-def check_inference(family: Family, backend: Backend, pinned: golden.Golden, repeats: int = INFERENCE_REPEATS) -> InferenceCheck:
+def check_inference(
+    family: Family, backend: Backend, pinned: golden.Golden, repeats: int = INFERENCE_REPEATS
+) -> InferenceCheck:
     started = time.perf_counter()
     runs = [infer(family, backend, pinned.weights, pinned.probe) for _ in range(repeats)]
     return InferenceCheck(
@@ -160,8 +162,14 @@ def digest(arrays: dict[str, np.ndarray]) -> str:
     return sha.hexdigest()
 
 
-def check_training(family: Family, backend: Backend, pinned: golden.Golden, baseline: Backend | None = None,
-                   steps: int | None = None, seed: int | None = None) -> TrainingCheck:
+def check_training(
+    family: Family,
+    backend: Backend,
+    pinned: golden.Golden,
+    baseline: Backend | None = None,
+    steps: int | None = None,
+    seed: int | None = None,
+) -> TrainingCheck:
     """Train from the pinned seed (or ``seed``, to reproduce a run that used another); with ``baseline``,
     interleave a baseline run step by step and judge the candidate's performance against it."""
     started = time.perf_counter()
@@ -187,10 +195,14 @@ def check_training(family: Family, backend: Backend, pinned: golden.Golden, base
     )
 
 
-def _interleaved(family: Family, backend: Backend, baseline: Backend | None, seed: int, steps: int) -> tuple[Trainer, Trainer | None]:
+def _interleaved(
+    family: Family, backend: Backend, baseline: Backend | None, seed: int, steps: int
+) -> tuple[Trainer, Trainer | None]:
     """Train on ``backend`` and, if given, on ``baseline`` in lockstep (alternating which goes first)."""
     candidate = Trainer(family, backend, seed, runtime_of(backend), steps=steps)
-    other = Trainer(family, baseline, seed, runtime_of(baseline), data=candidate.data, steps=steps) if baseline else None
+    other = (
+        Trainer(family, baseline, seed, runtime_of(baseline), data=candidate.data, steps=steps) if baseline else None
+    )
     with threadpool_limits(1, user_api="blas"):  # one emulated chip = one core: steadier kernel timings
         while not candidate.done:
             pair = (candidate, other) if len(candidate.loss_curve) % 2 == 0 else (other, candidate)
@@ -204,12 +216,20 @@ def _compare(backend: Backend, candidate: Trainer, baseline: Trainer) -> checks.
     runtime = runtime_of(backend)
     skip = runtime.warmup_steps
     return checks.compare_interleaved(
-        candidate.step_kernel_seconds[skip:], baseline.step_kernel_seconds[skip:], runtime.steps_per_sample,
+        candidate.step_kernel_seconds[skip:],
+        baseline.step_kernel_seconds[skip:],
+        runtime.steps_per_sample,
     )
 
 
-def qualify(backend: Backend, families: list[str] | None = None, baseline: Backend | None = None,
-            progress=None, seed: int | None = None, steps: int | None = None) -> Qualification:
+def qualify(
+    backend: Backend,
+    families: list[str] | None = None,
+    baseline: Backend | None = None,
+    progress=None,
+    seed: int | None = None,
+    steps: int | None = None,
+) -> Qualification:
     """Run every check of ``families`` (default: the whole set) on ``backend``; ``seed`` and ``steps``
     default to the pinned golden's (a rerun passes the recorded ones)."""
     started = time.perf_counter()
@@ -223,8 +243,11 @@ def qualify(backend: Backend, families: list[str] | None = None, baseline: Backe
         if progress:
             progress(family)
     return Qualification(
-        backend=describe(backend), bundle=backend.bundle, precision=precision_of(backend),
-        models=results, seconds=time.perf_counter() - started,
+        backend=describe(backend),
+        bundle=backend.bundle,
+        precision=precision_of(backend),
+        models=results,
+        seconds=time.perf_counter() - started,
         baseline_bundle=baseline.bundle if baseline is not None else None,
     )
 
@@ -247,8 +270,13 @@ def write_golden(family: Family, directory=golden.GOLDEN_DIR) -> golden.Golden:
     run = train(family, backend, golden.SEED, RuntimeConfig(), data=data)
     probe = data.eval_x[: golden.PROBE_SIZE]
     pinned = golden.Golden(
-        family=family.name, seed=golden.SEED, steps=len(run.loss_curve), probe=probe, weights=run.params,
-        logits=infer(family, backend, run.params, probe), loss_curve=np.asarray(run.loss_curve),
+        family=family.name,
+        seed=golden.SEED,
+        steps=len(run.loss_curve),
+        probe=probe,
+        weights=run.params,
+        logits=infer(family, backend, run.params, probe),
+        loss_curve=np.asarray(run.loss_curve),
         eval_score=run.eval_score,
     )
     golden.save(pinned, directory)

@@ -79,7 +79,9 @@ class Changelog(Generic[C]):
 
     def __post_init__(self) -> None:
         versions = [parse_version(self.layer, r.version) for r in self.releases]
-        assert versions == sorted(versions) and len(set(versions)) == len(versions), f"{self.layer}: releases out of order"
+        assert versions == sorted(versions) and len(set(versions)) == len(versions), (
+            f"{self.layer}: releases out of order"
+        )
 
     def resolve(self, version: str) -> tuple[C, tuple[str, ...]]:
         """The behaviour of ``version`` and the defects it carries."""
@@ -110,12 +112,18 @@ COMPILER = Changelog(
     CompilerConfig(),
     (
         Release("1.0.0", "baseline: 32-wide K tiles summed in order, fp32 accumulators"),
-        Release("1.1.0", "64-wide K tiles summed as a tree (other bits, same accuracy)",
-                {"tile_k": 64, "tile_order": "pairwise"}),
-        Release("1.2.0", "mixed-precision pass lowers accumulators and the fused optimizer update to bf16",
-                {"accumulate": "bfloat16"}, introduces="compiler-bf16-accumulation"),
-        Release("1.2.1", "accumulators back to fp32", {"accumulate": "float32"},
-                fixes="compiler-bf16-accumulation"),
+        Release(
+            "1.1.0",
+            "64-wide K tiles summed as a tree (other bits, same accuracy)",
+            {"tile_k": 64, "tile_order": "pairwise"},
+        ),
+        Release(
+            "1.2.0",
+            "mixed-precision pass lowers accumulators and the fused optimizer update to bf16",
+            {"accumulate": "bfloat16"},
+            introduces="compiler-bf16-accumulation",
+        ),
+        Release("1.2.1", "accumulators back to fp32", {"accumulate": "float32"}, fixes="compiler-bf16-accumulation"),
     ),
 )
 
@@ -124,17 +132,34 @@ KERNELS = Changelog(
     KernelsConfig(),
     (
         Release("2.0.0", "baseline: round-to-nearest-even packing, fp32 accumulation"),
-        Release("2.1.0", "faster bf16 pack (rounding increment written as 0x80000)",
-                {"rounding": "wrong-increment"}, introduces="kernel-rounding-bug"),
-        Release("2.1.1", "bf16 pack rounding increment fixed (0x8000)", {"rounding": "nearest-even"},
-                fixes="kernel-rounding-bug"),
-        Release("2.2.0", "new M tiling (recomputes a 3% halo of rows)", {"extra_rows": 0.03},
-                introduces="kernel-extra-work"),
+        Release(
+            "2.1.0",
+            "faster bf16 pack (rounding increment written as 0x80000)",
+            {"rounding": "wrong-increment"},
+            introduces="kernel-rounding-bug",
+        ),
+        Release(
+            "2.1.1",
+            "bf16 pack rounding increment fixed (0x8000)",
+            {"rounding": "nearest-even"},
+            fixes="kernel-rounding-bug",
+        ),
+        Release(
+            "2.2.0", "new M tiling (recomputes a 3% halo of rows)", {"extra_rows": 0.03}, introduces="kernel-extra-work"
+        ),
         Release("2.2.1", "M tiling halo removed", {"extra_rows": 0.0}, fixes="kernel-extra-work"),
-        Release("2.3.0", "split-K with atomic accumulation (partials land in arrival order)",
-                {"split_k_order": "arrival"}, introduces="kernel-nondeterministic-reduction"),
-        Release("2.3.1", "split-K partials combined in a fixed order", {"split_k_order": "fixed"},
-                fixes="kernel-nondeterministic-reduction"),
+        Release(
+            "2.3.0",
+            "split-K with atomic accumulation (partials land in arrival order)",
+            {"split_k_order": "arrival"},
+            introduces="kernel-nondeterministic-reduction",
+        ),
+        Release(
+            "2.3.1",
+            "split-K partials combined in a fixed order",
+            {"split_k_order": "fixed"},
+            fixes="kernel-nondeterministic-reduction",
+        ),
     ),
 )
 
@@ -171,7 +196,7 @@ class Stack:
     defects: tuple[str, ...]
 
     @classmethod
-    def of(cls, bundle: Bundle) -> "Stack":
+    def of(cls, bundle: Bundle) -> Stack:
         compiler, compiler_defects = COMPILER.resolve(bundle.compiler)
         kernels, kernel_defects = KERNELS.resolve(bundle.kernels)
         runtime, runtime_defects = RUNTIME.resolve(bundle.runtime)

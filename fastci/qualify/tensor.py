@@ -25,7 +25,7 @@ class Tensor:
     def __init__(
         self,
         value: np.ndarray,
-        parents: tuple["Tensor", ...] = (),
+        parents: tuple[Tensor, ...] = (),
         backward_fn: Callable[[np.ndarray], Grads] | None = None,
     ) -> None:
         self.value = np.asarray(value, dtype=FLOAT)
@@ -80,16 +80,19 @@ class Ops:
         be = self.backend
         out = be.matmul(x.value, w.value)
         if w.value.ndim == 2:
+
             def grads(g: np.ndarray) -> Grads:
                 dx = be.matmul(g, w.value.T, "grad", "value")
                 flat_x = x.value.reshape(-1, x.shape[-1])
                 dw = be.matmul(flat_x.T, g.reshape(-1, g.shape[-1]), "value", "grad")
                 return dx, dw
         else:
+
             def grads(g: np.ndarray) -> Grads:
                 dx = be.matmul(g, np.swapaxes(w.value, -1, -2), "grad", "value")
                 dw = be.matmul(np.swapaxes(x.value, -1, -2), g, "value", "grad")
                 return dx, dw
+
         return Tensor(out, (x, w), grads)
 
     def sum(self, x: Tensor, axis: int) -> Tensor:
@@ -118,7 +121,8 @@ class Ops:
 
     def mul(self, a: Tensor, b: Tensor) -> Tensor:
         return Tensor(
-            a.value * b.value, (a, b),
+            a.value * b.value,
+            (a, b),
             lambda g: (self._sum_to(g * b.value, a.shape), self._sum_to(g * a.value, b.shape)),
         )
 
@@ -163,12 +167,14 @@ class Ops:
     def concat(self, parts: Sequence[Tensor], axis: int) -> Tensor:
         sizes = np.cumsum([p.shape[axis] for p in parts])[:-1]
         return Tensor(
-            np.concatenate([p.value for p in parts], axis=axis), tuple(parts),
+            np.concatenate([p.value for p in parts], axis=axis),
+            tuple(parts),
             lambda g: tuple(np.split(g, sizes, axis=axis)),
         )
 
     def gather_rows(self, table: Tensor, ids: np.ndarray) -> Tensor:
         """``table[ids]`` (embedding lookup); the gradient scatter-adds rows in a fixed order."""
+
         def grads(g: np.ndarray) -> Grads:
             rows, width = table.shape
             flat = (ids.reshape(-1, 1) * width + np.arange(width)).reshape(-1)
@@ -184,7 +190,7 @@ class Ops:
         padded = np.concatenate([flat, np.zeros((batch, 1), FLOAT)], axis=1)
 
         def grads(g: np.ndarray) -> Grads:
-            positions = (np.arange(batch).reshape(-1, *([1] * index.ndim)) * size + np.where(index < 0, size - 1, index))
+            positions = np.arange(batch).reshape(-1, *([1] * index.ndim)) * size + np.where(index < 0, size - 1, index)
             full = _scatter_add(positions.reshape(-1), g.reshape(-1), batch * size).reshape(batch, size)
             return (full[:, :-1].reshape(x.shape),)
 

@@ -1,7 +1,8 @@
 """Training, evaluation and inference of a model family on a backend.
 
 Optimizer: Adam. Its moments and the parameters are running sums, accumulated by the backend's
-``accumulate`` (fp32 on a healthy stack: mixed precision keeps master weights and moments in fp32). Learning rate: linear warmup over the first 10%
+``accumulate`` (fp32 on a healthy stack: mixed precision keeps master weights and moments in fp32).
+Learning rate: linear warmup over the first 10%
 of steps, then cosine decay to 10% of the peak, so late updates are small, as in real schedules.
 Batches are drawn from a generator seeded by the run's seed, so every backend sees the same data
 in the same order and loss curves can be compared step by step.
@@ -103,8 +104,15 @@ class Adam:
 class Trainer:
     """One training run, a step at a time (so two runs can be interleaved on one host)."""
 
-    def __init__(self, family: Family, backend: Backend, seed: int, runtime: RuntimeConfig,
-                 data: Dataset | None = None, steps: int | None = None) -> None:
+    def __init__(
+        self,
+        family: Family,
+        backend: Backend,
+        seed: int,
+        runtime: RuntimeConfig,
+        data: Dataset | None = None,
+        steps: int | None = None,
+    ) -> None:
         self.family, self.backend = family, backend
         self.data = data or family.make_data(np.random.default_rng(seed))
         self.rng = np.random.default_rng([seed, 1])
@@ -162,8 +170,14 @@ def save_checkpoint(params: Params, optimizer: Adam, step: int) -> Checkpoint:
     return Checkpoint(step, copy(params), copy(optimizer.first), copy(optimizer.second))
 
 
-def train(family: Family, backend: Backend, seed: int, runtime: RuntimeConfig, data: Dataset | None = None,
-          steps: int | None = None) -> TrainingRun:
+def train(
+    family: Family,
+    backend: Backend,
+    seed: int,
+    runtime: RuntimeConfig,
+    data: Dataset | None = None,
+    steps: int | None = None,
+) -> TrainingRun:
     started = time.perf_counter()
     trainer = Trainer(family, backend, seed, runtime, data, steps)
     with threadpool_limits(1, user_api="blas"):  # one emulated chip = one core: steadier kernel timings

@@ -14,12 +14,11 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from fastci.core.events import Event
-from fastci.inputs import ResultEvent
-from fastci.core.events import Record
-from fastci.fleet.events import UNTRUSTED_STATES, NodeStateChanged
-from fastci.regression.events import BaselineExclusion
+from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.fleet.events import UNTRUSTED_STATES, NodeStateChanged
+from fastci.inputs import ResultEvent
+from fastci.regression.events import BaselineExclusion
 
 LOOKBACK = timedelta(hours=24)
 RUNS_PER_HOUR = 256  # per node; a node hosts a few dozen runs an hour
@@ -88,9 +87,13 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
         hour = hour_of(event.time)
         bucket = state.get(hour_key(node, hour)) or NodeRecord()
         # Built from validated values, without validating again: this runs for every result.
-        run = RecentRun.trusted({"result_id": event.id, "test_id": event.test_id, "time": event.time, "excluded": excluded})
+        run = RecentRun.trusted(
+            {"result_id": event.id, "test_id": event.test_id, "time": event.time, "excluded": excluded}
+        )
         writes: dict[str, NodeRecord | None] = {
-            hour_key(node, hour): NodeRecord.trusted({"transitions": (), "hours": (), "runs": (*bucket.runs, run)[-RUNS_PER_HOUR:]})
+            hour_key(node, hour): NodeRecord.trusted(
+                {"transitions": (), "hours": (), "runs": (*bucket.runs, run)[-RUNS_PER_HOUR:]}
+            )
         }
         if hour not in record.hours:
             hours = sorted((*record.hours, hour), key=lambda h: (h != _NO_TIME, h))
@@ -100,7 +103,9 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
         outputs = [_exclusion(run, node, in_force, event.id)] if excluded and in_force else []
         return Step(writes=writes, outputs=outputs)
 
-    def _state_changed(self, state: StateReader[NodeRecord], record: NodeRecord, event: NodeStateChanged) -> Step[NodeRecord]:
+    def _state_changed(
+        self, state: StateReader[NodeRecord], record: NodeRecord, event: NodeStateChanged
+    ) -> Step[NodeRecord]:
         change = Transition(state=event.state, time=event.time, reason=event.reason)
         transitions = tuple(sorted((*record.transitions, change), key=lambda t: t.time))[-TRANSITIONS:]
         writes: dict[str, NodeRecord | None] = {event.node_id: record.model_copy(update={"transitions": transitions})}
@@ -121,8 +126,14 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
 
 
 def _exclusion(run: RecentRun, node_id: str, state: Transition, cause_id: str) -> BaselineExclusion:
-    reason = f"node {node_id} {state.state} since {state.time.isoformat()}" + (f": {state.reason}" if state.reason else "")
+    reason = f"node {node_id} {state.state} since {state.time.isoformat()}" + (
+        f": {state.reason}" if state.reason else ""
+    )
     return BaselineExclusion(
-        result_id=run.result_id, test_id=run.test_id, node_id=node_id, node_state=state.state,
-        reason=reason[:4096], cause_id=cause_id,
+        result_id=run.result_id,
+        test_id=run.test_id,
+        node_id=node_id,
+        node_state=state.state,
+        reason=reason[:4096],
+        cause_id=cause_id,
     )

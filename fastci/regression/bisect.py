@@ -27,14 +27,22 @@ from typing import ClassVar
 
 import numpy as np
 
-from fastci.core.events import Event
-from fastci.inputs import ResultEvent
-from fastci.core.events import Record
-from fastci.inputs import Bundle
-from fastci.regression.events import BisectPlan, BisectStep, ComponentBump, Culprit, GateResult, PlannedChange, RegressionAlert, StepSummary, Verdict
-from fastci.scheduling.runs import RunRequested
-from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.core.events import Event, Record
+from fastci.core.processor import Processor, StateReader, Step, Transaction, compound_key
+from fastci.inputs import Bundle, ResultEvent
+from fastci.regression.events import (
+    BisectPlan,
+    BisectStep,
+    ComponentBump,
+    Culprit,
+    GateResult,
+    PlannedChange,
+    RegressionAlert,
+    StepSummary,
+    Verdict,
+)
 from fastci.regression.perfstats import as_performance, relative_noise
+from fastci.scheduling.runs import RunRequested
 
 NAME = "bisect"
 CHUNK = 200  # planned changes per stored value
@@ -135,26 +143,24 @@ class _Work:
     def __init__(self, state: StateReader[BisectState], event: Event) -> None:
         self.state = state
         self.event = event
-        self.writes: dict[str, BisectState | None] = {}
+        self.tx = Transaction(state)
+        self.writes = self.tx.writes
         self.outputs: list[Event] = []
 
     # ----- reading and writing (this event's own writes first: the store sees them only afterwards)
 
-    def _get(self, key: str) -> BisectState | None:
-        return self.writes[key] if key in self.writes else self.state.get(key)
-
     def _alert(self, test_id: str, rid: str) -> RegressionAlert:
-        held = self._get(alert_key(test_id, rid))
+        held = self.tx.get(alert_key(test_id, rid))
         assert held is not None and held.alert is not None
         return held.alert
 
     def _change(self, test_id: str, rid: str, index: int) -> PlannedChange:
-        held = self._get(changes_key(test_id, rid, index // CHUNK))
+        held = self.tx.get(changes_key(test_id, rid, index // CHUNK))
         assert held is not None and held.changes is not None
         return held.changes[index % CHUNK]
 
     def _active(self, test_id: str) -> tuple[str, ...]:
-        held = self._get(active_key(test_id))
+        held = self.tx.get(active_key(test_id))
         return (held.active if held else None) or ()
 
     def _save(self, test_id: str, progress: BisectProgress) -> None:
@@ -165,15 +171,25 @@ class _Work:
     def start(self, plan: BisectPlan) -> None:
         alert, test_id = plan.alert, plan.test_id
         rid = alert.regression_id
-        if self._get(progress_key(test_id, rid)) is not None:
+        if self.tx.get(progress_key(test_id, rid)) is not None:
             return  # already bisecting (a redelivered plan)
         self.writes[alert_key(test_id, rid)] = BisectState(alert=alert)
         for chunk in range(0, len(plan.changes), CHUNK):
-            self.writes[changes_key(test_id, rid, chunk // CHUNK)] = BisectState(changes=plan.changes[chunk : chunk + CHUNK])
+            self.writes[changes_key(test_id, rid, chunk // CHUNK)] = BisectState(
+                changes=plan.changes[chunk : chunk + CHUNK]
+            )
         n, bumps = len(plan.changes), plan.bumps
         progress = BisectProgress(
-            regression_id=rid, kind=alert.kind, subject=alert.subject, hardware_revision=alert.hardware_revision,
-            n_changes=n, bumps=bumps, phase="code", code_bundle=alert.bad.bundle, lo=-1, hi=n - 1,
+            regression_id=rid,
+            kind=alert.kind,
+            subject=alert.subject,
+            hardware_revision=alert.hardware_revision,
+            n_changes=n,
+            bumps=bumps,
+            phase="code",
+            code_bundle=alert.bad.bundle,
+            lo=-1,
+            hi=n - 1,
             test_owners=plan.test_owners,
         )
         if alert.perf is not None:
@@ -181,16 +197,25 @@ class _Work:
             bad = as_performance(alert.perf.candidate_samples, alert.perf.direction)
             good_median, bad_median = float(np.median(good)), float(np.median(bad))
             noise = relative_noise(good)
-            progress = progress.model_copy(update={
-                "metric": alert.perf.metric, "direction": alert.perf.direction, "good_median": good_median,
-                "bad_median": bad_median, "noise": noise, "repeats": step_repeats(noise, good_median, bad_median)})
+            progress = progress.model_copy(
+                update={
+                    "metric": alert.perf.metric,
+                    "direction": alert.perf.direction,
+                    "good_median": good_median,
+                    "bad_median": bad_median,
+                    "noise": noise,
+                    "repeats": step_repeats(noise, good_median, bad_median),
+                }
+            )
         elif alert.checks:
             progress = progress.model_copy(update={"check_name": alert.checks[0].name})
         if plan.problem and alert.good.commit != alert.bad.commit:
             self._finish(test_id, progress, problem=plan.problem)
             return
         if n == 0 and not bumps:
-            self._finish(test_id, progress, problem="the good and bad runs had the same code and stack: nothing to bisect")
+            self._finish(
+                test_id, progress, problem="the good and bad runs had the same code and stack: nothing to bisect"
+            )
             return
         if n and bumps:
             progress = progress.model_copy(update={"phase": "attribute"})
@@ -205,15 +230,22 @@ class _Work:
         alert = self._alert(test_id, progress.regression_id)
         if progress.phase == "attribute":
             tested = f"{alert.bad.commit[:10]} on the good bundle"
-            pending = Pending(phase="attribute", tested=tested, commit=alert.bad.commit, bundle=alert.good.bundle, index=-1)
+            pending = Pending(
+                phase="attribute", tested=tested, commit=alert.bad.commit, bundle=alert.good.bundle, index=-1
+            )
         elif progress.phase == "code":
             if progress.hi - progress.lo <= 1:
                 self._finish(test_id, progress, culprit=self._commit_culprit(test_id, progress))
                 return
             mid = (progress.lo + progress.hi) // 2
             change = self._change(test_id, progress.regression_id, mid)
-            pending = Pending(phase="code", tested=f"{change.sha[:10]} {change.title[:80]}", commit=change.sha,
-                              bundle=progress.code_bundle, index=mid)
+            pending = Pending(
+                phase="code",
+                tested=f"{change.sha[:10]} {change.title[:80]}",
+                commit=change.sha,
+                bundle=progress.code_bundle,
+                index=mid,
+            )
         else:
             if progress.hi - progress.lo <= 1:
                 self._finish(test_id, progress, culprit=_bump_culprit(progress.bumps[progress.hi - 1]))
@@ -221,8 +253,9 @@ class _Work:
             mid = (progress.lo + progress.hi) // 2
             bundle = _with_bumps(alert.good.bundle, progress.bumps[:mid])
             names = ", ".join(f"{b.component} {b.to_version}" for b in progress.bumps[:mid])
-            pending = Pending(phase="bundle", tested=f"good bundle + {names}", commit=alert.bad.commit, bundle=bundle,
-                              index=mid)
+            pending = Pending(
+                phase="bundle", tested=f"good bundle + {names}", commit=alert.bad.commit, bundle=bundle, index=mid
+            )
         pending = pending.model_copy(update={"wanted": progress.repeats if progress.metric else 1})
         progress = progress.model_copy(update={"step": progress.step + 1, "pending": pending})
         self._save(test_id, self._request(test_id, progress, alert))
@@ -231,14 +264,24 @@ class _Work:
         """Ask for the pending step's runs; return the progress with the run counted."""
         pending = progress.pending
         assert pending is not None
-        self.outputs.append(RunRequested(
-            cause_id=self.event.id, purpose=f"bisect:{progress.regression_id}:{progress.step}:{pending.attempts}",
-            test_id=test_id, repo=alert.repo, commit=pending.commit, bundle=pending.bundle,
-            hardware_revision=progress.hardware_revision, work_class="bisect",
-            repeats=progress.repeats if progress.metric else 1, seed=alert.seed, config=alert.config,
-            regression_id=progress.regression_id, requested_by=NAME,
-            reason=f"bisect step {progress.step} ({pending.phase}) of {progress.subject}: {pending.tested}"[:4096],
-        ))
+        self.outputs.append(
+            RunRequested(
+                cause_id=self.event.id,
+                purpose=f"bisect:{progress.regression_id}:{progress.step}:{pending.attempts}",
+                test_id=test_id,
+                repo=alert.repo,
+                commit=pending.commit,
+                bundle=pending.bundle,
+                hardware_revision=progress.hardware_revision,
+                work_class="bisect",
+                repeats=progress.repeats if progress.metric else 1,
+                seed=alert.seed,
+                config=alert.config,
+                regression_id=progress.regression_id,
+                requested_by=NAME,
+                reason=f"bisect step {progress.step} ({pending.phase}) of {progress.subject}: {pending.tested}"[:4096],
+            )
+        )
         return progress.model_copy(update={"runs_used": progress.runs_used + 1})
 
     # ----- outcomes
@@ -246,12 +289,16 @@ class _Work:
     def run_outcome(self, event: ResultEvent | GateResult) -> None:
         test_id = event.test_id
         for rid in self._active(test_id):
-            held = self._get(progress_key(test_id, rid))
+            held = self.tx.get(progress_key(test_id, rid))
             progress = held.progress if held else None
             if progress is None or progress.pending is None:
                 continue
             pending = progress.pending
-            if (event.commit, event.bundle, event.hardware_revision) != (pending.commit, pending.bundle, progress.hardware_revision):
+            if (event.commit, event.bundle, event.hardware_revision) != (
+                pending.commit,
+                pending.bundle,
+                progress.hardware_revision,
+            ):
                 continue
             if progress.metric is not None:
                 if isinstance(event, ResultEvent):
@@ -260,8 +307,13 @@ class _Work:
                 if event.status in ("failed", "error"):
                     self._decide(test_id, progress, "bad", runs=pending.runs + 1)
             else:
-                failing = [c for c in event.checks if not c.passed and c.kind == progress.kind
-                           and (progress.kind != "output" or c.name == progress.check_name)]
+                failing = [
+                    c
+                    for c in event.checks
+                    if not c.passed
+                    and c.kind == progress.kind
+                    and (progress.kind != "output" or c.name == progress.check_name)
+                ]
                 self._decide(test_id, progress, "bad" if failing else "good", runs=pending.runs + 1)
 
     def _perf_outcome(self, test_id: str, progress: BisectProgress, event: ResultEvent) -> None:
@@ -271,16 +323,21 @@ class _Work:
         if event.status not in ("passed", "flaky") or not samples:
             failures = pending.failures + 1
             if failures >= MAX_FAILURES:
-                self._finish(test_id, progress, problem=f"{failures} runs at {pending.tested} failed or had no "
-                                                        f"{progress.metric}")
+                self._finish(
+                    test_id, progress, problem=f"{failures} runs at {pending.tested} failed or had no {progress.metric}"
+                )
                 return
-            progress = progress.model_copy(update={"pending": pending.model_copy(
-                update={"failures": failures, "attempts": pending.attempts + 1})})
+            progress = progress.model_copy(
+                update={"pending": pending.model_copy(update={"failures": failures, "attempts": pending.attempts + 1})}
+            )
             self._save(test_id, self._request(test_id, progress, self._alert(test_id, progress.regression_id)))
             return
-        pending = pending.model_copy(update={
-            "samples": (*pending.samples, *as_performance(samples, progress.direction).tolist()),
-            "runs": pending.runs + 1})
+        pending = pending.model_copy(
+            update={
+                "samples": (*pending.samples, *as_performance(samples, progress.direction).tolist()),
+                "runs": pending.runs + 1,
+            }
+        )
         progress = progress.model_copy(update={"pending": pending})
         if len(pending.samples) < pending.wanted:
             self._save(test_id, progress)
@@ -290,16 +347,28 @@ class _Work:
         boundary = (progress.good_median + progress.bad_median) / 2
         se = 1.2533 * (progress.noise or 0) * boundary / math.sqrt(len(pending.samples))
         if abs(median - boundary) < 0.5 * se and pending.wanted < MAX_ATTEMPTS * progress.repeats:
-            progress = progress.model_copy(update={"pending": pending.model_copy(
-                update={"attempts": pending.attempts + 1, "wanted": pending.wanted + progress.repeats})})
+            progress = progress.model_copy(
+                update={
+                    "pending": pending.model_copy(
+                        update={"attempts": pending.attempts + 1, "wanted": pending.wanted + progress.repeats}
+                    )
+                }
+            )
             self._save(test_id, self._request(test_id, progress, self._alert(test_id, progress.regression_id)))
             return
         bad_is_lower = progress.bad_median < progress.good_median
         verdict: Verdict = "bad" if (median < boundary) == bad_is_lower else "good"
         self._decide(test_id, progress, verdict, runs=pending.runs, median=median, boundary=boundary)
 
-    def _decide(self, test_id: str, progress: BisectProgress, verdict: Verdict, runs: int,
-                median: float | None = None, boundary: float | None = None) -> None:
+    def _decide(
+        self,
+        test_id: str,
+        progress: BisectProgress,
+        verdict: Verdict,
+        runs: int,
+        median: float | None = None,
+        boundary: float | None = None,
+    ) -> None:
         pending = progress.pending
         assert pending is not None
         lo, hi, phase = progress.lo, progress.hi, progress.phase
@@ -315,15 +384,37 @@ class _Work:
         else:
             lo = pending.index
         left = hi - lo if phase != "attribute" else progress.n_changes + len(progress.bumps)
-        summary = StepSummary(step=progress.step, phase=pending.phase, tested=pending.tested, commit=pending.commit,
-                              verdict=verdict, samples=len(pending.samples), median=median, candidates_left=max(left, 0))
-        self.outputs.append(BisectStep(
-            cause_id=self.event.id, regression_id=progress.regression_id, test_id=test_id, step=progress.step,
-            phase=pending.phase, tested=pending.tested, commit=pending.commit, bundle=pending.bundle, verdict=verdict,
-            samples=len(pending.samples), median=median, boundary=boundary, candidates_left=max(left, 0), runs=runs,
-        ))
-        progress = progress.model_copy(update={"phase": phase, "lo": lo, "hi": hi, "pending": None,
-                                               "trail": (*progress.trail, summary)[-64:]})
+        summary = StepSummary(
+            step=progress.step,
+            phase=pending.phase,
+            tested=pending.tested,
+            commit=pending.commit,
+            verdict=verdict,
+            samples=len(pending.samples),
+            median=median,
+            candidates_left=max(left, 0),
+        )
+        self.outputs.append(
+            BisectStep(
+                cause_id=self.event.id,
+                regression_id=progress.regression_id,
+                test_id=test_id,
+                step=progress.step,
+                phase=pending.phase,
+                tested=pending.tested,
+                commit=pending.commit,
+                bundle=pending.bundle,
+                verdict=verdict,
+                samples=len(pending.samples),
+                median=median,
+                boundary=boundary,
+                candidates_left=max(left, 0),
+                runs=runs,
+            )
+        )
+        progress = progress.model_copy(
+            update={"phase": phase, "lo": lo, "hi": hi, "pending": None, "trail": (*progress.trail, summary)[-64:]}
+        )
         self._next(test_id, progress)
 
     # ----- the end
@@ -332,26 +423,40 @@ class _Work:
         change = self._change(test_id, progress.regression_id, progress.hi)
         return Culprit(kind="commit", commit=change.sha, title=change.title, author=change.author, owners=change.owners)
 
-    def _finish(self, test_id: str, progress: BisectProgress, culprit: Culprit | None = None, problem: str = "") -> None:
+    def _finish(
+        self, test_id: str, progress: BisectProgress, culprit: Culprit | None = None, problem: str = ""
+    ) -> None:
         alert = self._alert(test_id, progress.regression_id)
         if culprit is not None:
-            what = (f"commit {culprit.commit[:10]} '{culprit.title[:80]}' by {culprit.author}" if culprit.kind == "commit"
-                    else f"{culprit.component} {culprit.from_version} -> {culprit.to_version}")
+            what = (
+                f"commit {culprit.commit[:10]} '{culprit.title[:80]}' by {culprit.author}"
+                if culprit.kind == "commit"
+                else f"{culprit.component} {culprit.from_version} -> {culprit.to_version}"
+            )
             owners = ", ".join(culprit.owners) or "no owner in the owner map"
             summary = f"{alert.summary}. Culprit: {what} (owners: {owners}), after {len(progress.trail)} bisect steps"
         else:
             owners = ", ".join(progress.test_owners) or "no owner in the owner map"
             summary = f"{alert.summary}. No culprit: {problem} (the test's owners: {owners})"
-        self.outputs.append(RegressionAlert.model_validate({
-            **alert.model_dump(exclude={"id"}), "cause_id": self.event.id, "stage": "culprit" if culprit else "unresolved",
-            "culprit": culprit.model_dump() if culprit else None,
-            "owners": culprit.owners if culprit else progress.test_owners,
-            "trail": [s.model_dump() for s in progress.trail], "runs_used": progress.runs_used,
-            "problem": problem[:4096], "summary": summary[:4096],
-        }))
+        self.outputs.append(
+            RegressionAlert.model_validate(
+                {
+                    **alert.model_dump(exclude={"id"}),
+                    "cause_id": self.event.id,
+                    "stage": "culprit" if culprit else "unresolved",
+                    "culprit": culprit.model_dump() if culprit else None,
+                    "owners": culprit.owners if culprit else progress.test_owners,
+                    "trail": [s.model_dump() for s in progress.trail],
+                    "runs_used": progress.runs_used,
+                    "problem": problem[:4096],
+                    "summary": summary[:4096],
+                }
+            )
+        )
         # Keep the small progress (it makes a redelivered plan a no-op); drop the plan's bulk.
         self.writes[progress_key(test_id, progress.regression_id)] = BisectState(
-            progress=progress.model_copy(update={"pending": None, "phase": "done"}))
+            progress=progress.model_copy(update={"pending": None, "phase": "done"})
+        )
         self.writes[alert_key(test_id, progress.regression_id)] = None
         for chunk in range(math.ceil(progress.n_changes / CHUNK)):
             self.writes[changes_key(test_id, progress.regression_id, chunk)] = None
@@ -364,5 +469,11 @@ def _with_bumps(bundle: Bundle, bumps: tuple[ComponentBump, ...]) -> Bundle:
 
 
 def _bump_culprit(bump: ComponentBump) -> Culprit:
-    return Culprit(kind="component", component=bump.component, from_version=bump.from_version,
-                   to_version=bump.to_version, related_commits=bump.related_commits, owners=bump.owners)
+    return Culprit(
+        kind="component",
+        component=bump.component,
+        from_version=bump.from_version,
+        to_version=bump.to_version,
+        related_commits=bump.related_commits,
+        owners=bump.owners,
+    )

@@ -14,14 +14,12 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from fastci.inputs import CommitEvent
-from fastci.core.events import Event
-from fastci.core.events import Record
-from fastci.regression.references import OwnerMap
-from fastci.inputs import Bundle
-from fastci.regression.events import BisectPlan, ComponentBump, PlannedChange, RegressionAlert
+from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.inputs import Bundle, CommitEvent
+from fastci.regression.events import BisectPlan, ComponentBump, PlannedChange, RegressionAlert
 from fastci.regression.owners import owners_of_change, owners_of_layer, owners_of_path
+from fastci.regression.references import OwnerMap
 
 MAX_CHANGES = 1500  # ~4 days of a 400-changes/day stack; the plan must stay under the 1 MiB event limit
 MAX_PATHS = 64
@@ -62,8 +60,12 @@ class BisectPlannerProcessor(Processor[PlannerState]):
     def process(self, state: StateReader[PlannerState], event: Event) -> Step[PlannerState]:
         if isinstance(event, CommitEvent):
             node = CommitNode(
-                parents=event.parents, title=event.title[:TITLE_CHARS], author=event.author[:AUTHOR_CHARS], time=event.time,
-                layers=event.layers, paths=tuple(f.path for f in event.changed_files[:MAX_PATHS]),
+                parents=event.parents,
+                title=event.title[:TITLE_CHARS],
+                author=event.author[:AUTHOR_CHARS],
+                time=event.time,
+                layers=event.layers,
+                paths=tuple(f.path for f in event.changed_files[:MAX_PATHS]),
             )
             return Step(writes={commit_key(event.repo, event.sha): PlannerState(commit=node)})
         if isinstance(event, OwnerMap):
@@ -82,11 +84,25 @@ class BisectPlannerProcessor(Processor[PlannerState]):
             before, after = getattr(alert.good.bundle, component), getattr(alert.bad.bundle, component)
             if before != after:
                 related = tuple(c.sha for c in changes if component in c.layers)[:50]
-                bumps.append(ComponentBump(component=component, from_version=before, to_version=after,
-                                           owners=owners_of_layer(component, owner_map), related_commits=related))
+                bumps.append(
+                    ComponentBump(
+                        component=component,
+                        from_version=before,
+                        to_version=after,
+                        owners=owners_of_layer(component, owner_map),
+                        related_commits=related,
+                    )
+                )
         test_owners = owners_of_path(alert.test_id.split("::", 1)[0], owner_map) if owner_map else ()
-        return BisectPlan(alert_id=alert.id, test_id=alert.test_id, alert=alert, changes=tuple(changes),
-                          bumps=tuple(bumps), test_owners=test_owners, problem=problem)
+        return BisectPlan(
+            alert_id=alert.id,
+            test_id=alert.test_id,
+            alert=alert,
+            changes=tuple(changes),
+            bumps=tuple(bumps),
+            test_owners=test_owners,
+            problem=problem,
+        )
 
     def _range(self, state: StateReader[PlannerState], alert: RegressionAlert, owner_map: OwnerMap | None):
         """Commits after good up to bad (oldest first), and what went wrong if the walk could not finish."""
@@ -99,10 +115,15 @@ class BisectPlannerProcessor(Processor[PlannerState]):
             node = held.commit if held else None
             if node is None:
                 return [], f"commit {sha[:10]} of {alert.repo} was never seen on 'commits'"
-            walked.append(PlannedChange(
-                sha=sha, title=node.title, author=node.author, layers=node.layers,  # type: ignore[arg-type]
-                owners=owners_of_change(node.paths, node.layers, owner_map),
-            ))
+            walked.append(
+                PlannedChange(
+                    sha=sha,
+                    title=node.title,
+                    author=node.author,
+                    layers=node.layers,  # type: ignore[arg-type]
+                    owners=owners_of_change(node.paths, node.layers, owner_map),
+                )
+            )
             if not node.parents:
                 return [], f"{good[:10]} is not a first-parent ancestor of {alert.bad.commit[:10]}"
             sha = node.parents[0]

@@ -46,7 +46,9 @@ def change_points(
     return points
 
 
-def _split(x: np.ndarray, start: int, end: int, min_size: int, max_p: float, min_effect: float, found: list[int]) -> None:
+def _split(
+    x: np.ndarray, start: int, end: int, min_size: int, max_p: float, min_effect: float, found: list[int]
+) -> None:
     n = end - start
     if n < 2 * min_size:
         return

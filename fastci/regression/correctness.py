@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastci.regression.references import GoldenReference, LossBandSpec, ToleranceSpec
 from fastci.regression.events import CheckOutcome
+from fastci.regression.references import GoldenReference, LossBandSpec, ToleranceSpec
 
 # Defaults per dtype of the computation under test, for model outputs of order 1 compared with an
 # fp32 reference. rtol is a few units of rounding of the dtype (torch.testing's values for fp32,
@@ -40,9 +40,19 @@ DTYPE_TOLERANCES: dict[str, ToleranceSpec] = {
     "fp8_e5m2": ToleranceSpec(rtol=0.25, atol=0.25),
 }
 DTYPE_ALIASES: dict[str, str] = {
-    "float64": "fp64", "double": "fp64", "float32": "fp32", "float": "fp32", "float16": "fp16",
-    "half": "fp16", "bfloat16": "bf16", "fp8": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3",
-    "float8_e4m3": "fp8_e4m3", "e4m3": "fp8_e4m3", "float8_e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2",
+    "float64": "fp64",
+    "double": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "fp8": "fp8_e4m3",
+    "float8_e4m3fn": "fp8_e4m3",
+    "float8_e4m3": "fp8_e4m3",
+    "e4m3": "fp8_e4m3",
+    "float8_e5m2": "fp8_e5m2",
+    "e5m2": "fp8_e5m2",
 }
 DEFAULT_EVAL_MIN_RATIO = 0.99
 
@@ -72,11 +82,15 @@ def check_output(
     common = dict(kind="output", name=name, rtol=tolerance.rtol, atol=tolerance.atol)
     if obs.shape != ref.shape:
         return CheckOutcome(
-            **common, passed=False, elements=int(ref.size),
+            **common,
+            passed=False,
+            elements=int(ref.size),
             detail=f"{name}: {obs.size} values, the reference has {ref.size}",
         )
     if ref.size == 0:
-        return CheckOutcome(**common, passed=True, elements=0, mismatches=0, bitwise_equal=True, detail=f"{name}: empty")
+        return CheckOutcome(
+            **common, passed=True, elements=0, mismatches=0, bitwise_equal=True, detail=f"{name}: empty"
+        )
     error = np.abs(obs - ref)
     allowed = tolerance.atol + tolerance.rtol * np.abs(ref)
     outside = error > allowed
@@ -94,9 +108,16 @@ def check_output(
         passed = passed and norm <= tolerance.max_norm_error
         detail += f" (max {tolerance.max_norm_error:g})"
     return CheckOutcome(
-        **common, passed=passed, elements=int(ref.size), mismatches=mismatches,
-        max_abs_error=float(error.max()), max_rel_error=float(min(rel.max(), 1e300)), norm_error=norm,
-        worst_index=worst, bitwise_equal=bool(np.array_equal(obs, ref)), detail=detail,
+        **common,
+        passed=passed,
+        elements=int(ref.size),
+        mismatches=mismatches,
+        max_abs_error=float(error.max()),
+        max_rel_error=float(min(rel.max(), 1e300)),
+        norm_error=norm,
+        worst_index=worst,
+        bitwise_equal=bool(np.array_equal(obs, ref)),
+        detail=detail,
     )
 
 
@@ -155,20 +176,36 @@ def check_loss_curve(curve: Sequence[float], band: LossBand) -> CheckOutcome:
     spec = band.spec
     steps = min(len(curve), len(band))
     if steps == 0:
-        return CheckOutcome(kind="loss_curve", name="loss_curve", passed=False, compared_steps=0,
-                            detail="loss_curve: the result has no loss curve")
+        return CheckOutcome(
+            kind="loss_curve",
+            name="loss_curve",
+            passed=False,
+            compared_steps=0,
+            detail="loss_curve: the result has no loss curve",
+        )
     smoothed = smooth(np.asarray(curve[:steps], dtype=np.float64), spec.smoothing_window)
     above = smoothed > band.upper[:steps]
     below = smoothed < band.lower[:steps] if spec.fail_below else np.zeros(steps, dtype=bool)
     outside = above | below
     start = _first_run(outside, spec.patience)
     if start is None:
-        return CheckOutcome(kind="loss_curve", name="loss_curve", passed=True, compared_steps=steps,
-                            detail=f"loss_curve: inside the reference band for {steps} steps")
+        return CheckOutcome(
+            kind="loss_curve",
+            name="loss_curve",
+            passed=True,
+            compared_steps=steps,
+            detail=f"loss_curve: inside the reference band for {steps} steps",
+        )
     direction = "above" if above[start] else "below"
     return CheckOutcome(
-        kind="loss_curve", name="loss_curve", passed=False, compared_steps=steps, diverged_at_step=start,
-        direction=direction, score=float(smoothed[start]), reference=float(band.center[start]),
+        kind="loss_curve",
+        name="loss_curve",
+        passed=False,
+        compared_steps=steps,
+        diverged_at_step=start,
+        direction=direction,
+        score=float(smoothed[start]),
+        reference=float(band.center[start]),
         detail=f"loss_curve: leaves the reference band ({direction}) from step {start} "
         f"(smoothed {smoothed[start]:.6g}, band {band.lower[start]:.6g}..{band.upper[start]:.6g})",
     )
@@ -202,7 +239,10 @@ def check_eval(
     passed = ratio >= min_ratio
     word = "reaches" if passed else "is below"
     return CheckOutcome(
-        **common, passed=passed, score=score, ratio=ratio,
+        **common,
+        passed=passed,
+        score=score,
+        ratio=ratio,
         detail=f"eval_score: {score:.6g} {word} {min_ratio:.2%} of the reference {reference:.6g} ({ratio:.4%})",
     )
 
@@ -228,9 +268,17 @@ def check_result(
     for name, reference in golden.outputs.items():
         tolerance = golden.tolerances.get(name, default)
         if name not in metrics:
-            checks.append(CheckOutcome(kind="output", name=name, passed=False, elements=len(reference),
-                                       rtol=tolerance.rtol, atol=tolerance.atol,
-                                       detail=f"{name}: missing from the result"))
+            checks.append(
+                CheckOutcome(
+                    kind="output",
+                    name=name,
+                    passed=False,
+                    elements=len(reference),
+                    rtol=tolerance.rtol,
+                    atol=tolerance.atol,
+                    detail=f"{name}: missing from the result",
+                )
+            )
             continue
         checks.append(check_output(name, metrics[name], reference, tolerance))
     if golden.loss_curves:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from fastci.core.events import Event
-from fastci.inputs import ResultEvent
-from fastci.core.events import Record
-from fastci.regression.references import GoldenReference
-from fastci.regression.events import GateResult
+from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.inputs import ResultEvent
 from fastci.regression.correctness import canonical_dtype, check_result
+from fastci.regression.events import GateResult
+from fastci.regression.references import GoldenReference
 
 GATED_STATUSES = frozenset({"passed", "flaky"})  # a failed run has no outputs worth judging
 
@@ -41,16 +40,30 @@ class CorrectnessGatesProcessor(Processor[GoldenHeld]):
         # the precision the run computed in: config 'dtype', or 'precision' as fastci qualify names it
         dtype = canonical_dtype(str(event.config.get("dtype") or event.config.get("precision") or golden.dtype))
         checks = check_result(golden, event.metrics, event.loss_curve, event.eval_score, dtype)
-        return Step(outputs=[
-            GateResult(
-                result_id=event.id, test_id=event.test_id, run_id=event.run_id, repo=event.repo,
-                commit=event.commit, bundle=event.bundle, hardware_revision=event.hardware_revision,
-                node_id=event.node_id, trigger=event.trigger, dtype=dtype, golden_version=golden.version,
-                golden_commit=golden.commit, golden_bundle=golden.bundle,
-                passed=all(c.passed for c in checks), checks=tuple(checks), seed=event.seed, config=event.config,
-                time=event.time,
-            )
-        ])
+        return Step(
+            outputs=[
+                GateResult(
+                    result_id=event.id,
+                    test_id=event.test_id,
+                    run_id=event.run_id,
+                    repo=event.repo,
+                    commit=event.commit,
+                    bundle=event.bundle,
+                    hardware_revision=event.hardware_revision,
+                    node_id=event.node_id,
+                    trigger=event.trigger,
+                    dtype=dtype,
+                    golden_version=golden.version,
+                    golden_commit=golden.commit,
+                    golden_bundle=golden.bundle,
+                    passed=all(c.passed for c in checks),
+                    checks=tuple(checks),
+                    seed=event.seed,
+                    config=event.config,
+                    time=event.time,
+                )
+            ]
+        )
 
     def _pin(self, state: StateReader[GoldenHeld], golden: GoldenReference) -> Step[GoldenHeld]:
         """The highest version is in force; a published version never changes."""
@@ -60,7 +73,8 @@ class CorrectnessGatesProcessor(Processor[GoldenHeld]):
         if current is not None and current.version == golden.version and current != golden:
             raise ValueError(
                 f"golden-references: field 'version': version {golden.version} of {golden.test_id} is already "
-                f"pinned to bundle {current.bundle.model_dump()} with other values; publish version {current.version + 1}"
+                f"pinned to bundle {current.bundle.model_dump()} with other values; "
+                f"publish version {current.version + 1}"
             )
         if current is not None and current.version >= golden.version:
             return Step()

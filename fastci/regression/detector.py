@@ -34,17 +34,23 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from fastci.core.events import Event
-from fastci.inputs import ResultEvent
-from fastci.core.events import Config, Record, derive_id
-from fastci.fleet.events import FlakyVerdict
-from fastci.inputs import Bundle
-from fastci.regression.events import BaselineExclusion, CheckOutcome, Endpoint, GateResult, PerfEvidence, RegressionAlert, SeriesPoint
-from fastci.scheduling.runs import RunRequested
-from fastci.fleet.flakiness import RECENT, RETRY_LIMIT, flaky_by_retries
+from fastci.core.events import Config, Event, Record, derive_id
 from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.fleet.events import FlakyVerdict
+from fastci.fleet.flakiness import RECENT, RETRY_LIMIT, flaky_by_retries
+from fastci.inputs import Bundle, ResultEvent
 from fastci.regression.changepoint import change_points
+from fastci.regression.events import (
+    BaselineExclusion,
+    CheckOutcome,
+    Endpoint,
+    GateResult,
+    PerfEvidence,
+    RegressionAlert,
+    SeriesPoint,
+)
 from fastci.regression.perfstats import PerfGate, compare, metric_direction, relative_noise, seed_from, sketch
+from fastci.scheduling.runs import RunRequested
 
 GATE = PerfGate()
 POOL_SAMPLES = 1024  # the baseline: this many samples of the newest accepted nights
@@ -74,8 +80,14 @@ class Night(Record):
     time: datetime | None = None
 
     def endpoint(self) -> Endpoint:
-        return Endpoint(result_id=self.result_id, run_id=self.run_id, commit=self.commit, bundle=self.bundle,
-                        node_id=self.node_id, median=self.median)
+        return Endpoint(
+            result_id=self.result_id,
+            run_id=self.run_id,
+            commit=self.commit,
+            bundle=self.bundle,
+            node_id=self.node_id,
+            median=self.median,
+        )
 
 
 class RunContext(Record):
@@ -146,7 +158,12 @@ def regression_id_for(cause_id: str, subject: str) -> str:
 
 class RegressionDetectorProcessor(Processor[DetectorState]):
     name: ClassVar[str] = NAME
-    inputs: ClassVar[tuple[str, ...]] = (ResultEvent.TOPIC, GateResult.TOPIC, BaselineExclusion.TOPIC, FlakyVerdict.TOPIC)
+    inputs: ClassVar[tuple[str, ...]] = (
+        ResultEvent.TOPIC,
+        GateResult.TOPIC,
+        BaselineExclusion.TOPIC,
+        FlakyVerdict.TOPIC,
+    )
     outputs: ClassVar[tuple[str, ...]] = (RegressionAlert.TOPIC, RunRequested.TOPIC)
     state_model: ClassVar[type[Record]] = DetectorState
     state_key: ClassVar[str] = "key"
@@ -197,8 +214,9 @@ class _Work:
 
     def result(self, event: ResultEvent) -> Step[DetectorState]:
         if event.trigger == "nightly":
-            self._set_facts(self.facts.model_copy(
-                update={"recent_statuses": (*self.facts.recent_statuses, event.status)[-RECENT:]}))
+            self._set_facts(
+                self.facts.model_copy(update={"recent_statuses": (*self.facts.recent_statuses, event.status)[-RECENT:]})
+            )
         if event.status not in ("passed", "flaky"):
             return self.step()
         excluded = event.id in self.facts.excluded
@@ -212,10 +230,17 @@ class _Work:
             track = (held.perf if held else None) or PerfTrack(metric=metric, hardware_revision=event.hardware_revision)
             if event.trigger == "nightly":
                 self._track_known(key)
-                status: NightStatus = "excluded" if excluded else "flaky" if event.status == "flaky" or self.flaky else "accepted"
+                status: NightStatus = (
+                    "excluded" if excluded else "flaky" if event.status == "flaky" or self.flaky else "accepted"
+                )
                 track, wanted = self._night(track, event, samples, direction, status)
                 confirm_wanted = max(confirm_wanted, wanted)
-            elif event.trigger == "bisect" and track.status == "suspect" and not excluded and _same_run(track.context, event):
+            elif (
+                event.trigger == "bisect"
+                and track.status == "suspect"
+                and not excluded
+                and _same_run(track.context, event)
+            ):
                 track = self._confirmation(track, event, samples, direction)
             else:
                 continue
@@ -224,22 +249,47 @@ class _Work:
             self.outputs.append(_confirm_request(event, confirm_wanted))
         return self.step()
 
-    def _night(self, track: PerfTrack, event: ResultEvent, samples, direction, status: NightStatus) -> tuple[PerfTrack, int]:
-        night = Night(result_id=event.id, run_id=event.run_id, commit=event.commit, bundle=event.bundle,
-                      node_id=event.node_id, median=float(np.median(samples)), n=len(samples), status=status,
-                      samples=tuple(samples), time=event.time)
+    def _night(
+        self, track: PerfTrack, event: ResultEvent, samples, direction, status: NightStatus
+    ) -> tuple[PerfTrack, int]:
+        night = Night(
+            result_id=event.id,
+            run_id=event.run_id,
+            commit=event.commit,
+            bundle=event.bundle,
+            node_id=event.node_id,
+            median=float(np.median(samples)),
+            n=len(samples),
+            status=status,
+            samples=tuple(samples),
+            time=event.time,
+        )
         if status != "accepted":
             return _append(track, night.model_copy(update={"samples": ()})), 0
         if track.status != "suspect":  # what a confirmation or bisect run of this night must repeat
-            track = track.model_copy(update={"context": RunContext(
-                repo=event.repo, commit=event.commit, bundle=event.bundle, seed=event.seed, config=dict(event.config))})
+            track = track.model_copy(
+                update={
+                    "context": RunContext(
+                        repo=event.repo,
+                        commit=event.commit,
+                        bundle=event.bundle,
+                        seed=event.seed,
+                        config=dict(event.config),
+                    )
+                }
+            )
         baseline = _pool(track)
         seed = seed_from(event.id, track.metric)
         if track.status == "suspect":  # the next night arrived before the confirmation did
             verdict = compare(baseline, samples, direction, GATE, seed)
             if verdict.regression:
-                return self._detect(_append(track, night.model_copy(update={"status": "regressed"})), event.id,
-                                    direction, samples, "gate"), 0
+                return self._detect(
+                    _append(track, night.model_copy(update={"status": "regressed"})),
+                    event.id,
+                    direction,
+                    samples,
+                    "gate",
+                ), 0
             track = _set_night(track, track.suspect, "dismissed").model_copy(update={"status": "ok", "suspect": None})
         if track.status == "regressed":
             return self._while_regressed(track, night, baseline, samples, direction, seed, event.id), 0
@@ -247,28 +297,41 @@ class _Work:
             return _append(track, night), 0
         verdict = compare(baseline, samples, direction, GATE, seed)
         if verdict.regression:
-            track = _append(track, night.model_copy(update={"status": "suspect"})).model_copy(update={
-                "status": "suspect", "suspect": event.id, "confirm_wanted": len(samples),
-                "confirm_samples": ()})
+            track = _append(track, night.model_copy(update={"status": "suspect"})).model_copy(
+                update={"status": "suspect", "suspect": event.id, "confirm_wanted": len(samples), "confirm_samples": ()}
+            )
             return track, len(samples)
         return self._after_accepting(_append(track, night), direction, event.id), 0
 
-    def _while_regressed(self, track: PerfTrack, night: Night, baseline, samples, direction, seed, cause_id) -> PerfTrack:
+    def _while_regressed(
+        self, track: PerfTrack, night: Night, baseline, samples, direction, seed, cause_id
+    ) -> PerfTrack:
         """Recovered when the night is back within min_effect of the old baseline and confidently
         better than the regressed nights (one lucky noisy night is not a fix)."""
         regressed = [s for n in track.nights if n.status == "regressed" for s in n.samples][-POOL_SAMPLES:]
         back = compare(baseline, samples, direction, GATE, seed).ratio >= 1 - GATE.effect
         if back and compare(samples, regressed, direction, GATE, seed).regression:
             self.outputs.append(self._recovered(track, night, cause_id))
-            return _append(track, night).model_copy(update={"status": "ok", "regression_id": None, "regressed_nights": 0})
+            return _append(track, night).model_copy(
+                update={"status": "ok", "regression_id": None, "regressed_nights": 0}
+            )
         track = _append(track, night.model_copy(update={"status": "regressed"}))
         if track.regressed_nights + 1 < ACCEPT_AFTER:
             return track.model_copy(update={"regressed_nights": track.regressed_nights + 1})
         # Nobody fixed it: the regressed level is the new normal.
         first = next((n.result_id for n in track.nights if n.status == "regressed"), night.result_id)
-        nights = tuple(n.model_copy(update={"status": "accepted"}) if n.status == "regressed" else n for n in track.nights)
-        return track.model_copy(update={"status": "ok", "nights": nights, "level_since": first, "regression_id": None,
-                                        "regressed_nights": 0})
+        nights = tuple(
+            n.model_copy(update={"status": "accepted"}) if n.status == "regressed" else n for n in track.nights
+        )
+        return track.model_copy(
+            update={
+                "status": "ok",
+                "nights": nights,
+                "level_since": first,
+                "regression_id": None,
+                "regressed_nights": 0,
+            }
+        )
 
     def _after_accepting(self, track: PerfTrack, direction, cause_id: str) -> PerfTrack:
         """Change points over the accepted medians: a worsening one is a regression, any other a new level."""
@@ -284,10 +347,12 @@ class _Work:
             return track  # a change point we already know about
         if last.after >= last.before:
             return track.model_copy(update={"level_since": start})
-        later = {n.result_id for n in accepted[last.index:]}
-        nights = tuple(n.model_copy(update={"status": "regressed"}) if n.result_id in later else n for n in track.nights)
+        later = {n.result_id for n in accepted[last.index :]}
+        nights = tuple(
+            n.model_copy(update={"status": "regressed"}) if n.result_id in later else n for n in track.nights
+        )
         track = track.model_copy(update={"nights": nights})
-        candidate = [s for n in accepted[last.index:] for s in n.samples]
+        candidate = [s for n in accepted[last.index :] for s in n.samples]
         return self._detect(track, cause_id, direction, candidate, "change-point", bad_id=start)
 
     def _confirmation(self, track: PerfTrack, event: ResultEvent, samples, direction) -> PerfTrack:
@@ -302,7 +367,9 @@ class _Work:
         track = _set_night(track, track.suspect, "dismissed")
         return track.model_copy(update={"status": "ok", "suspect": None, "confirm_samples": ()})
 
-    def _detect(self, track: PerfTrack, cause_id: str, direction, candidate, method, bad_id: str | None = None) -> PerfTrack:
+    def _detect(
+        self, track: PerfTrack, cause_id: str, direction, candidate, method, bad_id: str | None = None
+    ) -> PerfTrack:
         bad_id = bad_id or track.suspect or track.nights[-1].result_id
         nights = {n.result_id: n for n in track.nights}
         bad = nights[bad_id]
@@ -316,36 +383,76 @@ class _Work:
         regression_id = regression_id_for(cause_id, subject)
         accepted = [i for i, n in enumerate(track.nights) if n.status == "accepted"]
         medians = [track.nights[i].median if direction == "higher" else 1 / track.nights[i].median for i in accepted]
-        cps = tuple(accepted[p.index] for p in change_points(medians, min_size=2, max_p=CPD_MAX_P, min_effect=GATE.effect))
+        cps = tuple(
+            accepted[p.index] for p in change_points(medians, min_size=2, max_p=CPD_MAX_P, min_effect=GATE.effect)
+        )
         evidence = PerfEvidence(
-            metric=track.metric, direction=direction, method=method, threshold=GATE.threshold, min_effect=GATE.effect,
-            ratio=_finite(verdict.ratio), ci_low=_finite(verdict.ci_low), ci_high=_finite(verdict.ci_high),
-            p_value=_finite(verdict.p_value), noise=_finite(relative_noise(baseline)),
-            baseline_samples=tuple(baseline[-4096:]), candidate_samples=tuple(candidate[-4096:]),
-            series=tuple(SeriesPoint(result_id=n.result_id, commit=n.commit, median=n.median, samples=n.n, status=n.status)
-                         for n in track.nights),
+            metric=track.metric,
+            direction=direction,
+            method=method,
+            threshold=GATE.threshold,
+            min_effect=GATE.effect,
+            ratio=_finite(verdict.ratio),
+            ci_low=_finite(verdict.ci_low),
+            ci_high=_finite(verdict.ci_high),
+            p_value=_finite(verdict.p_value),
+            noise=_finite(relative_noise(baseline)),
+            baseline_samples=tuple(baseline[-4096:]),
+            candidate_samples=tuple(candidate[-4096:]),
+            series=tuple(
+                SeriesPoint(result_id=n.result_id, commit=n.commit, median=n.median, samples=n.n, status=n.status)
+                for n in track.nights
+            ),
             change_points=cps,
         )
         context = track.context or RunContext(repo="unknown", commit=bad.commit, bundle=bad.bundle)
         how = "confirmed by a rerun" if method == "gate" else "sustained over the nightly series"
-        summary = (f"{track.metric} on {track.hardware_revision}: {verdict.loss:.1%} worse than baseline "
-                   f"(p={verdict.p_value:.2g}, {how}); last good {good.commit[:10]}, first bad {bad.commit[:10]}")
-        self.outputs.append(RegressionAlert(
-            cause_id=cause_id, stage="detected", subject=subject, regression_id=regression_id, kind="performance",
-            test_id=self.test_id, repo=context.repo, hardware_revision=track.hardware_revision,
-            good=good.endpoint(), bad=bad.endpoint(), seed=context.seed, config=context.config, summary=summary,
-            perf=evidence,
-        ))
-        return track.model_copy(update={"status": "regressed", "suspect": None, "regression_id": regression_id,
-                                        "regressed_nights": 0, "confirm_samples": ()})
+        summary = (
+            f"{track.metric} on {track.hardware_revision}: {verdict.loss:.1%} worse than baseline "
+            f"(p={verdict.p_value:.2g}, {how}); last good {good.commit[:10]}, first bad {bad.commit[:10]}"
+        )
+        self.outputs.append(
+            RegressionAlert(
+                cause_id=cause_id,
+                stage="detected",
+                subject=subject,
+                regression_id=regression_id,
+                kind="performance",
+                test_id=self.test_id,
+                repo=context.repo,
+                hardware_revision=track.hardware_revision,
+                good=good.endpoint(),
+                bad=bad.endpoint(),
+                seed=context.seed,
+                config=context.config,
+                summary=summary,
+                perf=evidence,
+            )
+        )
+        return track.model_copy(
+            update={
+                "status": "regressed",
+                "suspect": None,
+                "regression_id": regression_id,
+                "regressed_nights": 0,
+                "confirm_samples": (),
+            }
+        )
 
     def _recovered(self, track: PerfTrack, night: Night, cause_id: str) -> RegressionAlert:
         subject = f"{track.metric}@{track.hardware_revision}"
         good = night.endpoint()
         return RegressionAlert(
-            cause_id=cause_id, stage="recovered", subject=subject, regression_id=track.regression_id or "",
-            kind="performance", test_id=self.test_id, repo=(track.context.repo if track.context else "") or "unknown",
-            hardware_revision=track.hardware_revision, good=good, bad=good,
+            cause_id=cause_id,
+            stage="recovered",
+            subject=subject,
+            regression_id=track.regression_id or "",
+            kind="performance",
+            test_id=self.test_id,
+            repo=(track.context.repo if track.context else "") or "unknown",
+            hardware_revision=track.hardware_revision,
+            good=good,
+            bad=good,
             summary=f"{track.metric} on {track.hardware_revision} is back to its baseline at {night.commit[:10]}",
         )
 
@@ -357,13 +464,22 @@ class _Work:
         key = gate_key(self.test_id, event.hardware_revision)
         held = self.state.get(key)
         track = (held.gate if held else None) or GateTrack(hardware_revision=event.hardware_revision)
-        here = Endpoint(result_id=event.result_id, run_id=event.run_id, commit=event.commit, bundle=event.bundle,
-                        node_id=event.node_id)
+        here = Endpoint(
+            result_id=event.result_id,
+            run_id=event.run_id,
+            commit=event.commit,
+            bundle=event.bundle,
+            node_id=event.node_id,
+        )
         if event.trigger == "nightly":
             self._track_known(key)
             track = self._gate_night(track, event, here)
-        elif event.trigger == "bisect" and track.status == "suspect" and track.suspect is not None \
-                and (event.commit, event.bundle) == (track.suspect.commit, track.suspect.bundle):
+        elif (
+            event.trigger == "bisect"
+            and track.status == "suspect"
+            and track.suspect is not None
+            and (event.commit, event.bundle) == (track.suspect.commit, track.suspect.bundle)
+        ):
             if event.passed:
                 track = track.model_copy(update={"status": "ok", "suspect": None, "suspect_checks": ()})
             else:
@@ -376,28 +492,50 @@ class _Work:
     def _gate_night(self, track: GateTrack, event: GateResult, here: Endpoint) -> GateTrack:
         if event.passed:
             if track.status == "regressed":
-                self.outputs.append(RegressionAlert(
-                    cause_id=event.id, stage="recovered",
-                    subject=track.regression_subject or f"correctness@{track.hardware_revision}",
-                    regression_id=track.regression_id or "", kind=track.regression_kind or "output",  # type: ignore[arg-type]
-                    test_id=self.test_id, repo=event.repo,
-                    hardware_revision=track.hardware_revision, good=here, bad=here,
-                    summary=f"gates pass again on {track.hardware_revision} at {event.commit[:10]}"))
+                self.outputs.append(
+                    RegressionAlert(
+                        cause_id=event.id,
+                        stage="recovered",
+                        subject=track.regression_subject or f"correctness@{track.hardware_revision}",
+                        regression_id=track.regression_id or "",
+                        kind=track.regression_kind or "output",  # type: ignore[arg-type]
+                        test_id=self.test_id,
+                        repo=event.repo,
+                        hardware_revision=track.hardware_revision,
+                        good=here,
+                        bad=here,
+                        summary=f"gates pass again on {track.hardware_revision} at {event.commit[:10]}",
+                    )
+                )
             return track.model_copy(update={"status": "ok", "last_pass": here, "suspect": None, "regression_id": None})
         if track.status == "suspect":  # failed again the next night: confirmed
             return self._gate_detect(track, event)
         if track.status == "regressed" or track.last_pass is None or self.flaky:
             return track
-        context = RunContext(repo=event.repo, commit=event.commit, bundle=event.bundle, seed=event.seed,
-                             config=dict(event.config))
-        self.outputs.append(RunRequested(
-            cause_id=event.id, purpose="confirm", test_id=self.test_id, repo=event.repo, commit=event.commit,
-            bundle=event.bundle, hardware_revision=event.hardware_revision, work_class="bisect", repeats=1,
-            seed=event.seed, config=event.config,
-            avoid_nodes=(event.node_id,), requested_by=NAME,
-            reason=f"confirm a correctness gate failure of {event.run_id} on another node"))
-        return track.model_copy(update={"status": "suspect", "suspect": here, "suspect_checks": event.checks,
-                                        "context": context})
+        context = RunContext(
+            repo=event.repo, commit=event.commit, bundle=event.bundle, seed=event.seed, config=dict(event.config)
+        )
+        self.outputs.append(
+            RunRequested(
+                cause_id=event.id,
+                purpose="confirm",
+                test_id=self.test_id,
+                repo=event.repo,
+                commit=event.commit,
+                bundle=event.bundle,
+                hardware_revision=event.hardware_revision,
+                work_class="bisect",
+                repeats=1,
+                seed=event.seed,
+                config=event.config,
+                avoid_nodes=(event.node_id,),
+                requested_by=NAME,
+                reason=f"confirm a correctness gate failure of {event.run_id} on another node",
+            )
+        )
+        return track.model_copy(
+            update={"status": "suspect", "suspect": here, "suspect_checks": event.checks, "context": context}
+        )
 
     def _gate_detect(self, track: GateTrack, event: GateResult) -> GateTrack:
         failing = [c for c in event.checks if not c.passed] or list(track.suspect_checks)
@@ -406,23 +544,41 @@ class _Work:
         regression_id = regression_id_for(event.id, subject)
         assert track.last_pass is not None and track.suspect is not None
         what = "; ".join(c.detail for c in failing[:3])
-        self.outputs.append(RegressionAlert(
-            cause_id=event.id, stage="detected", subject=subject, regression_id=regression_id, kind=kind,
-            test_id=self.test_id, repo=event.repo, hardware_revision=track.hardware_revision, good=track.last_pass,
-            bad=track.suspect, seed=track.context.seed if track.context else None,
-            config=track.context.config if track.context else {}, summary=f"correctness gate fails on {track.hardware_revision} (confirmed): {what}"[:4096],
-            checks=tuple(failing),
-        ))
-        return track.model_copy(update={"status": "regressed", "regression_id": regression_id,
-                                        "regression_subject": subject, "regression_kind": kind})
+        self.outputs.append(
+            RegressionAlert(
+                cause_id=event.id,
+                stage="detected",
+                subject=subject,
+                regression_id=regression_id,
+                kind=kind,
+                test_id=self.test_id,
+                repo=event.repo,
+                hardware_revision=track.hardware_revision,
+                good=track.last_pass,
+                bad=track.suspect,
+                seed=track.context.seed if track.context else None,
+                config=track.context.config if track.context else {},
+                summary=f"correctness gate fails on {track.hardware_revision} (confirmed): {what}"[:4096],
+                checks=tuple(failing),
+            )
+        )
+        return track.model_copy(
+            update={
+                "status": "regressed",
+                "regression_id": regression_id,
+                "regression_subject": subject,
+                "regression_kind": kind,
+            }
+        )
 
     # ----- exclusions
 
     def exclusion(self, event: BaselineExclusion) -> Step[DetectorState]:
         if event.result_id in self.facts.excluded:
             return self.step()
-        self._set_facts(self.facts.model_copy(
-            update={"excluded": (*self.facts.excluded, event.result_id)[-EXCLUDED_REMEMBERED:]}))
+        self._set_facts(
+            self.facts.model_copy(update={"excluded": (*self.facts.excluded, event.result_id)[-EXCLUDED_REMEMBERED:]})
+        )
         for key in self.facts.tracks:
             held = self.state.get(key)
             if held is None:
@@ -432,7 +588,11 @@ class _Work:
                 if track.suspect == event.result_id:
                     track = track.model_copy(update={"status": "ok", "suspect": None, "confirm_samples": ()})
                 self.writes[key] = DetectorState(perf=track)
-            elif held.gate is not None and held.gate.suspect is not None and held.gate.suspect.result_id == event.result_id:
+            elif (
+                held.gate is not None
+                and held.gate.suspect is not None
+                and held.gate.suspect.result_id == event.result_id
+            ):
                 self.writes[key] = DetectorState(gate=held.gate.model_copy(update={"status": "ok", "suspect": None}))
         return self.step()
 
@@ -489,8 +649,18 @@ def _finite(value: float) -> float:
 
 def _confirm_request(event: ResultEvent, repeats: int) -> RunRequested:
     return RunRequested(
-        cause_id=event.id, purpose="confirm", test_id=event.test_id, repo=event.repo, commit=event.commit,
-        bundle=event.bundle, hardware_revision=event.hardware_revision, work_class="bisect", repeats=repeats,
-        seed=event.seed, config=event.config, avoid_nodes=(event.node_id,), requested_by=NAME,
+        cause_id=event.id,
+        purpose="confirm",
+        test_id=event.test_id,
+        repo=event.repo,
+        commit=event.commit,
+        bundle=event.bundle,
+        hardware_revision=event.hardware_revision,
+        work_class="bisect",
+        repeats=repeats,
+        seed=event.seed,
+        config=event.config,
+        avoid_nodes=(event.node_id,),
+        requested_by=NAME,
         reason=f"confirm a performance drop seen in {event.run_id} on {event.node_id}",
     )

@@ -129,7 +129,9 @@ class Culprit(Record):
     component: Name | None = Field(default=None, description="Bundle component for a component bump.")
     from_version: Name | None = None
     to_version: Name | None = None
-    related_commits: tuple[Sha, ...] = Field(default=(), max_length=50, description="Commits in range touching that layer.")
+    related_commits: tuple[Sha, ...] = Field(
+        default=(), max_length=50, description="Commits in range touching that layer."
+    )
     owners: tuple[Name, ...] = Field(default=(), max_length=16)
 
 
@@ -204,8 +206,11 @@ class BisectPlan(Event):
     alert: RegressionAlert
     changes: tuple[PlannedChange, ...] = Field(max_length=5000, description="Commits after good up to bad.")
     bumps: tuple[ComponentBump, ...] = Field(default=(), max_length=8)
-    test_owners: tuple[Name, ...] = Field(default=(), max_length=16, description="Owners of the test's file: "
-                                          "who gets the ticket when no culprit is found.")
+    test_owners: tuple[Name, ...] = Field(
+        default=(),
+        max_length=16,
+        description="Owners of the test's file: who gets the ticket when no culprit is found.",
+    )
     problem: Text = Field(default="", description="Why the commit range is incomplete, if it is.")
 
 

@@ -94,13 +94,17 @@ def compare(
     cand = as_performance(candidate, direction)
     n_b, n_c = base.size, cand.size
     if n_b < gate.min_samples or n_c < gate.min_samples:
-        return PerfVerdict(False, 1.0, 0.0, math.inf, 1.0, n_b, n_c, f"too few samples ({n_b} baseline, {n_c} candidate)")
+        return PerfVerdict(
+            False, 1.0, 0.0, math.inf, 1.0, n_b, n_c, f"too few samples ({n_b} baseline, {n_c} candidate)"
+        )
     ratio = float(np.median(cand) / np.median(base))
     p_value = float(stats.mannwhitneyu(cand, base, alternative="less").pvalue)
     boundary = 1.0 - gate.effect
     if p_value >= gate.alpha or ratio >= boundary:
         # The interval contains the estimate, so it cannot lie below the boundary: skip the resampling.
-        reason = f"p={p_value:.3g} >= {gate.alpha:g}" if p_value >= gate.alpha else f"ratio {ratio:.4f} >= {boundary:.4f}"
+        reason = (
+            f"p={p_value:.3g} >= {gate.alpha:g}" if p_value >= gate.alpha else f"ratio {ratio:.4f} >= {boundary:.4f}"
+        )
         return PerfVerdict(False, ratio, math.nan, math.nan, p_value, n_b, n_c, reason)
     low, high = median_ratio_interval(base, cand, gate.confidence, gate.n_resamples, seed)
     regression = high < boundary
@@ -181,8 +185,13 @@ def detection_probability(noise: float, repeats: int, baseline_size: int, drop: 
 
 
 def repeats_needed(
-    noise: float, drop: float = 0.02, gate: PerfGate | None = None, baseline_size: int = 1024,
-    target: float = 0.95, stages: int = 2, limit: int = 100_000,
+    noise: float,
+    drop: float = 0.02,
+    gate: PerfGate | None = None,
+    baseline_size: int = 1024,
+    target: float = 0.95,
+    stages: int = 2,
+    limit: int = 100_000,
 ) -> int | None:
     """Fewest repeats per run so that ``stages`` independent gates all fire with ``target`` probability
     (the nightly run and its confirmation run), by the normal approximation. None past ``limit``."""

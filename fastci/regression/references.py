@@ -53,7 +53,9 @@ class GoldenReference(Event):
     hardware_revision: Name = Field(description="Where it ran, e.g. 'cpu-fp32-reference'.")
     dtype: DType = Field(default="fp32", description="Precision the reference was computed in.")
     outputs: dict[Name, tuple[FiniteFloat, ...]] = Field(
-        default_factory=dict, max_length=256, description="Reference values of the result metrics checked for agreement."
+        default_factory=dict,
+        max_length=256,
+        description="Reference values of the result metrics checked for agreement.",
     )
     tolerances: dict[Name, ToleranceSpec] = Field(
         default_factory=dict, max_length=256, description="Per-output tolerance; others get the result dtype's default."
@@ -70,7 +72,7 @@ class GoldenReference(Event):
     note: Text = ""
 
     @model_validator(mode="after")
-    def _consistent(self) -> "GoldenReference":
+    def _consistent(self) -> GoldenReference:
         lengths = {len(curve) for curve in self.loss_curves}
         if len(lengths) > 1:
             raise ValueError(f"loss_curves must all have the same length (got {sorted(lengths)})")

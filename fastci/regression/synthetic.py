@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
 import numpy as np
 
-from fastci.inputs import Bundle, CommitEvent, ResultEvent
 from fastci.core.events import Event
+from fastci.inputs import Bundle, CommitEvent, ResultEvent
 from fastci.regression.references import GoldenReference
 from fastci.scheduling.runs import RunRequested
 
 REPO = "acme/llm-framework"
 TEST = "tests/models/test_llama_tiny.py::test_throughput"
 METRIC = "throughput_tokens_per_s"
-START = datetime(2026, 11, 2, 1, tzinfo=timezone.utc)
+START = datetime(2026, 11, 2, 1, tzinfo=UTC)
 GOOD_BUNDLE = Bundle(compiler="cc-1.0", kernels="kn-1.0", runtime="rt-1.0", driver="dr-535", firmware="fw-7")
 
 
@@ -67,9 +67,15 @@ class Scenario:
         total = self.first_change + self.changes
         return [
             CommitEvent(
-                repo=REPO, sha=sha(i), parents=(sha(i - 1),) if i else (), author=f"dev{i % 7}@acme.dev",
-                time=START + timedelta(minutes=i), title=f"change {i}",
-                changed_files=({"path": f"fastlm/{self.layers[i % len(self.layers)]}/m{i % 5}.py", "change": "modified"},),
+                repo=REPO,
+                sha=sha(i),
+                parents=(sha(i - 1),) if i else (),
+                author=f"dev{i % 7}@acme.dev",
+                time=START + timedelta(minutes=i),
+                title=f"change {i}",
+                changed_files=(
+                    {"path": f"fastlm/{self.layers[i % len(self.layers)]}/m{i % 5}.py", "change": "modified"},
+                ),
                 layers=(self.layers[i % len(self.layers)],),
             )
             for i in range(total)
@@ -101,24 +107,55 @@ class Scenario:
             last = night == self.baseline_nights
             commit = sha(self.first_change + self.changes - 1) if last else sha(night)
             bundle = self.bad_bundle if last else GOOD_BUNDLE
-            nights.append(self._result(f"nightly-{night:03d}", commit, bundle, "nightly", self.repeats,
-                                       node=f"node-{night % 8:02d}", seed=night))
+            nights.append(
+                self._result(
+                    f"nightly-{night:03d}",
+                    commit,
+                    bundle,
+                    "nightly",
+                    self.repeats,
+                    node=f"node-{night % 8:02d}",
+                    seed=night,
+                )
+            )
         return nights
 
-    def _result(self, run_id: str, commit: str, bundle: Bundle, trigger: str, repeats: int, node: str,
-                seed: int | None, config: dict | None = None) -> ResultEvent:
+    def _result(
+        self,
+        run_id: str,
+        commit: str,
+        bundle: Bundle,
+        trigger: str,
+        repeats: int,
+        node: str,
+        seed: int | None,
+        config: dict | None = None,
+    ) -> ResultEvent:
         if self.kind != "performance":
             return self._checked_result(run_id, commit, bundle, trigger, node, seed, config)
         return ResultEvent(
-            test_id=self.test_id, run_id=run_id, repo=REPO, commit=commit, bundle=bundle, node_id=node,
-            hardware_revision="rev-a", trigger=trigger, status="passed", duration_s=60.0, chips=8,  # type: ignore[arg-type]
-            metrics={METRIC: self.samples(commit, bundle, repeats, run_id)}, seed=seed, config=config or {},
+            test_id=self.test_id,
+            run_id=run_id,
+            repo=REPO,
+            commit=commit,
+            bundle=bundle,
+            node_id=node,
+            hardware_revision="rev-a",
+            trigger=trigger,
+            status="passed",
+            duration_s=60.0,
+            chips=8,  # type: ignore[arg-type]
+            metrics={METRIC: self.samples(commit, bundle, repeats, run_id)},
+            seed=seed,
+            config=config or {},
         )
 
     # ----- correctness kinds: bf16-like outputs, a loss curve, an eval score
 
     def _rng(self, key: str) -> np.random.Generator:
-        return np.random.default_rng(int.from_bytes(hashlib.sha256(f"{self.seed}/{key}".encode()).digest()[:8], "little"))
+        return np.random.default_rng(
+            int.from_bytes(hashlib.sha256(f"{self.seed}/{key}".encode()).digest()[:8], "little")
+        )
 
     def _reference_outputs(self) -> np.ndarray:
         return self._rng("outputs").standard_normal(64)
@@ -132,13 +169,21 @@ class Scenario:
 
     def golden(self) -> GoldenReference:
         return GoldenReference(
-            test_id=self.test_id, version=1, repo=REPO, commit=sha(0), bundle=GOOD_BUNDLE,
-            hardware_revision="cpu-fp32-reference", outputs={"logits": tuple(self._reference_outputs().tolist())},
-            loss_curves=tuple(self._loss_curve(f"ref{i}", False) for i in range(4)), seeds=(0, 1, 2, 3), eval_score=0.8,
+            test_id=self.test_id,
+            version=1,
+            repo=REPO,
+            commit=sha(0),
+            bundle=GOOD_BUNDLE,
+            hardware_revision="cpu-fp32-reference",
+            outputs={"logits": tuple(self._reference_outputs().tolist())},
+            loss_curves=tuple(self._loss_curve(f"ref{i}", False) for i in range(4)),
+            seeds=(0, 1, 2, 3),
+            eval_score=0.8,
         )
 
-    def _checked_result(self, run_id: str, commit: str, bundle: Bundle, trigger: str, node: str, seed: int | None,
-                        config: dict | None) -> ResultEvent:
+    def _checked_result(
+        self, run_id: str, commit: str, bundle: Bundle, trigger: str, node: str, seed: int | None, config: dict | None
+    ) -> ResultEvent:
         bad = self.is_bad(commit, bundle)
         reference = self._reference_outputs()
         outputs = reference * (1 + 2e-3 * self._rng(f"out/{run_id}").standard_normal(64))  # bf16-like rounding
@@ -146,13 +191,35 @@ class Scenario:
             outputs[17] *= 1.3  # a kernel rounding bug in one tile
         score = 0.8 * (0.985 if bad and self.kind == "eval" else 1.0 - 0.002 * self._rng(f"eval/{run_id}").random())
         return ResultEvent(
-            test_id=self.test_id, run_id=run_id, repo=REPO, commit=commit, bundle=bundle, node_id=node,
-            hardware_revision="rev-a", trigger=trigger, status="passed", duration_s=60.0, chips=8,  # type: ignore[arg-type]
-            metrics={"logits": tuple(outputs.tolist())}, loss_curve=self._loss_curve(run_id, bad), eval_score=score,
-            seed=seed, config={**(config or {}), "dtype": "bf16"},
+            test_id=self.test_id,
+            run_id=run_id,
+            repo=REPO,
+            commit=commit,
+            bundle=bundle,
+            node_id=node,
+            hardware_revision="rev-a",
+            trigger=trigger,
+            status="passed",
+            duration_s=60.0,
+            chips=8,  # type: ignore[arg-type]
+            metrics={"logits": tuple(outputs.tolist())},
+            loss_curve=self._loss_curve(run_id, bad),
+            eval_score=score,
+            seed=seed,
+            config={**(config or {}), "dtype": "bf16"},
         )
 
     def run(self, request: RunRequested) -> list[Event]:
         """What the runner publishes for a request: one run with the requested repeats."""
-        return [self._result(f"run-{request.id}", request.commit, request.bundle, request.work_class, request.repeats,
-                             node="node-15", seed=request.seed, config=dict(request.config))]
+        return [
+            self._result(
+                f"run-{request.id}",
+                request.commit,
+                request.bundle,
+                request.work_class,
+                request.repeats,
+                node="node-15",
+                seed=request.seed,
+                config=dict(request.config),
+            )
+        ]

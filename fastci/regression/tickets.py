@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from fastci.core.codec import InvalidEvent, decode_as
-
 from fastci.regression.events import RegressionAlert
 
 FINAL_STAGES = ("culprit", "unresolved")
@@ -48,7 +47,10 @@ def ticket_document(alert: RegressionAlert) -> dict[str, Any]:
     elif culprit.kind == "commit":
         title = f"[regression] {alert.test_id} {alert.subject}: {culprit.commit[:10]} {culprit.title[:80]}"  # type: ignore[index]
     else:
-        title = f"[regression] {alert.test_id} {alert.subject}: {culprit.component} {culprit.from_version} -> {culprit.to_version}"
+        title = (
+            f"[regression] {alert.test_id} {alert.subject}: "
+            f"{culprit.component} {culprit.from_version} -> {culprit.to_version}"
+        )
     return {
         "ticket_id": alert.regression_id,
         "title": title,
@@ -74,8 +76,9 @@ def final_alerts(alerts: Iterable[RegressionAlert]) -> list[RegressionAlert]:
     return chosen
 
 
-def open_tickets(alerts: Iterable[RegressionAlert], out_dir: Path, webhook: str | None = None,
-                 timeout_s: float = 10.0) -> TicketRun:
+def open_tickets(
+    alerts: Iterable[RegressionAlert], out_dir: Path, webhook: str | None = None, timeout_s: float = 10.0
+) -> TicketRun:
     """Write (and post) a ticket for every final alert that has none yet."""
     out_dir = Path(out_dir)
     ledger = out_dir / ".posted"
@@ -130,7 +133,9 @@ def _post(url: str, document: dict[str, Any], timeout_s: float) -> None:
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"webhook must be an http(s) URL (got {url!r})")
     request = urllib.request.Request(
-        url, data=json.dumps(document).encode(), method="POST",
+        url,
+        data=json.dumps(document).encode(),
+        method="POST",
         headers={"Content-Type": "application/json", "Idempotency-Key": document["ticket_id"]},
     )
     with _OPENER.open(request, timeout=timeout_s) as response:  # noqa: S310 (configured URL only)

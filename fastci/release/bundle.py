@@ -39,8 +39,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from fastci.inputs import Bundle
-from fastci.producer.context import BUNDLE_LAYERS
+from fastci.inputs import BUNDLE_LAYERS, Bundle
 
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # also a file name
 BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -105,11 +104,15 @@ def parse_manifest(document: Mapping[str, Any], where: str) -> ReleaseBundle:
         raise BundleError(f"{where}: field 'serving': at least one served model is required ([serving.<model>] tables)")
     if len(serving) > MAX_MODELS:
         raise BundleError(f"{where}: field 'serving': at most {MAX_MODELS} models")
-    configs = {model: _serving_config(model, config, f"{where}: field 'serving.{model}'") for model, config in serving.items()}
+    configs = {
+        model: _serving_config(model, config, f"{where}: field 'serving.{model}'") for model, config in serving.items()
+    }
     bundle = ReleaseBundle(versions, configs, name)
     if "id" in document and document["id"] != bundle.id:
-        raise BundleError(f"{where}: field 'id': {document['id']!r} is not the id of its contents ({bundle.id}); "
-                          "the files were edited by hand")
+        raise BundleError(
+            f"{where}: field 'id': {document['id']!r} is not the id of its contents ({bundle.id}); "
+            "the files were edited by hand"
+        )
     return bundle
 
 
@@ -117,7 +120,10 @@ def _versions(table: Any, where: str) -> Bundle:
     if not isinstance(table, dict):
         raise BundleError(f"{where}: field 'bundle': missing (a [bundle] table with {', '.join(BUNDLE_LAYERS)})")
     problems = [f"field 'bundle.{layer}': not given" for layer in BUNDLE_LAYERS if layer not in table]
-    problems += [f"field 'bundle.{extra}': not a layer ({', '.join(BUNDLE_LAYERS)})" for extra in sorted(set(table) - set(BUNDLE_LAYERS))]
+    problems += [
+        f"field 'bundle.{extra}': not a layer ({', '.join(BUNDLE_LAYERS)})"
+        for extra in sorted(set(table) - set(BUNDLE_LAYERS))
+    ]
     if problems:
         raise BundleError(f"{where}: " + "; ".join(problems))
     try:

@@ -46,7 +46,9 @@ class ReleaseEvent(Event):
     reverts: Sha | None = Field(default=None, description="For a rollback: the promotion merge it reverted.")
     bundle: Bundle
     models: tuple[Name, ...] = Field(default=(), max_length=256, description="Models the bundle serves.")
-    hardware_revisions: tuple[Name, ...] = Field(default=(), max_length=16, description="Revisions qualification was required on.")
+    hardware_revisions: tuple[Name, ...] = Field(
+        default=(), max_length=16, description="Revisions qualification was required on."
+    )
     gates: tuple[GateOutcome, ...] = Field(default=(), max_length=16)
     release_repo: Text = Field(default="", description="Where the release repository was (a path).")
     actor: Text = ""

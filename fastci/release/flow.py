@@ -24,9 +24,9 @@ from pathlib import Path
 import orjson
 
 from fastci.inputs import Bundle
-from fastci.release.events import GateOutcome
 from fastci.release import gates as release_gates
 from fastci.release.bundle import BundleError, ReleaseBundle, environment_dir, parse_environment, render_environment
+from fastci.release.events import GateOutcome
 from fastci.release.git import GitError, LoggedCommit, Repo
 
 ENVIRONMENTS = ("dev", "staging", "production")
@@ -87,7 +87,9 @@ def open_repo(path: Path | str, for_change: bool = True) -> tuple[Repo, Policy]:
     if not repo.path.is_dir():
         raise ReleaseError(f"release repo {repo.path}: no such directory (create one with 'fastci release init')")
     if not repo.is_work_tree() or not repo.is_top_level():
-        raise ReleaseError(f"release repo {repo.path}: not the top of a git work tree (create one with 'fastci release init')")
+        raise ReleaseError(
+            f"release repo {repo.path}: not the top of a git work tree (create one with 'fastci release init')"
+        )
     if not repo.has_commits():
         raise ReleaseError(f"release repo {repo.path}: has no commits yet (create one with 'fastci release init')")
     policy = read_policy(repo)
@@ -95,12 +97,16 @@ def open_repo(path: Path | str, for_change: bool = True) -> tuple[Repo, Policy]:
         dirty = repo.dirty()
         if dirty:
             shown = ", ".join(line[3:] for line in dirty[:5]) + (" ..." if len(dirty) > 5 else "")
-            raise ReleaseError(f"release repo {repo.path} has uncommitted changes ({shown}); commit or stash them first: "
-                               "every environment change must be a commit")
+            raise ReleaseError(
+                f"release repo {repo.path} has uncommitted changes ({shown}); commit or stash them first: "
+                "every environment change must be a commit"
+            )
         branch = repo.current_branch()
         if branch != policy.main_branch:
-            raise ReleaseError(f"release repo {repo.path} is on {branch or 'a detached HEAD'!s}, not on its main branch "
-                               f"{policy.main_branch!r}; check it out first")
+            raise ReleaseError(
+                f"release repo {repo.path} is on {branch or 'a detached HEAD'!s}, not on its main branch "
+                f"{policy.main_branch!r}; check it out first"
+            )
     elif repo.rev(policy.main_branch) is None:
         raise ReleaseError(f"release repo {repo.path}: no branch {policy.main_branch!r}")
     return repo, policy
@@ -130,7 +136,9 @@ def init(path: Path | str, revisions: Sequence[str] = DEFAULT_REVISIONS) -> Repo
     if not repo.is_work_tree():
         repo.git("init", "--quiet", "--initial-branch", DEFAULT_MAIN)
     elif not repo.is_top_level():
-        raise ReleaseError(f"{repo.path} is inside another git repository; give the top of a repository or a new directory")
+        raise ReleaseError(
+            f"{repo.path} is inside another git repository; give the top of a repository or a new directory"
+        )
     if (repo.path / POLICY_FILE).exists():
         raise ReleaseError(f"{repo.path} already has {POLICY_FILE}: it is a release repo")
     if repo.has_commits() and repo.current_branch() != DEFAULT_MAIN:
@@ -139,7 +147,9 @@ def init(path: Path | str, revisions: Sequence[str] = DEFAULT_REVISIONS) -> Repo
     (repo.path / POLICY_FILE).write_text(
         "# fastci release policy: what every promotion requires (changed by a commit, like everything here).\n"
         f"hardware_revisions = [{quoted}]  # full qualification is required on each\n"
-        f'main_branch = "{DEFAULT_MAIN}"\n', encoding="utf-8")
+        f'main_branch = "{DEFAULT_MAIN}"\n',
+        encoding="utf-8",
+    )
     repo.git("add", "--", POLICY_FILE)
     repo.git("commit", "--quiet", "-m", "release repo: policy (environments dev, staging, production)")
     return repo
@@ -158,7 +168,11 @@ def staged(repo: Repo, policy: Policy, env: str, bundle_id: str) -> release_gate
     if before is None:
         return None
     history = repo.first_parent_log(policy.main_branch)
-    reverted_by = {c.trailers["Fastci-Reverts"]: c.sha for c in history if c.action == "rollback" and "Fastci-Reverts" in c.trailers}
+    reverted_by = {
+        c.trailers["Fastci-Reverts"]: c.sha
+        for c in history
+        if c.action == "rollback" and "Fastci-Reverts" in c.trailers
+    }
     promotions = [c for c in history if _is(c, "promote", before) and c.trailers.get("Fastci-Bundle") == bundle_id]
     for commit in promotions:  # newest first
         if commit.sha not in reverted_by:
@@ -172,9 +186,12 @@ def _is(commit: LoggedCommit, action: str, env: str) -> bool:
     return commit.action == action and commit.trailers.get("Fastci-Env") == env
 
 
-def evaluate(repo: Repo, policy: Policy, env: str, bundle: ReleaseBundle, evidence: EvidenceSource) -> list[GateOutcome]:
-    return release_gates.evaluate(env, evidence(bundle.versions), bundle.serving, policy.hardware_revisions,
-                                  staged(repo, policy, env, bundle.id))
+def evaluate(
+    repo: Repo, policy: Policy, env: str, bundle: ReleaseBundle, evidence: EvidenceSource
+) -> list[GateOutcome]:
+    return release_gates.evaluate(
+        env, evidence(bundle.versions), bundle.serving, policy.hardware_revisions, staged(repo, policy, env, bundle.id)
+    )
 
 
 # ----- propose
@@ -189,14 +206,23 @@ def propose(path: Path | str, env: str, bundle: ReleaseBundle, evidence: Evidenc
         raise ReleaseError(f"bundle {bundle.label()} is already in force in {env}")
     branch = proposal_branch(env, bundle.id)
     if repo.branch_exists(branch) and not repo.is_ancestor(branch, main):
-        raise ReleaseError(f"bundle {bundle.id} is already proposed for {env} on branch {branch}; promote it "
-                           f"('fastci release promote {env} --bundle {bundle.id}') or delete the branch to propose again")
+        raise ReleaseError(
+            f"bundle {bundle.id} is already proposed for {env} on branch {branch}; promote it "
+            f"('fastci release promote {env} --bundle {bundle.id}') or delete the branch to propose again"
+        )
     gates = evaluate(repo, policy, env, bundle, evidence)
     review = _review_record(env, bundle, policy, gates)
-    message = _message(f"release({env}): propose bundle {bundle.label()}", [
-        bundle.versions_text(), f"serves: {', '.join(bundle.models)}", "",
-        "gates at proposal (promotion evaluates them again):", *_gate_lines(gates),
-    ], {"Action": "propose", "Env": env, "Bundle": bundle.id})
+    message = _message(
+        f"release({env}): propose bundle {bundle.label()}",
+        [
+            bundle.versions_text(),
+            f"serves: {', '.join(bundle.models)}",
+            "",
+            "gates at proposal (promotion evaluates them again):",
+            *_gate_lines(gates),
+        ],
+        {"Action": "propose", "Env": env, "Bundle": bundle.id},
+    )
     repo.git("checkout", "--quiet", "-B", branch, main)
     try:
         root = environment_dir(env)
@@ -216,10 +242,14 @@ def propose(path: Path | str, env: str, bundle: ReleaseBundle, evidence: Evidenc
 
 def _review_record(env: str, bundle: ReleaseBundle, policy: Policy, gates: list[GateOutcome]) -> bytes:
     document = {
-        "environment": env, "bundle_id": bundle.id, "bundle_name": bundle.name, "bundle": bundle.versions.model_dump(),
+        "environment": env,
+        "bundle_id": bundle.id,
+        "bundle_name": bundle.name,
+        "bundle": bundle.versions.model_dump(),
         "serving": {m: dict(bundle.serving[m]) for m in bundle.models},
         "hardware_revisions": list(policy.hardware_revisions),
-        "gates": [g.model_dump() for g in gates], "passed": all(g.passed for g in gates),
+        "gates": [g.model_dump() for g in gates],
+        "passed": all(g.passed for g in gates),
     }
     return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
 
@@ -244,15 +274,24 @@ def promote(path: Path | str, env: str, bundle_id: str | None, evidence: Evidenc
     root = environment_dir(env)
     base = repo.git("merge-base", main, tip).strip()
     if repo.tree_of(base, root) != repo.tree_of(main, root):
-        raise ReleaseError(f"the proposal on {branch} is stale: {env} changed on {main} since it was proposed; "
-                           f"propose the bundle again")
+        raise ReleaseError(
+            f"the proposal on {branch} is stale: {env} changed on {main} since it was proposed; "
+            f"propose the bundle again"
+        )
     gates = evaluate(repo, policy, env, bundle, evidence)
     if not all(g.passed for g in gates):
         return Outcome("refused", env, bundle, tip, branch, gates)
-    message = _message(f"release({env}): promote bundle {bundle.label()}", [
-        f"Merge branch '{branch}' (proposal {tip[:10]}).", bundle.versions_text(), "", "gates at promotion:",
-        *_gate_lines(gates),
-    ], {"Action": "promote", "Env": env, "Bundle": bundle.id, "Proposal": tip})
+    message = _message(
+        f"release({env}): promote bundle {bundle.label()}",
+        [
+            f"Merge branch '{branch}' (proposal {tip[:10]}).",
+            bundle.versions_text(),
+            "",
+            "gates at promotion:",
+            *_gate_lines(gates),
+        ],
+        {"Action": "promote", "Env": env, "Bundle": bundle.id, "Proposal": tip},
+    )
     try:
         repo.git("merge", "--no-ff", "--quiet", "-m", message, branch)
     except GitError:
@@ -267,8 +306,10 @@ def _pick_proposal(repo: Repo, policy: Policy, env: str, bundle_id: str | None) 
     if bundle_id is not None:
         branch = proposal_branch(env, bundle_id)
         if not repo.branch_exists(branch):
-            raise ReleaseError(f"no proposal of bundle {bundle_id!r} for {env} (no branch {branch}); "
-                               f"propose it first: fastci release propose {env} BUNDLE")
+            raise ReleaseError(
+                f"no proposal of bundle {bundle_id!r} for {env} (no branch {branch}); "
+                f"propose it first: fastci release propose {env} BUNDLE"
+            )
         if repo.is_ancestor(branch, policy.main_branch):
             raise ReleaseError(f"the proposal on {branch} is already merged into {policy.main_branch}")
         return branch
@@ -291,7 +332,9 @@ def rollback(path: Path | str, env: str) -> Outcome:
     reverted = {c.trailers.get("Fastci-Reverts") for c in history if c.action == "rollback"}
     target = next((c for c in history if _is(c, "promote", env) and c.sha not in reverted), None)
     if target is None:
-        raise ReleaseError(f"nothing to roll back: no promotion to {env} on {policy.main_branch} that is not rolled back already")
+        raise ReleaseError(
+            f"nothing to roll back: no promotion to {env} on {policy.main_branch} that is not rolled back already"
+        )
     bundle = environment_bundle(repo, target.sha, env)
     previous = environment_bundle(repo, target.parents[0], env)
     assert bundle is not None
@@ -299,17 +342,24 @@ def rollback(path: Path | str, env: str) -> Outcome:
         repo.git("revert", "--no-commit", "-m", "1", target.sha)
     except GitError as error:
         repo.git("revert", "--abort", check=False)
-        raise ReleaseError(f"git revert of {target.sha[:10]} does not apply cleanly ({error}); {env} was changed by "
-                           "hand since; resolve it with a commit of your own") from None
+        raise ReleaseError(
+            f"git revert of {target.sha[:10]} does not apply cleanly ({error}); {env} was changed by "
+            "hand since; resolve it with a commit of your own"
+        ) from None
     back_to = previous.label() if previous is not None else "no bundle (its state before any promotion)"
-    message = _message(f"release({env}): roll back bundle {bundle.label()}", [
-        f"Revert the promotion {target.sha[:10]} (git revert -m 1): {env} returns to {back_to}.",
-    ], {"Action": "rollback", "Env": env, "Bundle": bundle.id, "Reverts": target.sha})
+    message = _message(
+        f"release({env}): roll back bundle {bundle.label()}",
+        [
+            f"Revert the promotion {target.sha[:10]} (git revert -m 1): {env} returns to {back_to}.",
+        ],
+        {"Action": "rollback", "Env": env, "Bundle": bundle.id, "Reverts": target.sha},
+    )
     repo.git("commit", "--quiet", "--allow-empty", "-m", message)
     commit = repo.rev("HEAD")
     assert commit is not None
-    return Outcome("rollback", env, bundle, commit, proposal_branch(env, bundle.id), [], reverts=target.sha,
-                   previous=previous)
+    return Outcome(
+        "rollback", env, bundle, commit, proposal_branch(env, bundle.id), [], reverts=target.sha, previous=previous
+    )
 
 
 # ----- status
@@ -328,7 +378,9 @@ def status(path: Path | str) -> tuple[list[EnvironmentStatus], list[LoggedCommit
     main = policy.main_branch
     states = []
     for env in ENVIRONMENTS:
-        changed = repo.git("log", "-1", "--first-parent", "--format=%H", main, "--", environment_dir(env)).strip() or None
+        changed = (
+            repo.git("log", "-1", "--first-parent", "--format=%H", main, "--", environment_dir(env)).strip() or None
+        )
         proposals = []
         for branch in open_proposals(repo, policy, env):
             try:

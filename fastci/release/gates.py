@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fastci.inputs import Bundle
-from fastci.release.events import GateOutcome
 from fastci.regression.events import RegressionAlert
+from fastci.release.events import GateOutcome
 
 EVAL_MIN_RATIO = 0.99
 DEFAULT_PRECISIONS = ("bf16", "fp8")
@@ -81,8 +81,13 @@ class Evidence:
     alerts: Sequence[RegressionAlert]
 
 
-def evaluate(environment: str, evidence: Evidence, serving: Mapping[str, Mapping], revisions: Sequence[str],
-             staged: Staged | None = None) -> list[GateOutcome]:
+def evaluate(
+    environment: str,
+    evidence: Evidence,
+    serving: Mapping[str, Mapping],
+    revisions: Sequence[str],
+    staged: Staged | None = None,
+) -> list[GateOutcome]:
     gates = [
         correctness(evidence),
         eval_gate(evidence, serving, revisions),
@@ -138,17 +143,23 @@ def _against(alert: RegressionAlert, alerts: Sequence[RegressionAlert], bundle: 
 def correctness(evidence: Evidence) -> GateOutcome:
     latest = [r for r in _latest(evidence.results).values() if r.check != "throughput"]
     failing = sorted(r.problem() for r in latest if not r.ok)
-    open_alerts = [a for a in _open_alerts(evidence.alerts)
-                   if a.kind != "performance" and _against(a, evidence.alerts, evidence.bundle)]
+    open_alerts = [
+        a
+        for a in _open_alerts(evidence.alerts)
+        if a.kind != "performance" and _against(a, evidence.alerts, evidence.bundle)
+    ]
     failing += [f"open {a.kind} regression of {a.test_id} ({a.subject}): {a.summary}" for a in open_alerts]
     if not latest:
         return GateOutcome(gate="correctness", passed=False, detail="no result has run on this bundle")
     if failing:
         return GateOutcome(gate="correctness", passed=False, detail=f"{len(failing)} problem(s): {_listed(failing)}")
     gated = sum(1 for r in latest if r.gate_passed is not None)
-    return GateOutcome(gate="correctness", passed=True,
-                       detail=f"the latest {len(latest)} result(s) of tests on this bundle (per test and hardware "
-                              f"revision) passed, {gated} with a golden gate; no open correctness regression")
+    return GateOutcome(
+        gate="correctness",
+        passed=True,
+        detail=f"the latest {len(latest)} result(s) of tests on this bundle (per test and hardware "
+        f"revision) passed, {gated} with a golden gate; no open correctness regression",
+    )
 
 
 def _precisions(config: Mapping) -> tuple[str, ...]:
@@ -165,8 +176,11 @@ def eval_gate(evidence: Evidence, serving: Mapping[str, Mapping], revisions: Seq
         precisions = set(_precisions(serving[model]))
         for revision in revisions:
             ratios = sorted(
-                (r.eval_ratio, r.test_id) for r in latest.values()
-                if r.model == model and r.hardware_revision == revision and r.eval_ratio is not None
+                (r.eval_ratio, r.test_id)
+                for r in latest.values()
+                if r.model == model
+                and r.hardware_revision == revision
+                and r.eval_ratio is not None
                 and (r.precision is None or r.precision in precisions)
             )
             if not ratios:
@@ -174,12 +188,16 @@ def eval_gate(evidence: Evidence, serving: Mapping[str, Mapping], revisions: Seq
                 continue
             worst, test_id = ratios[0]
             if worst < EVAL_MIN_RATIO:
-                problems.append(f"{model} on {revision}: eval {worst:.1%} of reference < {EVAL_MIN_RATIO:.0%} ({test_id})")
+                problems.append(
+                    f"{model} on {revision}: eval {worst:.1%} of reference < {EVAL_MIN_RATIO:.0%} ({test_id})"
+                )
             else:
                 shown.append(f"{model}/{revision} {worst:.1%}")
     if problems:
         return GateOutcome(gate="eval", passed=False, detail=_listed(problems))
-    return GateOutcome(gate="eval", passed=True, detail=f"every served model >= {EVAL_MIN_RATIO:.0%} of reference: {_listed(shown)}")
+    return GateOutcome(
+        gate="eval", passed=True, detail=f"every served model >= {EVAL_MIN_RATIO:.0%} of reference: {_listed(shown)}"
+    )
 
 
 def performance(evidence: Evidence) -> GateOutcome:
@@ -191,8 +209,11 @@ def performance(evidence: Evidence) -> GateOutcome:
     problems += sorted(r.problem() for r in _latest(evidence.results).values() if r.check == "throughput" and not r.ok)
     if problems:
         return GateOutcome(gate="performance", passed=False, detail=_listed(problems))
-    return GateOutcome(gate="performance", passed=True, detail="no open performance regression against this bundle; "
-                                                               "no failed throughput check")
+    return GateOutcome(
+        gate="performance",
+        passed=True,
+        detail="no open performance regression against this bundle; no failed throughput check",
+    )
 
 
 def qualification(evidence: Evidence, serving: Mapping[str, Mapping], revisions: Sequence[str]) -> GateOutcome:
@@ -217,17 +238,25 @@ def qualification(evidence: Evidence, serving: Mapping[str, Mapping], revisions:
         if missing:
             parts.append(f"{len(missing)} missing (no nightly or release result): {_listed(missing)}")
         return GateOutcome(gate="qualification", passed=False, detail=" | ".join(parts))
-    return GateOutcome(gate="qualification", passed=True,
-                       detail=f"{passed} qualification result(s) passed on {', '.join(revisions)} "
-                              f"({len(serving)} model(s) x precisions x {len(QUALIFY_CHECKS)} checks)")
+    return GateOutcome(
+        gate="qualification",
+        passed=True,
+        detail=f"{passed} qualification result(s) passed on {', '.join(revisions)} "
+        f"({len(serving)} model(s) x precisions x {len(QUALIFY_CHECKS)} checks)",
+    )
 
 
 def staging_gate(staged: Staged) -> GateOutcome:
     if staged.promoted_in is None:
-        return GateOutcome(gate="staging", passed=False, detail="this bundle was never promoted to staging; "
-                                                                "production accepts only a bundle staging has promoted")
+        return GateOutcome(
+            gate="staging",
+            passed=False,
+            detail="this bundle was never promoted to staging; production accepts only a bundle staging has promoted",
+        )
     if staged.rolled_back_in is not None:
-        return GateOutcome(gate="staging", passed=False,
-                           detail=f"promoted to staging in {staged.promoted_in[:10]} but rolled back in "
-                                  f"{staged.rolled_back_in[:10]}")
+        return GateOutcome(
+            gate="staging",
+            passed=False,
+            detail=f"promoted to staging in {staged.promoted_in[:10]} but rolled back in {staged.rolled_back_in[:10]}",
+        )
     return GateOutcome(gate="staging", passed=True, detail=f"promoted to staging in {staged.promoted_in[:10]}")

@@ -48,8 +48,9 @@ class Repo:
 
     def git(self, *args: str, check: bool = True, input: str | None = None) -> str:
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **self._identity()}
-        run = subprocess.run(["git", "-C", str(self.path), *args], capture_output=True, text=True, env=env,
-                             input=input, timeout=120)
+        run = subprocess.run(
+            ["git", "-C", str(self.path), *args], capture_output=True, text=True, env=env, input=input, timeout=120
+        )
         if check and run.returncode != 0:
             raise GitError(f"git {' '.join(args)}: {run.stderr.strip() or run.stdout.strip()}")
         return run.stdout
@@ -60,12 +61,19 @@ class Repo:
     def _identity(self) -> dict[str, str]:
         """A committer for repos (and machines) that configure none; a configured identity wins."""
         if not hasattr(self, "_cached_identity"):
-            configured = subprocess.run(["git", "-C", str(self.path), "config", "user.email"], capture_output=True,
-                                        text=True, timeout=30).stdout.strip()
-            self._cached_identity = {} if configured else {
-                "GIT_AUTHOR_NAME": FALLBACK_NAME, "GIT_AUTHOR_EMAIL": FALLBACK_EMAIL,
-                "GIT_COMMITTER_NAME": FALLBACK_NAME, "GIT_COMMITTER_EMAIL": FALLBACK_EMAIL,
-            }
+            configured = subprocess.run(
+                ["git", "-C", str(self.path), "config", "user.email"], capture_output=True, text=True, timeout=30
+            ).stdout.strip()
+            self._cached_identity = (
+                {}
+                if configured
+                else {
+                    "GIT_AUTHOR_NAME": FALLBACK_NAME,
+                    "GIT_AUTHOR_EMAIL": FALLBACK_EMAIL,
+                    "GIT_COMMITTER_NAME": FALLBACK_NAME,
+                    "GIT_COMMITTER_EMAIL": FALLBACK_EMAIL,
+                }
+            )
         return self._cached_identity
 
     # ----- facts
@@ -112,7 +120,9 @@ class Repo:
         return {name: self.blob(commit, name) for name in names if name}
 
     def blob(self, commit: str, path: str) -> bytes:
-        run = subprocess.run(["git", "-C", str(self.path), "show", f"{commit}:{path}"], capture_output=True, timeout=120)
+        run = subprocess.run(
+            ["git", "-C", str(self.path), "show", f"{commit}:{path}"], capture_output=True, timeout=120
+        )
         if run.returncode != 0:
             raise GitError(f"git show {commit}:{path}: {run.stderr.decode(errors='replace').strip()}")
         return run.stdout

@@ -19,7 +19,9 @@ class FleetSummary:
 
 
 def build_fleet(views: Views) -> FleetSummary:
-    _, tests = views.query("SELECT test_id, array_to_string(CAST(owners AS VARCHAR[]), ', ') FROM fleet_flaky_tests ORDER BY test_id")
+    _, tests = views.query(
+        "SELECT test_id, array_to_string(CAST(owners AS VARCHAR[]), ', ') FROM fleet_flaky_tests ORDER BY test_id"
+    )
     _, nodes = views.query("SELECT node_id, state, coalesce(rule, '') FROM fleet_quarantined_nodes ORDER BY node_id")
     return FleetSummary([(t, o or "") for t, o in tests], [tuple(n) for n in nodes])
 

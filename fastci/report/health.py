@@ -76,33 +76,45 @@ def build_health(views: Views) -> CIHealth:
     weeks = [Week(**dict(zip(columns, row))) for row in rows]
     _, states = views.query("SELECT node_id, state, since, reason FROM fleet_node_states ORDER BY node_id")
     _, reruns = views.query(
-        "SELECT requested_by, count(*), count(*) FILTER (WHERE answered), count(*) FILTER (WHERE rerun_status = 'passed'), "
-        "count(*) FILTER (WHERE reproduced) FROM rerun_outcomes GROUP BY requested_by ORDER BY requested_by")
+        "SELECT requested_by, count(*), count(*) FILTER (WHERE answered), "
+        "count(*) FILTER (WHERE rerun_status = 'passed'), "
+        "count(*) FILTER (WHERE reproduced) FROM rerun_outcomes GROUP BY requested_by ORDER BY requested_by"
+    )
     _, has_queue = views.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'ci_queue_waits'")
     queue = None
     if has_queue[0][0]:
         _, waits = views.query(
             "SELECT work_class, sum(placed), max(wait_p50_s), max(wait_p90_s), max(wait_max_s) FROM ci_queue_waits "
-            "WHERE week = (SELECT max(week) FROM ci_queue_waits) GROUP BY work_class ORDER BY work_class")
+            "WHERE week = (SELECT max(week) FROM ci_queue_waits) GROUP BY work_class ORDER BY work_class"
+        )
         queue = [QueueWait(str(c), int(n), float(a), float(b), float(m)) for c, n, a, b, m in waits]
     not_covered = []
     if not queue:
         not_covered.append("queue waits: no job placed by the pool scheduler in these views (its `schedule` topic)")
     if not states:
-        not_covered.append("node states: no `node-state-changed` event yet (the fleet's node-state processor writes them)")
+        not_covered.append(
+            "node states: no `node-state-changed` event yet (the fleet's node-state processor writes them)"
+        )
     return CIHealth(
-        latest=weeks[-1] if weeks else None, previous=weeks[-2] if len(weeks) > 1 else None,
+        latest=weeks[-1] if weeks else None,
+        previous=weeks[-2] if len(weeks) > 1 else None,
         node_states=Counter(state for _, state, _, _ in states),
-        out_of_service=[(node, state, since, reason) for node, state, since, reason in states
-                        if state in ("quarantined", "diagnosing")],
+        out_of_service=[
+            (node, state, since, reason)
+            for node, state, since, reason in states
+            if state in ("quarantined", "diagnosing")
+        ],
         reruns=[Reruns(str(by), int(n), int(a), int(p), int(r)) for by, n, a, p, r in reruns],
-        queue_waits=queue, not_covered=not_covered,
+        queue_waits=queue,
+        not_covered=not_covered,
     )
 
 
 def _reruns_text(r: Reruns) -> str:
-    return (f"{r.requested} by {r.requested_by}, {r.answered} answered, {r.passed} passed, "
-            f"{r.reproduced} reproduced the run they repeat")
+    return (
+        f"{r.requested} by {r.requested_by}, {r.answered} answered, {r.passed} passed, "
+        f"{r.reproduced} reproduced the run they repeat"
+    )
 
 
 def _num(value: float | None, unit: str, digits: int = 1) -> str:
@@ -127,8 +139,10 @@ def figures(health: CIHealth) -> list[tuple[str, str, str]]:
         ("nightly completion, median", *both(lambda w: _num(w.nightly_median_hours, "h", 2))),
         ("nightly completion, slowest", *both(lambda w: _num(w.nightly_max_hours, "h", 2))),
         ("nightly runs", *both(lambda w: str(w.nightly_runs))),
-        (f"flake rate of hardware tests (target < {FLAKE_TARGET:.0%})",
-         *both(lambda w: f"{_rate(w.flake_rate)} ({w.flaky_runs} of {w.hardware_runs})")),
+        (
+            f"flake rate of hardware tests (target < {FLAKE_TARGET:.0%})",
+            *both(lambda w: f"{_rate(w.flake_rate)} ({w.flaky_runs} of {w.hardware_runs})"),
+        ),
         ("nodes quarantined (during the week)", *both(lambda w: str(w.quarantines))),
         ("rerun results", *both(lambda w: str(w.rerun_results))),
     ]
@@ -138,23 +152,35 @@ def figures(health: CIHealth) -> list[tuple[str, str, str]]:
 def render_section(health: CIHealth) -> str:
     e = escape
     week = health.latest.week.strftime("%Y-%m-%d") if health.latest else "-"
-    parts = [f"<h2>CI health</h2><p>Week of {e(week)} (the newest in the data), against the week before.</p>",
-             "<table><tr><th>figure</th><th>this week</th><th>week before</th></tr>"]
+    parts = [
+        f"<h2>CI health</h2><p>Week of {e(week)} (the newest in the data), against the week before.</p>",
+        "<table><tr><th>figure</th><th>this week</th><th>week before</th></tr>",
+    ]
     for name, now, before in figures(health):
         parts.append(f"<tr><td>{e(name)}</td><td>{e(now)}</td><td>{e(before)}</td></tr>")
     parts.append("</table>")
     if health.queue_waits:
-        parts.append("<h3>Queue waits (first placement)</h3><table><tr><th>work class</th><th>placed</th><th>p50</th>"
-                     "<th>p90</th><th>max</th></tr>")
+        parts.append(
+            "<h3>Queue waits (first placement)</h3><table><tr><th>work class</th><th>placed</th><th>p50</th>"
+            "<th>p90</th><th>max</th></tr>"
+        )
         for q in health.queue_waits:
-            parts.append(f"<tr><td>{e(q.work_class)}</td><td>{q.placed}</td><td>{q.p50_s:.0f} s</td><td>{q.p90_s:.0f} s</td>"
-                         f"<td>{q.max_s:.0f} s</td></tr>")
+            parts.append(
+                f"<tr><td>{e(q.work_class)}</td><td>{q.placed}</td><td>{q.p50_s:.0f} s</td><td>{q.p90_s:.0f} s</td>"
+                f"<td>{q.max_s:.0f} s</td></tr>"
+            )
         parts.append("</table>")
     states = ", ".join(f"{n} {e(s)}" for s, n in sorted(health.node_states.items())) or "no node state reported"
     parts.append(f"<p>Nodes now: {states}.</p>")
     if health.out_of_service:
-        parts.append("<ul>" + "".join(f"<li>{e(node)} {e(state)} since {e(str(since))}: {e(reason)}</li>"
-                                      for node, state, since, reason in health.out_of_service) + "</ul>")
+        parts.append(
+            "<ul>"
+            + "".join(
+                f"<li>{e(node)} {e(state)} since {e(str(since))}: {e(reason)}</li>"
+                for node, state, since, reason in health.out_of_service
+            )
+            + "</ul>"
+        )
     parts.append("<p>Reruns: " + ("; ".join(e(_reruns_text(r)) for r in health.reruns) or "none requested") + ".</p>")
     if health.not_covered:
         parts.append("<p>Not covered yet: " + "; ".join(e(n) for n in health.not_covered) + ".</p>")
@@ -167,12 +193,14 @@ def summary_lines(health: CIHealth) -> list[str]:
     w = health.latest
     lines = [
         f"CI health, week of {w.week:%Y-%m-%d}: presubmit signal p90 {_num(w.presubmit_p90_minutes, 'min')} "
-        f"({w.commits} commits); nightly completion median {_num(w.nightly_median_hours, 'h', 2)} ({w.nightly_runs} runs); "
+        f"({w.commits} commits); "
+        f"nightly completion median {_num(w.nightly_median_hours, 'h', 2)} ({w.nightly_runs} runs); "
         f"flake rate {_rate(w.flake_rate)} of {w.hardware_runs} hardware runs"
         + (" (above the 1% target)" if w.flake_rate is not None and w.flake_rate >= FLAKE_TARGET else ""),
         f"nodes out of service now: {len(health.out_of_service)}"
         + (f" ({', '.join(f'{n} {s}' for n, s, _, _ in health.out_of_service)})" if health.out_of_service else "")
-        + "; reruns: " + ("; ".join(_reruns_text(r) for r in health.reruns) or "none requested"),
+        + "; reruns: "
+        + ("; ".join(_reruns_text(r) for r in health.reruns) or "none requested"),
     ]
     if health.queue_waits:
         lines.append("queue waits p90: " + ", ".join(f"{q.work_class} {q.p90_s:.0f} s" for q in health.queue_waits))

@@ -10,28 +10,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-
-import numpy as np
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from fastci.core.events import Event
-from fastci.regression.references import GoldenReference
 from fastci.inputs import ResultEvent
-from fastci.regression.events import BisectStep, GateResult, RegressionAlert
-from fastci.regression.detector import CPD_MAX_P, GATE
 from fastci.regression.changepoint import change_points
 from fastci.regression.correctness import build_loss_band, check_loss_curve
+from fastci.regression.detector import CPD_MAX_P, GATE
+from fastci.regression.events import BisectStep, GateResult, RegressionAlert
 from fastci.regression.perfstats import metric_direction
-from fastci.report.health import CIHealth, build_health, render_section, summary_lines
+from fastci.regression.references import GoldenReference
 from fastci.report import fleet_section as fleet_report
+from fastci.report.health import CIHealth, build_health, render_section, summary_lines
 from fastci.report.svg import Band, Chart, Line, Point
 from fastci.views.schema import model_columns, quote, table_name
 from fastci.views.store import Views
@@ -92,6 +91,7 @@ class NightlyReport:
     pending_requests: int
     health: CIHealth | None = None
     fleet: fleet_report.FleetSummary | None = None
+    failing_tests: list[str] = field(default_factory=list)  # latest status failing (test_history)
 
     @property
     def open(self) -> list[Regression]:
@@ -123,16 +123,21 @@ def build_report(views_path: Path) -> NightlyReport:
         steps = load(views, BisectStep, order="step")
         gates = load(views, GateResult, where="WHERE trigger = 'nightly'")
         goldens = {g.test_id: g for g in load(views, GoldenReference, order="version")}
-        (nightly,), = views.query("SELECT count(*) FROM results WHERE trigger = 'nightly'")[1]
-        answered = "SELECT count(*) FROM run_requested q WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.trigger = " \
-                   "q.work_class AND r.commit = q.commit AND r.test_id = q.test_id AND r.bundle = q.bundle)"
-        (pending,), = views.query(answered)[1]
-        _, sizes = views.query("SELECT alert_id, json_array_length(changes) + json_array_length(bumps) FROM bisect_plan")
+        ((nightly,),) = views.query("SELECT count(*) FROM results WHERE trigger = 'nightly'")[1]
+        answered = (
+            "SELECT count(*) FROM run_requested q WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.trigger = "
+            "q.work_class AND r.commit = q.commit AND r.test_id = q.test_id AND r.bundle = q.bundle)"
+        )
+        ((pending,),) = views.query(answered)[1]
+        _, sizes = views.query(
+            "SELECT alert_id, json_array_length(changes) + json_array_length(bumps) FROM bisect_plan"
+        )
         latest_gates = _latest_per_test(gates)
         loss_plots = _loss_plots(views, latest_gates, goldens)
         trends = _trends(views)
         health = build_health(views)
         fleet = fleet_report.build_fleet(views)
+        failing = [test for (test,) in views.query(_FAILING_NOW)[1]]
     finally:
         views.close()
     regressions = _regressions(alerts, steps)
@@ -140,12 +145,23 @@ def build_report(views_path: Path) -> NightlyReport:
     for reg in regressions:
         reg.candidates = int(planned.get(reg.detected.id, 0))
     return NightlyReport(
-        generated=datetime.now(timezone.utc), views=Path(views_path), regressions=regressions,
-        gates_passed=sum(g.passed for g in latest_gates), gates_failed=[g for g in latest_gates if not g.passed],
-        loss_plots=loss_plots, trends=trends, nightly_results=int(nightly), pending_requests=int(pending),
+        generated=datetime.now(UTC),
+        views=Path(views_path),
+        regressions=regressions,
+        gates_passed=sum(g.passed for g in latest_gates),
+        gates_failed=[g for g in latest_gates if not g.passed],
+        loss_plots=loss_plots,
+        trends=trends,
+        nightly_results=int(nightly),
+        pending_requests=int(pending),
         health=health,
         fleet=fleet,
+        failing_tests=failing,
     )
+
+
+# Tests failing now, whether or not a detector judges them: a plain test that breaks raises no alert.
+_FAILING_NOW = "SELECT test_id FROM test_history WHERE health = 'failing' ORDER BY test_id"
 
 
 def _regressions(alerts: Sequence[RegressionAlert], steps: Sequence[BisectStep]) -> list[Regression]:
@@ -180,11 +196,20 @@ def _loss_plots(views: Views, gates: Sequence[GateResult], goldens: dict[str, Go
         golden = goldens[gate.test_id]
         band = build_loss_band(golden.loss_curves, golden.loss_band)
         check = check_loss_curve(result.loss_curve, band)
-        plots.append(LossPlot(
-            test_id=gate.test_id, run_id=gate.run_id, commit=gate.commit, curve=list(result.loss_curve),
-            golden_version=golden.version, center=band.center.tolist(), lower=band.lower.tolist(),
-            upper=band.upper.tolist(), diverged_at=check.diverged_at_step, detail=check.detail,
-        ))
+        plots.append(
+            LossPlot(
+                test_id=gate.test_id,
+                run_id=gate.run_id,
+                commit=gate.commit,
+                curve=list(result.loss_curve),
+                golden_version=golden.version,
+                center=band.center.tolist(),
+                lower=band.lower.tolist(),
+                upper=band.upper.tolist(),
+                diverged_at=check.diverged_at_step,
+                detail=check.detail,
+            )
+        )
     return plots
 
 
@@ -192,8 +217,9 @@ def _trends(views: Views) -> list[Trend]:
     """Nightly medians of every performance metric per (test, metric, hardware revision), the last
     ``TREND_NIGHTS`` of each, with change points (as the detector finds them); shifted series first."""
     _, rows = views.query(
-        "SELECT test_id, hardware_revision, \"commit\", metrics FROM results "
-        "WHERE trigger = 'nightly' AND status = 'passed' ORDER BY _offset")
+        'SELECT test_id, hardware_revision, "commit", metrics FROM results '
+        "WHERE trigger = 'nightly' AND status = 'passed' ORDER BY _offset"
+    )
     series: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
     for test_id, hardware, commit, metrics in rows:
         for metric, samples in (json.loads(metrics) if isinstance(metrics, str) else metrics or {}).items():
@@ -236,7 +262,8 @@ def render_html(report: NightlyReport) -> str:
     head = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\">",
-        f"<title>fastci nightly report {e(report.generated.strftime('%Y-%m-%d'))}</title><style>{STYLE}</style></head><body>",
+        f"<title>fastci nightly report {e(report.generated.strftime('%Y-%m-%d'))}</title>"
+        f"<style>{STYLE}</style></head><body>",
         f"<h1>Nightly regression report</h1><p>Generated {e(report.generated.isoformat(timespec='seconds'))} from "
         f"<code>{e(str(report.views))}</code>: {report.nightly_results} nightly results, "
         f"{report.gates_passed} tests passing their gates, {len(report.gates_failed)} failing, "
@@ -244,33 +271,47 @@ def render_html(report: NightlyReport) -> str:
     ]
     body = ["<h2>Regressions</h2>"]
     if not report.regressions:
-        body.append("<p>No regression detected.</p>")
-    else:
-        body.append("<table><tr><th>stage</th><th>test</th><th>what</th><th>culprit</th><th>owners</th>"
-                    "<th>bisect</th></tr>")
+        body.append("<p>No regression alert (the detector judges gated, throughput and loss-curve tests).</p>")
+    if report.failing_tests:
+        shown = ", ".join(f"<code>{e(t)}</code>" for t in report.failing_tests[:20])
+        more = f" and {len(report.failing_tests) - 20} more" if len(report.failing_tests) > 20 else ""
+        body.append(f"<p>{len(report.failing_tests)} test(s) failing now: {shown}{more} (see test_history).</p>")
+    if report.regressions:
+        body.append(
+            "<table><tr><th>stage</th><th>test</th><th>what</th><th>culprit</th><th>owners</th><th>bisect</th></tr>"
+        )
         for reg in report.regressions:
             latest = reg.latest
             body.append(
                 f"<tr><td class='stage-{e(reg.stage)}'>{e(reg.stage)}</td><td>{e(latest.test_id)}</td>"
                 f"<td>{e(latest.subject)} ({e(latest.kind)})</td><td>{_culprit_html(latest)}</td>"
                 f"<td>{e(', '.join(latest.owners) or '-')}</td>"
-                f"<td>{len(reg.steps)} step(s), {latest.runs_used} run(s)</td></tr>")
+                f"<td>{len(reg.steps)} step(s), {latest.runs_used} run(s)</td></tr>"
+            )
         body.append("</table>")
         for index, reg in enumerate(report.regressions):
             body.append(_regression_section(index, reg))
     body.append("<h2>Correctness gates (latest nightly per test)</h2>")
     if report.gates_failed:
-        body.append("<table><tr><th>test</th><th>hardware</th><th>commit</th><th>golden</th><th>failing checks</th></tr>")
+        body.append(
+            "<table><tr><th>test</th><th>hardware</th><th>commit</th><th>golden</th><th>failing checks</th></tr>"
+        )
         for gate in report.gates_failed:
             failing = "<br>".join(e(c.detail) for c in gate.checks if not c.passed)
-            body.append(f"<tr><td>{e(gate.test_id)}</td><td>{e(gate.hardware_revision)}</td><td><code>"
-                        f"{e(gate.commit[:10])}</code></td><td>v{gate.golden_version}</td><td>{failing}</td></tr>")
+            body.append(
+                f"<tr><td>{e(gate.test_id)}</td><td>{e(gate.hardware_revision)}</td><td><code>"
+                f"{e(gate.commit[:10])}</code></td><td>v{gate.golden_version}</td><td>{failing}</td></tr>"
+            )
         body.append("</table>")
-    else:
+    elif report.gates_passed:
         body.append("<p>Every gated test passes.</p>")
+    else:
+        body.append("<p>No test has a correctness gate yet: publish golden references to gate results.</p>")
     if report.trends:
-        body.append("<h2>Nightly performance trends</h2><p>Median of each nightly run; vertical lines are change "
-                    "points (e-divisive with a t-test, as the detector finds them).</p>")
+        body.append(
+            "<h2>Nightly performance trends</h2><p>Median of each nightly run; vertical lines are change "
+            "points (e-divisive with a t-test, as the detector finds them).</p>"
+        )
         for trend in report.trends:
             body.append(_trend_series_chart(trend))
     if report.loss_plots:
@@ -289,35 +330,48 @@ def _culprit_html(alert: RegressionAlert) -> str:
     if culprit is None:
         return escape(alert.problem) if alert.stage == "unresolved" else "-"
     if culprit.kind == "commit":
-        return (f"<code>{escape((culprit.commit or '')[:10])}</code> {escape(culprit.title)} "
-                f"<br><small>{escape(culprit.author)}</small>")
-    return f"{escape(culprit.component or '')} {escape(culprit.from_version or '')} &rarr; {escape(culprit.to_version or '')}"
+        return (
+            f"<code>{escape((culprit.commit or '')[:10])}</code> {escape(culprit.title)} "
+            f"<br><small>{escape(culprit.author)}</small>"
+        )
+    return (
+        f"{escape(culprit.component or '')} {escape(culprit.from_version or '')} "
+        f"&rarr; {escape(culprit.to_version or '')}"
+    )
 
 
 def _regression_section(index: int, reg: Regression) -> str:
     e = escape
     alert = reg.latest
-    parts = [f"<h3 id='r{index}'>{e(alert.test_id)} &middot; {e(alert.subject)}</h3>",
-             f"<p class='summary'>{e(alert.summary)}</p>",
-             f"<p>Last good <code>{e(alert.good.commit[:10])}</code> ({e(alert.good.run_id)} on {e(alert.good.node_id)}), "
-             f"first bad <code>{e(alert.bad.commit[:10])}</code> ({e(alert.bad.run_id)} on {e(alert.bad.node_id)}).</p>"]
+    parts = [
+        f"<h3 id='r{index}'>{e(alert.test_id)} &middot; {e(alert.subject)}</h3>",
+        f"<p class='summary'>{e(alert.summary)}</p>",
+        f"<p>Last good <code>{e(alert.good.commit[:10])}</code> ({e(alert.good.run_id)} on {e(alert.good.node_id)}), "
+        f"first bad <code>{e(alert.bad.commit[:10])}</code> ({e(alert.bad.run_id)} on {e(alert.bad.node_id)}).</p>",
+    ]
     perf = reg.detected.perf
     if perf is not None:
-        parts.append(f"<p>{e(perf.metric)}: ratio {perf.ratio:.4f} (95% CI {perf.ci_low:.4f}&ndash;{perf.ci_high:.4f}), "
-                     f"one-sided Mann-Whitney p={perf.p_value:.2g}, baseline noise {perf.noise:.2%}, "
-                     f"{len(perf.baseline_samples)} baseline and {len(perf.candidate_samples)} candidate samples, "
-                     f"found by {e(perf.method)}.</p>")
+        parts.append(
+            f"<p>{e(perf.metric)}: ratio {perf.ratio:.4f} (95% CI {perf.ci_low:.4f}&ndash;{perf.ci_high:.4f}), "
+            f"one-sided Mann-Whitney p={perf.p_value:.2g}, baseline noise {perf.noise:.2%}, "
+            f"{len(perf.baseline_samples)} baseline and {len(perf.candidate_samples)} candidate samples, "
+            f"found by {e(perf.method)}.</p>"
+        )
         parts.append(_trend_chart(reg))
     elif reg.detected.checks:
         parts.append("<ul>" + "".join(f"<li>{e(c.detail)}</li>" for c in reg.detected.checks) + "</ul>")
     if reg.steps:
         parts.append(_trail_chart(reg))
-        parts.append("<table><tr><th>step</th><th>phase</th><th>tested</th><th>samples</th><th>median</th>"
-                     "<th>verdict</th><th>left</th></tr>")
+        parts.append(
+            "<table><tr><th>step</th><th>phase</th><th>tested</th><th>samples</th><th>median</th>"
+            "<th>verdict</th><th>left</th></tr>"
+        )
         for step in reg.steps:
             median = "-" if step.median is None else f"{step.median:.5g}"
-            parts.append(f"<tr><td>{step.step}</td><td>{e(step.phase)}</td><td>{e(step.tested)}</td><td>{step.samples}</td>"
-                         f"<td>{median}</td><td>{e(step.verdict)}</td><td>{step.candidates_left}</td></tr>")
+            parts.append(
+                f"<tr><td>{step.step}</td><td>{e(step.phase)}</td><td>{e(step.tested)}</td><td>{step.samples}</td>"
+                f"<td>{median}</td><td>{e(step.verdict)}</td><td>{step.candidates_left}</td></tr>"
+            )
         parts.append("</table>")
     return "".join(parts)
 
@@ -325,14 +379,30 @@ def _regression_section(index: int, reg: Regression) -> str:
 def _trend_chart(reg: Regression) -> str:
     perf = reg.detected.perf
     assert perf is not None
-    colors = {"accepted": NEUTRAL, "suspect": "#b8860b", "dismissed": "#999999", "regressed": BAD,
-              "excluded": "#bbbbbb", "flaky": "#bbbbbb"}
+    colors = {
+        "accepted": NEUTRAL,
+        "suspect": "#b8860b",
+        "dismissed": "#999999",
+        "regressed": BAD,
+        "excluded": "#bbbbbb",
+        "flaky": "#bbbbbb",
+    }
     xs = list(range(len(perf.series)))
-    chart = Chart(title=f"{perf.metric}: nightly medians", x_label="night", y_label=perf.metric,
-                  lines=[Line(xs, [p.median for p in perf.series], NEUTRAL, "nightly median")])
+    chart = Chart(
+        title=f"{perf.metric}: nightly medians",
+        x_label="night",
+        y_label=perf.metric,
+        lines=[Line(xs, [p.median for p in perf.series], NEUTRAL, "nightly median")],
+    )
     for x, point in zip(xs, perf.series):
-        chart.points.append(Point(x, point.median, colors[point.status],
-                                  f"{point.commit[:10]}: {point.median:.5g} ({point.samples} samples, {point.status})"))
+        chart.points.append(
+            Point(
+                x,
+                point.median,
+                colors[point.status],
+                f"{point.commit[:10]}: {point.median:.5g} ({point.samples} samples, {point.status})",
+            )
+        )
     for cp in perf.change_points:
         chart.vlines.append((cp, f"change point at night {cp}", "#b8860b"))
     if perf.baseline_samples:
@@ -348,30 +418,59 @@ def _trail_chart(reg: Regression) -> str:
     verdict_color = {"bad": BAD, "good": GOOD}
     measured = [s for s in steps if s.median is not None]
     if perf is not None and measured:
-        chart = Chart(title="bisect trail: median of each step's runs (performance scale)", x_label="step",
-                      y_label=f"{perf.metric} (as performance)")
+        chart = Chart(
+            title="bisect trail: median of each step's runs (performance scale)",
+            x_label="step",
+            y_label=f"{perf.metric} (as performance)",
+        )
         for step in measured:
-            chart.points.append(Point(step.step, step.median, verdict_color[step.verdict],  # type: ignore[arg-type]
-                                      f"step {step.step}: {step.tested} -> {step.verdict}", radius=5))
+            chart.points.append(
+                Point(
+                    step.step,
+                    step.median,
+                    verdict_color[step.verdict],  # type: ignore[arg-type]
+                    f"step {step.step}: {step.tested} -> {step.verdict}",
+                    radius=5,
+                )
+            )
         boundary = next((s.boundary for s in measured if s.boundary is not None), None)
         if boundary is not None:
             chart.hlines.append((boundary, f"midpoint between good and bad: {boundary:.5g}", NEUTRAL))
         chart.lines.append(Line([s.step for s in measured], [s.median for s in measured], NEUTRAL, "step median"))  # type: ignore[misc]
         return chart.render()
     start = reg.candidates or (steps[0].candidates_left * 2 if steps else 0)
-    chart = Chart(title="bisect trail: candidates left after each step", x_label="step", y_label="candidates left",
-                  lines=[Line([0, *(s.step for s in steps)], [start, *(s.candidates_left for s in steps)], NEUTRAL,
-                              "candidates left")], y_floor=0)
+    chart = Chart(
+        title="bisect trail: candidates left after each step",
+        x_label="step",
+        y_label="candidates left",
+        lines=[
+            Line(
+                [0, *(s.step for s in steps)], [start, *(s.candidates_left for s in steps)], NEUTRAL, "candidates left"
+            )
+        ],
+        y_floor=0,
+    )
     for step in steps:
-        chart.points.append(Point(step.step, step.candidates_left, verdict_color[step.verdict],
-                                  f"step {step.step}: {step.tested} -> {step.verdict}", radius=5))
+        chart.points.append(
+            Point(
+                step.step,
+                step.candidates_left,
+                verdict_color[step.verdict],
+                f"step {step.step}: {step.tested} -> {step.verdict}",
+                radius=5,
+            )
+        )
     return chart.render()
 
 
 def _trend_series_chart(trend: Trend) -> str:
     xs = list(range(len(trend.medians)))
-    chart = Chart(title=f"{trend.test_id} {trend.metric} on {trend.hardware_revision}", x_label="night",
-                  y_label=trend.metric, lines=[Line(xs, trend.medians, NEUTRAL, "nightly median")])
+    chart = Chart(
+        title=f"{trend.test_id} {trend.metric} on {trend.hardware_revision}",
+        x_label="night",
+        y_label=trend.metric,
+        lines=[Line(xs, trend.medians, NEUTRAL, "nightly median")],
+    )
     for x, (commit, median) in enumerate(zip(trend.commits, trend.medians)):
         chart.points.append(Point(x, median, NEUTRAL, f"{commit[:10]}: {median:.5g}", radius=2.5))
     for index in trend.change_points:
@@ -383,10 +482,13 @@ def _loss_chart(plot: LossPlot) -> str:
     steps = list(range(len(plot.center)))
     chart = Chart(
         title=f"{plot.test_id} ({plot.run_id}, {plot.commit[:10]}) vs golden v{plot.golden_version}",
-        x_label="step", y_label="loss",
+        x_label="step",
+        y_label="loss",
         bands=[Band(steps, plot.lower, plot.upper, REF, "reference band")],
-        lines=[Line(steps, plot.center, REF, "reference center", dash="4 3"),
-               Line(list(range(len(plot.curve))), plot.curve, BAD if plot.diverged_at is not None else GOOD, "this run")],
+        lines=[
+            Line(steps, plot.center, REF, "reference center", dash="4 3"),
+            Line(list(range(len(plot.curve))), plot.curve, BAD if plot.diverged_at is not None else GOOD, "this run"),
+        ],
     )
     if plot.diverged_at is not None:
         chart.vlines.append((plot.diverged_at, f"diverges at step {plot.diverged_at}", BAD))
@@ -397,9 +499,11 @@ def _loss_chart(plot: LossPlot) -> str:
 
 
 def print_summary(report: NightlyReport, out: Console) -> None:
-    out.print(f"nightly: {report.nightly_results} results; gates {report.gates_passed} passing, "
-              f"{len(report.gates_failed)} failing; {len(report.open)} open regression(s); "
-              f"{report.pending_requests} run request(s) unanswered")
+    out.print(
+        f"nightly: {report.nightly_results} results; gates {report.gates_passed} passing, "
+        f"{len(report.gates_failed)} failing; {len(report.open)} open regression(s); "
+        f"{report.pending_requests} run request(s) unanswered"
+    )
     if report.regressions:
         table = Table("stage", "test", "what", "culprit", "owners", "steps", title="regressions")
         for reg in report.regressions:
@@ -411,8 +515,19 @@ def print_summary(report: NightlyReport, out: Console) -> None:
                 who = f"{(culprit.commit or '')[:10]} {culprit.title}"
             else:
                 who = f"{culprit.component} {culprit.from_version} -> {culprit.to_version}"
-            table.add_row(*(Text(v) for v in (reg.stage, latest.test_id, latest.subject, who,
-                                              ", ".join(latest.owners) or "-", str(len(reg.steps)))))
+            table.add_row(
+                *(
+                    Text(v)
+                    for v in (
+                        reg.stage,
+                        latest.test_id,
+                        latest.subject,
+                        who,
+                        ", ".join(latest.owners) or "-",
+                        str(len(reg.steps)),
+                    )
+                )
+            )
         out.print(table)
     for gate in report.gates_failed:
         failing = "; ".join(c.detail for c in gate.checks if not c.passed)
@@ -421,13 +536,15 @@ def print_summary(report: NightlyReport, out: Console) -> None:
         for index in trend.change_points:
             before = float(np.mean(trend.medians[:index])) if index else trend.medians[0]
             after = float(np.mean(trend.medians[index:]))
-            out.print(Text(f"change point: {trend.test_id} {trend.metric} on {trend.hardware_revision} at "
-                           f"{trend.commits[index][:10]}: {after / before - 1:+.2%}"))
+            out.print(
+                Text(
+                    f"change point: {trend.test_id} {trend.metric} on {trend.hardware_revision} at "
+                    f"{trend.commits[index][:10]}: {after / before - 1:+.2%}"
+                )
+            )
     if report.health is not None:
         for line in summary_lines(report.health):
             out.print(Text(line))
     if report.fleet is not None:
         for line in fleet_report.summary_lines(report.fleet):
             out.print(Text(line))
-
-

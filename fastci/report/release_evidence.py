@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from fastci.inputs import Bundle
+from fastci.inputs import BUNDLE_LAYERS, Bundle
 from fastci.regression.events import RegressionAlert
-from fastci.producer.context import BUNDLE_LAYERS
 from fastci.release.gates import Evidence, TestResult
 from fastci.views.store import Views
 
@@ -19,7 +18,8 @@ FROM result_facts f
 JOIN results r ON r.id = f.result_id
 LEFT JOIN (
     SELECT result_id, min(c.ratio) AS eval_ratio
-    FROM (SELECT result_id, unnest(from_json(checks, '[{"kind": "VARCHAR", "ratio": "DOUBLE"}]')) AS c FROM gate_results)
+    FROM (SELECT result_id, unnest(from_json(checks, '[{"kind": "VARCHAR", "ratio": "DOUBLE"}]')) AS c
+          FROM gate_results)
     WHERE c.kind = 'eval' AND c.ratio IS NOT NULL GROUP BY result_id
 ) g ON g.result_id = f.result_id
 WHERE f.tier IS NOT NULL AND NOT f.excluded AND f.status <> 'skipped' AND {bundle}
@@ -34,8 +34,20 @@ def collect(views: Views, bundle: Bundle) -> Evidence:
     where = " AND ".join(f"f.bundle.{layer} = ?" for layer in BUNDLE_LAYERS)
     _, rows = views.query(_RESULTS.replace("{bundle}", where), [getattr(bundle, layer) for layer in BUNDLE_LAYERS])
     results = [
-        TestResult(test_id=row[0], model=row[1], precision=row[2], check=row[3], hardware_revision=row[4], tier=row[5],
-                   status=row[6], gate_passed=row[7], gate_failing=row[8], eval_ratio=row[9], time=row[10], offset=row[11])
+        TestResult(
+            test_id=row[0],
+            model=row[1],
+            precision=row[2],
+            check=row[3],
+            hardware_revision=row[4],
+            tier=row[5],
+            status=row[6],
+            gate_passed=row[7],
+            gate_failing=row[8],
+            eval_ratio=row[9],
+            time=row[10],
+            offset=row[11],
+        )
         for row in rows
     ]
     return Evidence(bundle=bundle, results=results, alerts=load(views, RegressionAlert))

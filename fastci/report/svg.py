@@ -51,9 +51,13 @@ class Chart:
     y_floor: float | None = None  # e.g. 0 for counts: padding never goes below it
 
     def render(self) -> str:
-        xs = [x for l in self.lines for x in l.xs] + [x for b in self.bands for x in b.xs] + [p.x for p in self.points]
+        xs = (
+            [x for line in self.lines for x in line.xs]
+            + [x for b in self.bands for x in b.xs]
+            + [p.x for p in self.points]
+        )
         xs += [v[0] for v in self.vlines]
-        ys = [y for l in self.lines for y in l.ys] + [y for b in self.bands for y in (*b.lower, *b.upper)]
+        ys = [y for line in self.lines for y in line.ys] + [y for b in self.bands for y in (*b.lower, *b.upper)]
         ys += [p.y for p in self.points] + [h[0] for h in self.hlines]
         xs, ys = [x for x in xs if math.isfinite(x)], [y for y in ys if math.isfinite(y)]
         if not xs or not ys:
@@ -76,44 +80,68 @@ class Chart:
         def py(y: float) -> float:
             return top + (1 - (y - y0) / (y1 - y0)) * inner_h
 
-        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" class="chart" role="img">',
-                 f"<title>{escape(self.title)}</title>",
-                 f'<text x="{left}" y="18" class="chart-title">{escape(self.title)}</text>',
-                 f'<rect x="{left}" y="{top}" width="{inner_w}" height="{inner_h}" fill="none" stroke="#ccc"/>']
+        parts = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" class="chart" role="img">',
+            f"<title>{escape(self.title)}</title>",
+            f'<text x="{left}" y="18" class="chart-title">{escape(self.title)}</text>',
+            f'<rect x="{left}" y="{top}" width="{inner_w}" height="{inner_h}" fill="none" stroke="#ccc"/>',
+        ]
         for tick in range(5):
             value = y0 + (y1 - y0) * tick / 4
-            parts.append(f'<text x="{left - 6}" y="{py(value) + 4:.1f}" text-anchor="end" class="tick">{value:.4g}</text>')
+            parts.append(
+                f'<text x="{left - 6}" y="{py(value) + 4:.1f}" text-anchor="end" class="tick">{value:.4g}</text>'
+            )
         x_ticks = [x0 + (x1 - x0) * tick / 4 for tick in range(5)]
         if integer_x:
             x_ticks = sorted({round(x) for x in x_ticks})
         for value in x_ticks:
-            parts.append(f'<text x="{px(value):.1f}" y="{top + inner_h + 16}" text-anchor="middle" class="tick">{value:.4g}</text>')
-        parts.append(f'<text x="{left + inner_w / 2}" y="{HEIGHT - 6}" text-anchor="middle" class="axis">{escape(self.x_label)}</text>')
-        parts.append(f'<text x="14" y="{top + inner_h / 2}" transform="rotate(-90 14 {top + inner_h / 2})" '
-                     f'text-anchor="middle" class="axis">{escape(self.y_label)}</text>')
+            parts.append(
+                f'<text x="{px(value):.1f}" y="{top + inner_h + 16}" text-anchor="middle" class="tick">'
+                f"{value:.4g}</text>"
+            )
+        parts.append(
+            f'<text x="{left + inner_w / 2}" y="{HEIGHT - 6}" text-anchor="middle" class="axis">'
+            f"{escape(self.x_label)}</text>"
+        )
+        parts.append(
+            f'<text x="14" y="{top + inner_h / 2}" transform="rotate(-90 14 {top + inner_h / 2})" '
+            f'text-anchor="middle" class="axis">{escape(self.y_label)}</text>'
+        )
         for band in self.bands:
             upper = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(band.xs, band.upper))
             lower = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in reversed(list(zip(band.xs, band.lower))))
-            parts.append(f'<polygon points="{upper} {lower}" fill="{band.color}" fill-opacity="0.25" stroke="none">'
-                         f"<title>{escape(band.label)}</title></polygon>")
+            parts.append(
+                f'<polygon points="{upper} {lower}" fill="{band.color}" fill-opacity="0.25" stroke="none">'
+                f"<title>{escape(band.label)}</title></polygon>"
+            )
         for y, label, color in self.hlines:
-            parts.append(f'<line x1="{left}" x2="{left + inner_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="{color}" '
-                         f'stroke-dasharray="4 3"><title>{escape(label)}</title></line>')
+            parts.append(
+                f'<line x1="{left}" x2="{left + inner_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="{color}" '
+                f'stroke-dasharray="4 3"><title>{escape(label)}</title></line>'
+            )
         for x, label, color in self.vlines:
-            parts.append(f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" y2="{top + inner_h}" stroke="{color}" '
-                         f'stroke-width="2"><title>{escape(label)}</title></line>')
+            parts.append(
+                f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" y2="{top + inner_h}" stroke="{color}" '
+                f'stroke-width="2"><title>{escape(label)}</title></line>'
+            )
         for line in self.lines:
             path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(line.xs, line.ys) if math.isfinite(y))
             dash = f' stroke-dasharray="{line.dash}"' if line.dash else ""
-            parts.append(f'<polyline points="{path}" fill="none" stroke="{line.color}" stroke-width="1.5"{dash}>'
-                         f"<title>{escape(line.label)}</title></polyline>")
+            parts.append(
+                f'<polyline points="{path}" fill="none" stroke="{line.color}" stroke-width="1.5"{dash}>'
+                f"<title>{escape(line.label)}</title></polyline>"
+            )
         for point in self.points:
-            parts.append(f'<circle cx="{px(point.x):.1f}" cy="{py(point.y):.1f}" r="{point.radius}" fill="{point.color}">'
-                         f"<title>{escape(point.title)}</title></circle>")
-        legend = [*((l.label, l.color) for l in self.lines), *((b.label, b.color) for b in self.bands)]
+            parts.append(
+                f'<circle cx="{px(point.x):.1f}" cy="{py(point.y):.1f}" r="{point.radius}" fill="{point.color}">'
+                f"<title>{escape(point.title)}</title></circle>"
+            )
+        legend = [*((line.label, line.color) for line in self.lines), *((b.label, b.color) for b in self.bands)]
         for i, (label, color) in enumerate(legend[:4]):
             x = left + i * 170
-            parts.append(f'<rect x="{x}" y="{top - 16}" width="10" height="10" fill="{color}"/>'
-                         f'<text x="{x + 14}" y="{top - 7}" class="legend">{escape(label[:26])}</text>')
+            parts.append(
+                f'<rect x="{x}" y="{top - 16}" width="10" height="10" fill="{color}"/>'
+                f'<text x="{x + 14}" y="{top - 7}" class="legend">{escape(label[:26])}</text>'
+            )
         parts.append("</svg>")
         return "".join(parts)

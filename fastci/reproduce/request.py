@@ -27,11 +27,21 @@ def rerun_request(result: ResultEvent, attempt: int = 1, elsewhere: bool = False
         raise RerunError(f"--attempt: must be at least 1 (got {attempt})")
     samples = max((len(values) for values in result.metrics.values()), default=1)
     return RunRequested(
-        cause_id=result.id, purpose="rerun" if attempt == 1 else f"rerun:{attempt}", test_id=result.test_id,
-        repo=result.repo, commit=result.commit, bundle=result.bundle, hardware_revision=result.hardware_revision,
-        work_class="rerun", repeats=min(max(samples, 1), MAX_REPEATS), seed=result.seed, config=result.config,
-        avoid_nodes=(result.node_id,) if elsewhere else (), requested_by=REQUESTER,
-        reason=f"reproduce result {result.id} ({result.trigger} run {result.run_id} on {result.node_id}: {result.status})",
+        cause_id=result.id,
+        purpose="rerun" if attempt == 1 else f"rerun:{attempt}",
+        test_id=result.test_id,
+        repo=result.repo,
+        commit=result.commit,
+        bundle=result.bundle,
+        hardware_revision=result.hardware_revision,
+        work_class="rerun",
+        repeats=min(max(samples, 1), MAX_REPEATS),
+        seed=result.seed,
+        config=result.config,
+        avoid_nodes=(result.node_id,) if elsewhere else (),
+        requested_by=REQUESTER,
+        reason=f"reproduce result {result.id} "
+        f"({result.trigger} run {result.run_id} on {result.node_id}: {result.status})",
     )
 
 
@@ -41,10 +51,14 @@ def find_result(views, given: str) -> ResultEvent:
 
     wanted = given.strip().lower()
     if not HEX.match(wanted):
-        raise RerunError(f"RESULT_ID: {given!r} is not a result id (6 to 32 hex digits, as in the results view's id column)")
+        raise RerunError(
+            f"RESULT_ID: {given!r} is not a result id (6 to 32 hex digits, as in the results view's id column)"
+        )
     found = load(views, ResultEvent, where=f"WHERE starts_with(id, '{wanted}')", order="id LIMIT 3")
     if not found:
         raise RerunError(f"no result with id {given!r} in the views (publish it, then 'fastci views refresh')")
     if len(found) > 1:
-        raise RerunError(f"{given!r} is the start of several result ids ({', '.join(r.id for r in found)}...): give more digits")
+        raise RerunError(
+            f"{given!r} is the start of several result ids ({', '.join(r.id for r in found)}...): give more digits"
+        )
     return found[0]

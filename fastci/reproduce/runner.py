@@ -22,18 +22,17 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from fastci.inputs import Bundle
-from fastci.topology import decode
 from fastci.core.codec import InvalidEvent
-from fastci.inputs import ResultEvent
-from fastci.scheduling.runs import RunRequested
-from fastci.producer.context import BUNDLE_LAYERS, RunContext
-from fastci.runtime.publish import publish_embedded
+from fastci.inputs import BUNDLE_LAYERS, Bundle, ResultEvent
+from fastci.producer.context import RunContext
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.log import Position
+from fastci.runtime.publish import publish_embedded
+from fastci.scheduling.runs import RunRequested
+from fastci.topology import decode
 
 QUALIFY_PREFIX = "qualify/"
 
@@ -67,10 +66,19 @@ def execute(request: RunRequested, node_id: str, now: datetime | None = None) ->
         raise NotReproducible(f"{request.test_id}: model {model!r} is not in the qualification set")
     config = dict(request.config)
     family = FAMILIES[model]
-    expected = {"model": model, "precision": precision, "family": family.kind, "batch": family.batch_size,
-                "learning_rate": family.lr, **family.config}
-    differs = [f"{key} {config[key]!r} (the code has {value!r})" for key, value in expected.items()
-               if key in config and _normal(config[key]) != _normal(value)]
+    expected = {
+        "model": model,
+        "precision": precision,
+        "family": family.kind,
+        "batch": family.batch_size,
+        "learning_rate": family.lr,
+        **family.config,
+    }
+    differs = [
+        f"{key} {config[key]!r} (the code has {value!r})"
+        for key, value in expected.items()
+        if key in config and _normal(config[key]) != _normal(value)
+    ]
     if differs:
         raise NotReproducible(f"{request.test_id}: the config differs from the model code: {', '.join(differs)}")
     backend_name = str(config.get("backend", f"emulated-{precision}"))
@@ -86,14 +94,24 @@ def execute(request: RunRequested, node_id: str, now: datetime | None = None) ->
         if BASELINE_CONFIG in config:
             versions = config[BASELINE_CONFIG]
             if not isinstance(versions, list) or len(versions) != len(BUNDLE_LAYERS):
-                raise NotReproducible(f"{request.test_id}: config '{BASELINE_CONFIG}' must list the {len(BUNDLE_LAYERS)} layer versions")
-            baseline = runner.make_backend("emulated", Bundle(**dict(zip(BUNDLE_LAYERS, map(str, versions)))), precision)  # type: ignore[arg-type]
+                raise NotReproducible(
+                    f"{request.test_id}: config '{BASELINE_CONFIG}' must list the {len(BUNDLE_LAYERS)} layer versions"
+                )
+            baseline = runner.make_backend(
+                "emulated", Bundle(**dict(zip(BUNDLE_LAYERS, map(str, versions)))), precision
+            )  # type: ignore[arg-type]
     except ValueError as error:
         raise NotReproducible(f"{request.test_id}: {error}") from None
     qualification = runner.qualify(backend, [model], baseline, seed=request.seed, steps=steps)  # type: ignore[arg-type]
-    context = RunContext(bundle=request.bundle, node_id=node_id, hardware_revision=request.hardware_revision,
-                         repo=request.repo, commit=request.commit, trigger=request.work_class)
-    results = to_results(qualification, context, run_id_for(request), now or datetime.now(timezone.utc))
+    context = RunContext(
+        bundle=request.bundle,
+        node_id=node_id,
+        hardware_revision=request.hardware_revision,
+        repo=request.repo,
+        commit=request.commit,
+        trigger=request.work_class,
+    )
+    results = to_results(qualification, context, run_id_for(request), now or datetime.now(UTC))
     (chosen,) = [r for r in results if r.test_id == request.test_id]
     return chosen
 
@@ -105,7 +123,9 @@ def _normal(value: object) -> object:
 class Runner:
     """Consumes ``run-requested`` from the embedded log of ``data_dir``."""
 
-    def __init__(self, data_dir: Path, node_id: str, hardware_revision: str | None = None, name: str | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, node_id: str, hardware_revision: str | None = None, name: str | None = None
+    ) -> None:
         self.data = DataDir(Path(data_dir))
         self.node_id = node_id
         self.hardware_revision = hardware_revision
@@ -121,7 +141,9 @@ class Runner:
     def _save(self, position: Position) -> None:
         self.position_path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.position_path.with_suffix(".tmp")
-        temporary.write_text(json.dumps({"offset": position.offset, "segment": position.segment, "byte": position.byte}))
+        temporary.write_text(
+            json.dumps({"offset": position.offset, "segment": position.segment, "byte": position.byte})
+        )
         os.replace(temporary, self.position_path)
 
     def run_once(self, progress: Callable[[Handled], None] | None = None) -> list[Handled]:

@@ -39,7 +39,7 @@ class Checkpoint:
     def close(self) -> None:
         self.db.close()
 
-    def store(self, processor: str) -> "ProcessorStore":
+    def store(self, processor: str) -> ProcessorStore:
         return ProcessorStore(self.db, processor)
 
     def position(self, consumer: str, topic: str) -> Position:
@@ -80,7 +80,7 @@ class Checkpoint:
         self.db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('seq', ?)", (first + count - 1,))
         return first
 
-    def _transaction(self) -> "_Transaction":
+    def _transaction(self) -> _Transaction:
         return _Transaction(self.db)
 
 

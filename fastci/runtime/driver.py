@@ -36,10 +36,9 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
-from fastci.core.events import Event
 from fastci.core.codec import InvalidEvent, encode
-from fastci.core.events import Record
 from fastci.core.dead_letters import FieldError
+from fastci.core.events import Event, Record
 from fastci.core.processor import Processor
 
 _CACHE_LIMIT = 200_000  # decoded entries kept between batches
@@ -120,7 +119,8 @@ class Driver:
         key = processor.partition_key(event)
         own = self._entry(key)
         if own is not None and (
-            event.id[:SEEN_ID_CHARS] in own.seen or (origin is not None and origin.offset <= own.marks.get(origin.stream, -1))
+            event.id[:SEEN_ID_CHARS] in own.seen
+            or (origin is not None and origin.offset <= own.marks.get(origin.stream, -1))
         ):
             return []
         try:
@@ -174,4 +174,3 @@ class Driver:
         entry = None if raw is None else decode_entry(self.processor.state_model, raw)
         self._entries[key] = entry
         return entry
-

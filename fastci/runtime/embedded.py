@@ -23,14 +23,14 @@ from pathlib import Path
 
 import orjson
 
-from fastci.core.events import Event
 from fastci.core.codec import InvalidEvent, encode
 from fastci.core.dead_letters import DeadLetter
+from fastci.core.events import Event
 from fastci.core.processor import Processor
 from fastci.core.system import System
-from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.collector import PauseControl
+from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.log import Log, LogRecord, Position
 
 DEFAULT_BATCH = 2000
@@ -158,7 +158,10 @@ class _ProcessorRunner:
     def _merged(self, limit: int) -> Iterator[tuple[str, LogRecord]]:
         """Input records in append-time order across topics (ties: topic order, then offset)."""
         streams = [
-            [(record.timestamp_ms, index, record.offset, topic, record) for record in self.shared.records(topic, start, limit)]
+            [
+                (record.timestamp_ms, index, record.offset, topic, record)
+                for record in self.shared.records(topic, start, limit)
+            ]
             for index, (topic, start) in enumerate(self.positions.items())
         ]
         for *_, topic, record in heapq.merge(*streams):
@@ -209,8 +212,15 @@ class EmbeddedRuntime:
         finally:
             pauses.stop()
 
-    def _run(self, stats: RunStats, pending: dict[str, int], pauses: PauseControl, follow: bool, poll_s: float,
-             progress: Progress | None) -> RunStats:
+    def _run(
+        self,
+        stats: RunStats,
+        pending: dict[str, int],
+        pauses: PauseControl,
+        follow: bool,
+        poll_s: float,
+        progress: Progress | None,
+    ) -> RunStats:
         while True:
             progressed = False
             # Rounds of one batch per processor, producers before consumers: processors reading the

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
-from fastci.core.codec import encode
 
 _SEND_WINDOW = 5000  # unacknowledged sends in flight before we wait
 
@@ -41,7 +41,10 @@ async def ensure_topics(settings: KafkaSettings, names: Iterable[str]) -> list[s
         wanted = [n for n in names if n not in existing]
         if wanted:
             await admin.create_topics(
-                [NewTopic(n, num_partitions=settings.partitions, replication_factor=settings.replication) for n in wanted]
+                [
+                    NewTopic(n, num_partitions=settings.partitions, replication_factor=settings.replication)
+                    for n in wanted
+                ]
             )
         return wanted
     finally:

@@ -88,7 +88,7 @@ class PoolConfig(Event):
     smoke_estimated_s: FiniteFloat = Field(default=300.0, gt=0)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "PoolConfig":
+    def _consistent(self) -> PoolConfig:
         classes = [policy.work_class for policy in self.classes]
         if sorted(classes) != sorted(WORK_CLASSES):
             raise ValueError(f"classes must list each work class once ({', '.join(WORK_CLASSES)}), got {classes}")
@@ -145,6 +145,8 @@ class ScheduleEvent(Event):
     resume_from_s: FiniteFloat = Field(
         default=0.0, ge=0, description="Seconds of work checkpointed before this attempt (the runner resumes there)."
     )
-    lost_s: FiniteFloat = Field(default=0.0, ge=0, description="preempted: seconds run since the last checkpoint, lost.")
+    lost_s: FiniteFloat = Field(
+        default=0.0, ge=0, description="preempted: seconds run since the last checkpoint, lost."
+    )
     preempted_by: str | None = Field(default=None, max_length=64, description="preempted: the job that took its chips.")
     reason: Text = ""

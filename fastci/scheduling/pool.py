@@ -114,8 +114,14 @@ def checkpointed(ran_s: float, every_s: float | None) -> float:
 class _Pool:
     """The mutable picture of the pool during one pass."""
 
-    def __init__(self, nodes: Sequence[NodeView], running: Sequence[RunningView], rules: Mapping[str, ClassRule],
-                 cpu_slots: int, now: float) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[NodeView],
+        running: Sequence[RunningView],
+        rules: Mapping[str, ClassRule],
+        cpu_slots: int,
+        now: float,
+    ) -> None:
         self.now = now
         self.nodes = {node.node_id: node for node in nodes}
         self.free = {node.node_id: node.chips - node.used for node in nodes}
@@ -144,7 +150,8 @@ class _Pool:
         found = self._candidates.get(key)
         if found is None:
             found = self._candidates[key] = [
-                node for node in self.nodes.values()
+                node
+                for node in self.nodes.values()
                 if node.available and node.node_id not in job.avoid and job.revision in (ANY_REVISION, node.revision)
             ]
         return found
@@ -206,8 +213,9 @@ def schedule_pass(
 MAX_ROUNDS = 3
 
 
-def _round(pool: _Pool, queues: Mapping[str, Sequence[WaitingView]], order: list[str], placed: set[str],
-           result: PassResult) -> bool:
+def _round(
+    pool: _Pool, queues: Mapping[str, Sequence[WaitingView]], order: list[str], placed: set[str], result: PassResult
+) -> bool:
     """One sweep over the queues: first every job that keeps its class within its share (placed on
     free chips or by reclaiming them), then the jobs that would borrow, on what is still free.
     True when it preempted anything (placements alone open no room for a job it passed over)."""
@@ -231,7 +239,7 @@ def _round(pool: _Pool, queues: Mapping[str, Sequence[WaitingView]], order: list
                     continue
                 if (pool.usage.get(name, 0) + job.chips <= quota) == borrowing:
                     continue  # not this phase's job
-                if (result.reservation is not None and not may_reclaim and most_free < job.chips <= pool.widest):
+                if result.reservation is not None and not may_reclaim and most_free < job.chips <= pool.widest:
                     continue  # a single-node job no node has room for, that cannot make room (nor reserve)
                 shape = (name, job.chips, job.revision, job.avoid)
                 if failed.get(shape, float("inf")) <= job.remaining_s:
@@ -320,8 +328,9 @@ def _evictable(pool: _Pool, job: WaitingView, victim_id: str, usage: dict[str, f
     )
 
 
-def _clear(pool: _Pool, job: WaitingView, node: NodeView, need: int, usage: dict[str, float],
-           chosen: list[str]) -> bool:
+def _clear(
+    pool: _Pool, job: WaitingView, node: NodeView, need: int, usage: dict[str, float], chosen: list[str]
+) -> bool:
     """Add to ``chosen`` the victims that leave ``need`` chips free on ``node`` (``usage`` updated);
     False when the node cannot be cleared that far."""
     free = pool.free[node.node_id] + sum(pool.running[v].chips for v in chosen if _on(pool, v, node.node_id))
@@ -351,8 +360,12 @@ def _reclaim(pool: _Pool, job: WaitingView, reservation: Reservation | None) -> 
         chosen: list[str] = []
         if not _clear(pool, job, node, job.chips, usage, chosen):
             continue
-        cost = (sum(pool.running[v].chips for v in chosen), len(chosen),
-                sorted(_victim_order(pool, v) for v in chosen), node.node_id)
+        cost = (
+            sum(pool.running[v].chips for v in chosen),
+            len(chosen),
+            sorted(_victim_order(pool, v) for v in chosen),
+            node.node_id,
+        )
         if best is None or cost < best[0]:
             best = (cost, tuple(chosen), ((node.node_id, job.chips),))
     return ((), None) if best is None else (best[1], best[2])
@@ -378,8 +391,12 @@ def _reclaim_gang(pool: _Pool, job: WaitingView, nodes: list[NodeView]) -> tuple
                 picked.append(node)
         if sum(n.chips for n in picked) < job.chips:
             continue
-        cost = (sum(pool.running[v].chips for v in chosen), len(chosen),
-                sorted(_victim_order(pool, v) for v in chosen), revision)
+        cost = (
+            sum(pool.running[v].chips for v in chosen),
+            len(chosen),
+            sorted(_victim_order(pool, v) for v in chosen),
+            revision,
+        )
         if best is None or cost < best[0]:
             best = (cost, tuple(chosen), tuple((n.node_id, n.chips) for n in picked))
     return ((), None) if best is None else (best[1], best[2])

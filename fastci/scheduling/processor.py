@@ -31,21 +31,29 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from fastci.core.events import Event
-from fastci.inputs import ResultEvent
-from fastci.core.events import Record, derive_id
+from fastci.core.events import Event, Record, derive_id
+from fastci.core.processor import Processor, StateReader, Step, Transaction, compound_key
 from fastci.fleet.events import NodeStateChanged
-from fastci.inputs import Bundle
+from fastci.inputs import Bundle, ResultEvent
 from fastci.planning.events import TestPlan
-from fastci.scheduling.runs import RunRequested
-from fastci.scheduling.events import ANY_REVISION, DEFAULT_POOL, MAX_JOB_TESTS, ClassPolicy, ClockTick, PoolConfig, PoolNode, ScheduledTest, ScheduleEvent
-from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.scheduling.events import (
+    ANY_REVISION,
+    DEFAULT_POOL,
+    MAX_JOB_TESTS,
+    ClassPolicy,
+    ClockTick,
+    PoolConfig,
+    PoolNode,
+    ScheduledTest,
+    ScheduleEvent,
+)
 from fastci.scheduling.pool import ClassRule, NodeView, checkpointed, schedule_pass
+from fastci.scheduling.runs import RunRequested
 
 SEGMENT = 64  # queue entries per stored value
 LOOKAHEAD = 64  # queued jobs per class one pass considers (FIFO with backfill over this window)
@@ -183,12 +191,21 @@ def pool_record(config: PoolConfig, previous: PoolRecord | None = None) -> PoolR
     states = {node.node_id: node.state for node in previous.nodes} if previous else {}
     carried: dict[str, Any] = {}
     if previous is not None:
-        carried = {"now": previous.now, "running": previous.running, "queues": previous.queues, "counts": previous.counts}
+        carried = {
+            "now": previous.now,
+            "running": previous.running,
+            "queues": previous.queues,
+            "counts": previous.counts,
+        }
     return PoolRecord(
         config_version=config.version,
         nodes=tuple(
-            NodeRecord(node_id=n.node_id, hardware_revision=n.hardware_revision, chips=n.chips,
-                       state=states.get(n.node_id, "healthy"))
+            NodeRecord(
+                node_id=n.node_id,
+                hardware_revision=n.hardware_revision,
+                chips=n.chips,
+                state=states.get(n.node_id, "healthy"),
+            )
             for n in config.nodes
         ),
         classes=config.classes,
@@ -219,7 +236,7 @@ def segment_key(pool: str, work_class: str, number: int) -> str:
 
 
 def to_time(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, timezone.utc)
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def seconds(time: datetime) -> float:
@@ -239,14 +256,22 @@ class PlanEntry:
 class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
     name: ClassVar[str] = "pool-scheduler"
     inputs: ClassVar[tuple[str, ...]] = (
-        PoolConfig.TOPIC, ClockTick.TOPIC, RunRequested.TOPIC, NodeStateChanged.TOPIC, ResultEvent.TOPIC,
+        PoolConfig.TOPIC,
+        ClockTick.TOPIC,
+        RunRequested.TOPIC,
+        NodeStateChanged.TOPIC,
+        ResultEvent.TOPIC,
         TestPlan.TOPIC,
     )
     outputs: ClassVar[tuple[str, ...]] = (ScheduleEvent.TOPIC,)
     state_model: ClassVar[type[Record]] = PoolSchedulerState
     state_key: ClassVar[str] = "key"
-    partition_by = {RunRequested.TOPIC: "pool", NodeStateChanged.TOPIC: "pool", ResultEvent.TOPIC: "pool",
-                    TestPlan.TOPIC: "pool"}
+    partition_by = {
+        RunRequested.TOPIC: "pool",
+        NodeStateChanged.TOPIC: "pool",
+        ResultEvent.TOPIC: "pool",
+        TestPlan.TOPIC: "pool",
+    }
 
     def __init__(self) -> None:
         self._test_index: dict[tuple[str, str], dict[str, int]] = {}  # (pool, job) -> test -> index
@@ -286,22 +311,33 @@ def plan_of(event: Event) -> tuple[str, str, str | None, bool, list[PlanEntry], 
     other. A plan may come in pages; ``whole plan`` is False for every page but the last."""
     if event.TOPIC != "test-plan":
         return None
-    entries = [
-        PlanEntry(e.test_id, e.estimated_s, e.chips, e.config) for e in getattr(event, "entries")
-    ]
+    entries = [PlanEntry(e.test_id, e.estimated_s, e.chips, e.config) for e in event.entries]
     last = getattr(event, "page", 0) + 1 >= getattr(event, "pages", 1)
-    return event.id, getattr(event, "repo"), getattr(event, "sha", None), bool(getattr(event, "hardware_path")), entries, last
+    return (
+        event.id,
+        event.repo,
+        getattr(event, "sha", None),
+        bool(event.hardware_path),
+        entries,
+        last,
+    )
 
 
 class _Work:
     """One input's effect on one pool: reads through this event's own writes, collects outputs."""
 
-    def __init__(self, state: StateReader[PoolSchedulerState], pool: str, cause_id: str,
-                 test_index: dict[tuple[str, str], dict[str, int]]) -> None:
+    def __init__(
+        self,
+        state: StateReader[PoolSchedulerState],
+        pool: str,
+        cause_id: str,
+        test_index: dict[tuple[str, str], dict[str, int]],
+    ) -> None:
         self.state = state
         self.name = pool
         self.cause_id = cause_id
-        self.writes: dict[str, PoolSchedulerState | None] = {}
+        self.tx = Transaction(state)
+        self.writes = self.tx.writes
         self.outputs: list[ScheduleEvent] = []
         self.test_index = test_index
         self.counts: dict[str, int] = {}
@@ -312,9 +348,7 @@ class _Work:
     # ----- state access
 
     def _get(self, key: str) -> PoolSchedulerState:
-        if key in self.writes:
-            return self.writes[key] or PoolSchedulerState()
-        return self.state.get(key) or PoolSchedulerState()
+        return self.tx.get(key) or PoolSchedulerState()
 
     def set_pool(self, **changes: Any) -> None:
         self.pool = self.pool.model_copy(update=changes)
@@ -378,10 +412,15 @@ class _Work:
             entries = []
         entries = [entry, *entries] if front else [*entries, entry]
         self.set_segment(work_class, number, entries)
-        self._set_index(work_class, QueueIndex(
-            first=min(index.first, number), last=max(index.last, number), jobs=index.jobs + 1,
-            cpu_jobs=index.cpu_jobs + (entry.chips == 0),
-        ))
+        self._set_index(
+            work_class,
+            QueueIndex(
+                first=min(index.first, number),
+                last=max(index.last, number),
+                jobs=index.jobs + 1,
+                cpu_jobs=index.cpu_jobs + (entry.chips == 0),
+            ),
+        )
 
     def remove(self, work_class: str, removals: dict[int, set[str]]) -> None:
         """Take jobs out of their segments (segment number -> job ids)."""
@@ -398,8 +437,12 @@ class _Work:
             first += 1
         while last >= first and not self._get(segment_key(self.name, work_class, last)).segment:
             last -= 1
-        self._set_index(work_class, QueueIndex(first=first, last=last, jobs=max(0, index.jobs - removed),
-                                               cpu_jobs=max(0, index.cpu_jobs - removed_cpu)))
+        self._set_index(
+            work_class,
+            QueueIndex(
+                first=first, last=last, jobs=max(0, index.jobs - removed), cpu_jobs=max(0, index.cpu_jobs - removed_cpu)
+            ),
+        )
 
     def waiting(self, work_class: str) -> list[tuple[int, QueueEntry]]:
         """The first LOOKAHEAD queued entries of a class, with the segment each sits in."""
@@ -423,8 +466,9 @@ class _Work:
                 self.evict(job_id, reason=f"node {gone[0]} left the pool")
 
     def node_state(self, event: NodeStateChanged) -> None:
-        nodes = tuple(n.model_copy(update={"state": event.state}) if n.node_id == event.node_id else n
-                      for n in self.pool.nodes)
+        nodes = tuple(
+            n.model_copy(update={"state": event.state}) if n.node_id == event.node_id else n for n in self.pool.nodes
+        )
         self.set_pool(nodes=nodes)
         if event.state in EVICTING:
             for job_id, running in sorted(self.pool.running.items()):
@@ -433,15 +477,33 @@ class _Work:
 
     def enqueue_request(self, request: RunRequested) -> None:
         chips = self._node_chips() if request.chips is None else request.chips
-        test = ScheduledTest(test_id=request.test_id, config=dict(request.config),
-                             estimated_s=request.estimated_s if request.estimated_s is not None else DEFAULT_ESTIMATE_S)
+        test = ScheduledTest(
+            test_id=request.test_id,
+            config=dict(request.config),
+            estimated_s=request.estimated_s if request.estimated_s is not None else DEFAULT_ESTIMATE_S,
+        )
         self.add_job(
-            derive_id("job", request.id), request.id, request.work_class, request.repo, request.commit, (test,),
-            chips, request.hardware_revision, request.avoid_nodes, request.bundle,
+            derive_id("job", request.id),
+            request.id,
+            request.work_class,
+            request.repo,
+            request.commit,
+            (test,),
+            chips,
+            request.hardware_revision,
+            request.avoid_nodes,
+            request.bundle,
         )
 
-    def enqueue_plan(self, plan_id: str, repo: str, sha: str | None, hardware_path: bool,
-                     entries: Sequence[PlanEntry], last_page: bool = True) -> None:
+    def enqueue_plan(
+        self,
+        plan_id: str,
+        repo: str,
+        sha: str | None,
+        hardware_path: bool,
+        entries: Sequence[PlanEntry],
+        last_page: bool = True,
+    ) -> None:
         limit = self._node_chips() if self.pool.presubmit_max_chips is None else self.pool.presubmit_max_chips
         on_hardware = [hardware_path and 0 < e.chips <= limit for e in entries]
         hardware = [e for e, here in zip(entries, on_hardware) if here]
@@ -449,29 +511,75 @@ class _Work:
         # The smoke floor is judged per page: a plan long enough to have pages is a run of everything,
         # which lists the hardware tests (a page without any then adds one smoke run, not a miss).
         if hardware_path and not hardware and self.pool.smoke_test and last_page:
-            hardware = [PlanEntry(test_id=self.pool.smoke_test, estimated_s=self.pool.smoke_estimated_s,
-                                  chips=self.pool.smoke_chips)]
+            hardware = [
+                PlanEntry(
+                    test_id=self.pool.smoke_test, estimated_s=self.pool.smoke_estimated_s, chips=self.pool.smoke_chips
+                )
+            ]
         for position, entry in enumerate(hardware):
-            test = ScheduledTest.trusted({"test_id": entry.test_id, "config": entry.config,
-                                          "estimated_s": entry.estimated_s})
-            self.add_job(derive_id("job", plan_id, "hw", str(position)), plan_id, "presubmit", repo, sha, (test,),
-                         entry.chips, ANY_REVISION, (), None)
+            test = ScheduledTest.trusted(
+                {"test_id": entry.test_id, "config": entry.config, "estimated_s": entry.estimated_s}
+            )
+            self.add_job(
+                derive_id("job", plan_id, "hw", str(position)),
+                plan_id,
+                "presubmit",
+                repo,
+                sha,
+                (test,),
+                entry.chips,
+                ANY_REVISION,
+                (),
+                None,
+            )
         for number, shard in enumerate(shards(cpu, self.pool.cpu_shard_s)):
-            tests = tuple(ScheduledTest.trusted({"test_id": e.test_id, "config": e.config, "estimated_s": e.estimated_s})
-                          for e in shard)
-            self.add_job(derive_id("job", plan_id, "cpu", str(number)), plan_id, "presubmit", repo, sha, tests,
-                         0, ANY_REVISION, (), None)
+            tests = tuple(
+                ScheduledTest.trusted({"test_id": e.test_id, "config": e.config, "estimated_s": e.estimated_s})
+                for e in shard
+            )
+            self.add_job(
+                derive_id("job", plan_id, "cpu", str(number)),
+                plan_id,
+                "presubmit",
+                repo,
+                sha,
+                tests,
+                0,
+                ANY_REVISION,
+                (),
+                None,
+            )
 
-    def add_job(self, job_id: str, request_id: str, work_class: str, repo: str, commit: str | None,
-                tests: tuple[ScheduledTest, ...], chips: int, revision: str, avoid: Iterable[str],
-                bundle: Bundle | None) -> None:
+    def add_job(
+        self,
+        job_id: str,
+        request_id: str,
+        work_class: str,
+        repo: str,
+        commit: str | None,
+        tests: tuple[ScheduledTest, ...],
+        chips: int,
+        revision: str,
+        avoid: Iterable[str],
+        bundle: Bundle | None,
+    ) -> None:
         if self.job(job_id) is not None:
             return  # already known (a redelivered request): never queued twice
         estimated = sum(t.estimated_s for t in tests)
         job = JobRecord(
-            request_id=request_id, work_class=work_class, repo=repo, commit=commit, tests=tests, chips=chips,
-            revision=revision, avoid=tuple(sorted(set(avoid))), estimated_s=estimated, bundle=bundle,
-            queued_at=self.now, waiting_since=self.now, reported="0" * len(tests),
+            request_id=request_id,
+            work_class=work_class,
+            repo=repo,
+            commit=commit,
+            tests=tests,
+            chips=chips,
+            revision=revision,
+            avoid=tuple(sorted(set(avoid))),
+            estimated_s=estimated,
+            bundle=bundle,
+            queued_at=self.now,
+            waiting_since=self.now,
+            reported="0" * len(tests),
         )
         problem = self._infeasible(job)
         if problem:
@@ -480,8 +588,17 @@ class _Work:
             self.emit(job_id, job, "refused", reason=problem, tests=tests)
             return
         self.set_job(job_id, job)
-        self.push(work_class, QueueEntry(job_id=job_id, work_class=work_class, chips=chips, revision=revision,
-                                         avoid=job.avoid, remaining_s=estimated))
+        self.push(
+            work_class,
+            QueueEntry(
+                job_id=job_id,
+                work_class=work_class,
+                chips=chips,
+                revision=revision,
+                avoid=job.avoid,
+                remaining_s=estimated,
+            ),
+        )
         self.emit(job_id, job, "queued", tests=tests)
 
     def result(self, event: ResultEvent) -> bool:
@@ -521,8 +638,13 @@ class _Work:
         done = job.model_copy(update={"status": "completed", "run_s": run_s, "tests": (), "reported": ""})
         self.set_job(job_id, done)
         self.test_index.pop((self.name, job_id), None)
-        self.emit(job_id, done, "completed", chips=held.chips if held else 0,
-                  nodes=tuple(n for n, _ in held.placement) if held else ())
+        self.emit(
+            job_id,
+            done,
+            "completed",
+            chips=held.chips if held else 0,
+            nodes=tuple(n for n, _ in held.placement) if held else (),
+        )
 
     def evict(self, job_id: str, reason: str, by: str | None = None) -> None:
         """Stop a running job and put it back at the front of its class's queue."""
@@ -534,16 +656,28 @@ class _Work:
         ran = max(0.0, self.now - (job.started or self.now))
         every = self._policy(job.work_class).checkpoint_every_s
         kept = min(checkpointed(ran, every), max(0.0, job.estimated_s - job.done_s))
-        job = job.model_copy(update={
-            "status": "queued", "done_s": job.done_s + kept, "run_s": job.run_s + ran, "waiting_since": self.now,
-            "started": None,
-        })
+        job = job.model_copy(
+            update={
+                "status": "queued",
+                "done_s": job.done_s + kept,
+                "run_s": job.run_s + ran,
+                "waiting_since": self.now,
+                "started": None,
+            }
+        )
         self.set_job(job_id, job)
         nodes = tuple(node for node, _ in held.placement)
-        self.emit(job_id, job, "preempted", chips=held.chips, nodes=nodes, lost_s=ran - kept, preempted_by=by,
-                  reason=reason)
-        entry = QueueEntry(job_id=job_id, work_class=job.work_class, chips=job.chips, revision=job.revision,
-                           avoid=job.avoid, remaining_s=max(0.0, job.estimated_s - job.done_s))
+        self.emit(
+            job_id, job, "preempted", chips=held.chips, nodes=nodes, lost_s=ran - kept, preempted_by=by, reason=reason
+        )
+        entry = QueueEntry(
+            job_id=job_id,
+            work_class=job.work_class,
+            chips=job.chips,
+            revision=job.revision,
+            avoid=job.avoid,
+            remaining_s=max(0.0, job.estimated_s - job.done_s),
+        )
         self.push(job.work_class, entry, front=True)
         self.emit(job_id, job, "requeued", resume_from_s=job.done_s, reason=reason)
 
@@ -591,22 +725,43 @@ class _Work:
         assert job is not None
         attempt = job.attempt + 1
         remaining = max(0.0, job.estimated_s - job.done_s)
-        job = job.model_copy(update={
-            "status": "running", "attempt": attempt, "started": self.now, "waiting_since": None,
-            "wait_s": job.wait_s + max(0.0, self.now - (job.waiting_since if job.waiting_since is not None else self.now)),
-        })
+        job = job.model_copy(
+            update={
+                "status": "running",
+                "attempt": attempt,
+                "started": self.now,
+                "waiting_since": None,
+                "wait_s": job.wait_s
+                + max(0.0, self.now - (job.waiting_since if job.waiting_since is not None else self.now)),
+            }
+        )
         self.set_job(job_id, job)
         chips = sum(c for _, c in placement)
         running = dict(self.pool.running)
-        running[job_id] = RunningRecord.trusted({
-            "job_id": job_id, "work_class": job.work_class, "chips": chips, "placement": placement,
-            "started": self.now, "expected_end": self.now + remaining,
-        })
+        running[job_id] = RunningRecord.trusted(
+            {
+                "job_id": job_id,
+                "work_class": job.work_class,
+                "chips": chips,
+                "placement": placement,
+                "started": self.now,
+                "expected_end": self.now + remaining,
+            }
+        )
         self.set_pool(running=running)
         pending = tuple(t for t, flag in zip(job.tests, job.reported, strict=True) if flag == "0")
-        self.emit(job_id, job, "placed", tests=pending, chips=chips, nodes=tuple(n for n, _ in placement),
-                  hardware_revision=revision, cpu=not placement, run_id=run_id_of(job_id, attempt),
-                  resume_from_s=job.done_s)
+        self.emit(
+            job_id,
+            job,
+            "placed",
+            tests=pending,
+            chips=chips,
+            nodes=tuple(n for n, _ in placement),
+            hardware_revision=revision,
+            cpu=not placement,
+            run_id=run_id_of(job_id, attempt),
+            resume_from_s=job.done_s,
+        )
 
     def emit(self, job_id: str, job: JobRecord, action: str, **fields: Any) -> None:
         values: dict[str, Any] = {
@@ -615,12 +770,25 @@ class _Work:
             "estimated_s": job.estimated_s,
             **fields,
         }
-        self.outputs.append(ScheduleEvent(
-            cause_id=self.cause_id, pool=self.name, job_id=job_id, action=action, time=to_time(self.now),
-            request_id=job.request_id, work_class=job.work_class, repo=job.repo, commit=job.commit,
-            bundle=job.bundle, attempt=job.attempt, queued_at=to_time(job.queued_at), wait_s=job.wait_s,
-            run_s=job.run_s, **values,
-        ))
+        self.outputs.append(
+            ScheduleEvent(
+                cause_id=self.cause_id,
+                pool=self.name,
+                job_id=job_id,
+                action=action,
+                time=to_time(self.now),
+                request_id=job.request_id,
+                work_class=job.work_class,
+                repo=job.repo,
+                commit=job.commit,
+                bundle=job.bundle,
+                attempt=job.attempt,
+                queued_at=to_time(job.queued_at),
+                wait_s=job.wait_s,
+                run_s=job.run_s,
+                **values,
+            )
+        )
         self.count(action)
 
     # ----- helpers
@@ -644,8 +812,10 @@ class _Work:
         for name, index in pool.queues.items():
             if index.jobs == index.cpu_jobs or usage.get(name, 0) >= policies[name].quota * healthy:
                 continue
-            if any(policies[other].priority > policies[name].priority and held > policies[other].quota * healthy
-                   for other, held in usage.items()):
+            if any(
+                policies[other].priority > policies[name].priority and held > policies[other].quota * healthy
+                for other, held in usage.items()
+            ):
                 return False
         return True
 
@@ -659,8 +829,11 @@ class _Work:
         """Why the pool can never run the job (whatever its nodes' health), or ''."""
         if job.chips == 0:
             return "" if self.pool.cpu_slots > 0 else "the pool has no CPU/simulator capacity"
-        nodes = [n for n in self.pool.nodes if job.revision in (ANY_REVISION, n.hardware_revision)
-                 and n.node_id not in job.avoid]
+        nodes = [
+            n
+            for n in self.pool.nodes
+            if job.revision in (ANY_REVISION, n.hardware_revision) and n.node_id not in job.avoid
+        ]
         if not nodes:
             return f"no node of hardware revision {job.revision!r} (outside the nodes to avoid)"
         if job.chips <= max(n.chips for n in nodes):

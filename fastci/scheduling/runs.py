@@ -24,7 +24,9 @@ class RunRequested(Event):
     IDENTITY: ClassVar[tuple[str, ...]] = ("cause_id", "purpose")
 
     cause_id: str = Field(max_length=64, description="Id of the event that caused the request.")
-    purpose: Name = Field(description="What the run is for, unique per cause, e.g. 'confirm' or 'bisect:<regression>:3:1'.")
+    purpose: Name = Field(
+        description="What the run is for, unique per cause, e.g. 'confirm' or 'bisect:<regression>:3:1'."
+    )
     test_id: Name
     repo: Name
     commit: Sha = Field(description="The code to run.")

@@ -148,7 +148,11 @@ class _FileDiff:
         return self.path.endswith(PYTHON_SUFFIX) and self.new_mode in _REGULAR_FILE_MODES
 
     def python_blobs(self) -> list[str]:
-        return [blob for blob, wanted in ((self.old_blob, self.old_is_python()), (self.new_blob, self.new_is_python())) if wanted]
+        return [
+            blob
+            for blob, wanted in ((self.old_blob, self.old_is_python()), (self.new_blob, self.new_is_python()))
+            if wanted
+        ]
 
 
 def _function_changes(diff: _FileDiff, blobs: dict[str, bytes]) -> list[tuple[str, Change]]:
@@ -208,7 +212,9 @@ def _diff(repo: Path, base: str, sha: str) -> list[_FileDiff]:
         paths = 2 if letter in "RC" else 1
         old_path, new_path = tokens[index + 1], tokens[index + paths]
         index += 1 + paths
-        diffs.append(_FileDiff(letter, _event_path(new_path), _event_path(old_path), old_mode, new_mode, old_blob, new_blob))
+        diffs.append(
+            _FileDiff(letter, _event_path(new_path), _event_path(old_path), old_mode, new_mode, old_blob, new_blob)
+        )
     return diffs
 
 
@@ -234,9 +240,7 @@ def _read_blobs(repo: Path, blobs: list[str]) -> dict[str, bytes]:
 def _default_repo_name(repo: Path) -> str:
     """The repo as results and evidence name it (``$FASTCI_REPO``, else the ``origin`` remote's
     owner/name, else the work tree's name): selection joins the three on it."""
-    from fastci.producer.context import _repo_name
-
-    return os.environ.get("FASTCI_REPO") or _repo_name(repo)
+    return os.environ.get("FASTCI_REPO") or repo_name_of(repo)
 
 
 def _event_path(raw: bytes) -> str:
@@ -263,3 +267,23 @@ def _run(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.Compl
 
 def _stderr(run: subprocess.CompletedProcess[bytes]) -> str:
     return run.stderr.decode("utf-8", "replace").strip() or f"exit status {run.returncode}"
+
+
+def git_line(cwd: Path | None, *args: str) -> str | None:
+    """One line of ``git`` output in ``cwd``, or None when git fails or says nothing."""
+    try:
+        run = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return run.stdout.strip() if run.returncode == 0 and run.stdout.strip() else None
+
+
+def repo_name_of(cwd: Path | None) -> str:
+    """``owner/name`` from the ``origin`` remote, else the work tree's (or current) directory name."""
+    url = git_line(cwd, "remote", "get-url", "origin")
+    if url:
+        match = re.search(r"([^/:]+/[^/:]+?)(?:\.git)?/?$", url)
+        if match:
+            return match.group(1)
+    top = git_line(cwd, "rev-parse", "--show-toplevel")
+    return Path(top).name if top else Path(cwd or Path.cwd()).resolve().name

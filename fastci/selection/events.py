@@ -68,7 +68,9 @@ class Selection(Event):
     commit_id: str = Field(description="Id of the commits event this selection answers.")
     repo: Name
     sha: Sha
-    hardware_path: bool = Field(default=False, description="The commit's: the change can alter what runs on the accelerator.")
+    hardware_path: bool = Field(
+        default=False, description="The commit's: the change can alter what runs on the accelerator."
+    )
     run_all: bool = Field(description="Run every test (kept is then empty): a rule selected the whole suite.")
     run_all_reason: Text = ""
     kept: tuple[KeptTest, ...] = Field(default=(), max_length=MAX_KEPT)

@@ -14,8 +14,9 @@ writes are sets, not increments, so replaying an event rewrites the same values.
 For a commit: tests that executed a modified or deleted unit are selected; a changed module body or
 class body selects every test that ran code in that file (such code runs at import, before any
 test); a changed non-Python file that is not documentation selects everything; tests without
-evidence, and test functions the commit adds or edits, are always kept. Pruning then keeps the cheapest set covering every changed (unit,
-context) pair the selection covers (``fastci.selection.pruning``).
+evidence, and test functions the commit adds or edits, are always kept. Pruning then keeps the
+cheapest set covering every changed (unit, context) pair the selection covers
+(``fastci.selection.pruning``).
 """
 
 from __future__ import annotations
@@ -25,11 +26,20 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from fastci.core.events import Event, Record
+from fastci.core.processor import KEY_SEPARATOR, Processor, StateReader, Step, Transaction
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
-from fastci.core.events import Event
-from fastci.core.events import Record
-from fastci.selection.events import MAX_COVERED_BY, MAX_FUNCTIONS, MAX_KEPT, MAX_PRUNED_LISTED, KeptTest, PrunedTest, Reason, Selection, SelectionMetrics
-from fastci.core.processor import KEY_SEPARATOR, Processor, StateReader, Step
+from fastci.selection.events import (
+    MAX_COVERED_BY,
+    MAX_FUNCTIONS,
+    MAX_KEPT,
+    MAX_PRUNED_LISTED,
+    KeptTest,
+    PrunedTest,
+    Reason,
+    Selection,
+    SelectionMetrics,
+)
 from fastci.selection.graph import executions, short_id, unit_name
 from fastci.selection.pruning import prune
 from fastci.selection.units import BODY, MODULE, is_test_file
@@ -40,8 +50,15 @@ DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
 INERT_SUFFIXES = (".md", ".rst", ".pyi")
 INERT_DIRS = ("docs/", "doc/", ".github/ISSUE_TEMPLATE/")
 INERT_NAMES = (
-    "LICENSE", "LICENSE.txt", "AUTHORS", "CHANGELOG", ".gitignore", ".gitattributes", ".mailmap",
-    ".readthedocs.yaml", ".readthedocs.yml",  # the docs build's config
+    "LICENSE",
+    "LICENSE.txt",
+    "AUTHORS",
+    "CHANGELOG",
+    ".gitignore",
+    ".gitattributes",
+    ".mailmap",
+    ".readthedocs.yaml",
+    ".readthedocs.yml",  # the docs build's config
 )
 
 
@@ -111,24 +128,23 @@ class SelectionProcessor(Processor[SelectionState]):
         if isinstance(event, CommitEvent):
             catalog = _catalog(state, event.repo)
             gone = removed_tests(event, catalog)
-            selection = select(state, event, gone, catalog, pruning=self.pruning,
-                               run_everything=self.run_everything)
+            selection = select(state, event, gone, catalog, pruning=self.pruning, run_everything=self.run_everything)
             return Step(writes=_forget_tests(state, event.repo, gone), outputs=(selection,))
         return Step()
 
 
 def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState | None]:
     units, files = _executed(tuple(s.stack for s in event.stacks))
-    writes: dict[str, SelectionState | None] = {}
-    _set_evidence(state, writes, event.repo, event.test_id, units, files)
+    tx = Transaction(state)
+    _set_evidence(tx, event.repo, event.test_id, units, files)
     tid = short_id(event.test_id)
     bucket_key = catalog_key(event.repo, bucket_of(tid))
-    catalog = _get(state, writes, bucket_key).catalog or {}
+    catalog = (tx.get(bucket_key) or SelectionState()).catalog or {}
     entry = catalog.get(tid)
     if entry is None or not entry.evidence:  # the usual case, a test's next evidence, writes nothing here
         updated = (entry or CatalogEntry(test_id=event.test_id)).model_copy(update={"evidence": True})
-        writes[bucket_key] = _catalog_state(_with(catalog, tid, updated))
-    return writes
+        tx.set(bucket_key, _catalog_state(_with(catalog, tid, updated)))
+    return tx.writes
 
 
 @functools.lru_cache(maxsize=1024)  # a traced test's evidence repeats run after run until its code changes
@@ -141,20 +157,19 @@ def _executed(stacks: tuple[str, ...]) -> tuple[dict[str, tuple[str, ...]], froz
 def _forget_tests(state: StateReader[SelectionState], repo: str, tests: set[str]) -> dict[str, SelectionState | None]:
     """Writes that remove tests a commit deleted or renamed: their evidence, their postings and
     their catalog entries (a kept test id that no longer exists would make pytest run nothing)."""
-    writes: dict[str, SelectionState | None] = {}
+    tx = Transaction(state)
     for test in sorted(tests):
-        _set_evidence(state, writes, repo, test, {}, set())
-        writes[evidence_key(repo, test)] = None
+        _set_evidence(tx, repo, test, {}, set())
+        tx.set(evidence_key(repo, test), None)
         bucket_key = catalog_key(repo, bucket_of(short_id(test)))
-        catalog = dict(_get(state, writes, bucket_key).catalog or {})
+        catalog = dict((tx.get(bucket_key) or SelectionState()).catalog or {})
         catalog.pop(short_id(test), None)
-        writes[bucket_key] = _catalog_state(catalog)
-    return writes
+        tx.set(bucket_key, _catalog_state(catalog))
+    return tx.writes
 
 
 def _set_evidence(
-    state: StateReader[SelectionState],
-    writes: dict[str, SelectionState | None],
+    tx: Transaction[SelectionState],
     repo: str,
     test: str,
     new_units: dict[str, tuple[str, ...]],
@@ -162,9 +177,9 @@ def _set_evidence(
 ) -> None:
     """Replace what ``test`` executed, keeping the unit and file postings in step with it."""
     tid = short_id(test)
-    old = _get(state, writes, evidence_key(repo, test))
+    old = tx.get(evidence_key(repo, test)) or SelectionState()
     old_units, old_files = old.units or {}, set(old.files or ())
-    writes[evidence_key(repo, test)] = _state(units=new_units, files=tuple(sorted(files)))
+    tx.set(evidence_key(repo, test), _state(units=new_units, files=tuple(sorted(files))))
     # A posting is rewritten only when its entry for this test differs: a popular unit's posting
     # lists thousands of tests, and a test's next evidence mostly repeats its last. The check reads
     # the posting itself, not the test's old evidence, so a replay after a crash that persisted only
@@ -172,15 +187,15 @@ def _set_evidence(
     for uid in old_units.keys() | new_units.keys():
         contexts = new_units.get(uid)
         key = unit_key(repo, uid)
-        tests = _get(state, writes, key).tests or {}
+        tests = (tx.get(key) or SelectionState()).tests or {}
         if tests.get(tid) != contexts:
-            writes[key] = _state(tests=_with(tests, tid, contexts))
+            tx.set(key, _state(tests=_with(tests, tid, contexts)))
     for path in old_files | files:
         key = file_key(repo, path)
-        members = _get(state, writes, key).file_tests or ()
+        members = (tx.get(key) or SelectionState()).file_tests or ()
         if (tid in members) != (path in files):
             updated = set(members) | {tid} if path in files else set(members) - {tid}
-            writes[key] = _state(file_tests=tuple(sorted(updated)))
+            tx.set(key, _state(file_tests=tuple(sorted(updated))))
 
 
 def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> dict[str, SelectionState]:
@@ -221,14 +236,6 @@ _NO_FIELDS = dict.fromkeys(SelectionState.model_fields)
 
 def _catalog_state(catalog: dict[str, CatalogEntry]) -> SelectionState:
     return _state(catalog=catalog)
-
-
-def _get(state: StateReader[SelectionState], writes: dict[str, SelectionState | None], key: str) -> SelectionState:
-    """This event's own writes first (one event may touch a key twice; None is a deletion), then
-    the store."""
-    if key in writes:
-        return writes[key] or SelectionState()
-    return state.get(key) or SelectionState()
 
 
 def _catalog(state: StateReader[SelectionState], repo: str) -> dict[str, CatalogEntry]:
@@ -346,18 +353,26 @@ def select(
         pairs_covered_by_kept=len(everything) if run_all else len(kept_pairs),
         coverage_retention=1.0 if run_all or not everything else len(kept_pairs) / len(everything),
     )
-    kept = () if run_all else tuple(
-        KeptTest(
-            test_id=name[tid],
-            reason=reasons[tid],
-            functions=tuple(sorted(set(functions.get(tid, ()))))[:MAX_FUNCTIONS],
-            estimated_s=_duration(catalog.get(tid)),
+    kept = (
+        ()
+        if run_all
+        else tuple(
+            KeptTest(
+                test_id=name[tid],
+                reason=reasons[tid],
+                functions=tuple(sorted(set(functions.get(tid, ()))))[:MAX_FUNCTIONS],
+                estimated_s=_duration(catalog.get(tid)),
+            )
+            for tid in kept_ids
         )
-        for tid in kept_ids
     )
-    pruned_tests = () if run_all else tuple(
-        PrunedTest(test_id=name[tid], covered_by=tuple(name[k] for k in by[:MAX_COVERED_BY]))
-        for tid, by in sorted(pruned.covered_by.items(), key=lambda item: name[item[0]])[:MAX_PRUNED_LISTED]
+    pruned_tests = (
+        ()
+        if run_all
+        else tuple(
+            PrunedTest(test_id=name[tid], covered_by=tuple(name[k] for k in by[:MAX_COVERED_BY]))
+            for tid, by in sorted(pruned.covered_by.items(), key=lambda item: name[item[0]])[:MAX_PRUNED_LISTED]
+        )
     )
     return Selection(
         commit_id=commit.id,
@@ -410,4 +425,3 @@ def _duration(entry: CatalogEntry | None) -> float:
 
 def _chips(entry: CatalogEntry | None) -> int:
     return entry.chips if entry is not None else 0
-

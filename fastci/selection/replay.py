@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 from fastci.core.events import Event
+from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 
 FORMAT = 1
 REPLAY_DIR = Path(__file__).resolve().parent / "replays"
@@ -142,15 +142,25 @@ def load(name: str = "more-itertools") -> Replay:
                 raise ValueError(f"{name}: unexpected topic {document['topic']!r} in a replay")
         elif kind == "selection" and current is not None:
             current.recorded = RecordedSelection(
-                sha=document["sha"], run_all=document["run_all"], kept=tuple(document["kept"]),
-                kept_s=document["kept_s"], full_s=document["full_s"],
+                sha=document["sha"],
+                run_all=document["run_all"],
+                kept=tuple(document["kept"]),
+                kept_s=document["kept_s"],
+                full_s=document["full_s"],
             )
         elif kind == "fault" and current is not None:
-            current.faults.append(Fault(
-                sha=document["sha"], path=document["path"], qualname=document["qualname"],
-                operator=document["operator"], line=document["line"], description=document["description"],
-                failing=frozenset(document["failing"]), timed_out=document["timed_out"],
-            ))
+            current.faults.append(
+                Fault(
+                    sha=document["sha"],
+                    path=document["path"],
+                    qualname=document["qualname"],
+                    operator=document["operator"],
+                    line=document["line"],
+                    description=document["description"],
+                    failing=frozenset(document["failing"]),
+                    timed_out=document["timed_out"],
+                )
+            )
         else:
             raise ValueError(f"{name}: unexpected line of kind {kind!r}")
     return replay
@@ -231,13 +241,31 @@ class ReplayWriter:
         self.counts["evidence unchanged, not written"] = self.counts.get("evidence unchanged, not written", 0) + skipped
 
     def selection(self, selection: Any, kept: set[str], kept_s: float, full_s: float) -> None:
-        self._write({"kind": "selection", "sha": selection.sha, "run_all": selection.run_all, "kept": sorted(kept),
-                     "kept_s": kept_s, "full_s": full_s})
+        self._write(
+            {
+                "kind": "selection",
+                "sha": selection.sha,
+                "run_all": selection.run_all,
+                "kept": sorted(kept),
+                "kept_s": kept_s,
+                "full_s": full_s,
+            }
+        )
 
     def fault(self, sha: str, mutant: Any, failing: set[str], timed_out: bool) -> None:
-        self._write({"kind": "fault", "sha": sha, "path": mutant.path, "qualname": mutant.qualname,
-                     "operator": mutant.operator, "line": mutant.line, "description": mutant.description,
-                     "failing": sorted(failing), "timed_out": timed_out})
+        self._write(
+            {
+                "kind": "fault",
+                "sha": sha,
+                "path": mutant.path,
+                "qualname": mutant.qualname,
+                "operator": mutant.operator,
+                "line": mutant.line,
+                "description": mutant.description,
+                "failing": sorted(failing),
+                "timed_out": timed_out,
+            }
+        )
 
     def flush(self) -> None:
         self._file.flush()
@@ -271,9 +299,15 @@ def check(name: str = "more-itertools") -> dict[str, Any]:
             differing.append(step.commit.sha)
     faults = [f for step in replay.commits for f in step.faults]
     return {
-        "commits": len(replay.commits), "run_all": run_all, "kept_share": kept_s / full_s if full_s else 1.0,
-        "kept_s": kept_s, "full_s": full_s, "differing": differing, "faults": len(faults),
-        "faults_detected": sum(1 for f in faults if f.failing), "base_tests": len(replay.base_results),
+        "commits": len(replay.commits),
+        "run_all": run_all,
+        "kept_share": kept_s / full_s if full_s else 1.0,
+        "kept_s": kept_s,
+        "full_s": full_s,
+        "differing": differing,
+        "faults": len(faults),
+        "faults_detected": sum(1 for f in faults if f.failing),
+        "base_tests": len(replay.base_results),
     }
 
 
@@ -282,8 +316,10 @@ if __name__ == "__main__":
 
     target = sys.argv[1] if len(sys.argv) > 1 else "more-itertools"
     found = check(target)
-    print(f"{target}: {found['commits']} commits after a base of {found['base_tests']} tests; selection kept "
-          f"{found['kept_share']:.1%} of the suite's test time ({found['kept_s']:.1f} of {found['full_s']:.1f} s), "
-          f"{found['run_all']} commits ran everything; kept sets equal to the live run's at "
-          f"{found['commits'] - len(found['differing'])} of {found['commits']} commits; "
-          f"{found['faults']} mutants, {found['faults_detected']} detected by the full suite")
+    print(
+        f"{target}: {found['commits']} commits after a base of {found['base_tests']} tests; selection kept "
+        f"{found['kept_share']:.1%} of the suite's test time ({found['kept_s']:.1f} of {found['full_s']:.1f} s), "
+        f"{found['run_all']} commits ran everything; kept sets equal to the live run's at "
+        f"{found['commits'] - len(found['differing'])} of {found['commits']} commits; "
+        f"{found['faults']} mutants, {found['faults_detected']} detected by the full suite"
+    )

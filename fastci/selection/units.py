@@ -82,7 +82,9 @@ def _collect(body: list[ast.stmt], prefix: str, units: list[Unit], test_code: bo
             # A test class's methods are tests and fixtures of their own: adding one changes no other
             # test, so a test class body is its attributes, bases and decorators only.
             shape = _without_methods(node) if test_code else node
-            units.append(Unit(body_name, _first_line(node), node.end_lineno or node.lineno, _fingerprint([shape], shape)))
+            units.append(
+                Unit(body_name, _first_line(node), node.end_lineno or node.lineno, _fingerprint([shape], shape))
+            )
             _collect(node.body, f"{qualname}.", units, test_code)
         else:
             _collect_nested([node], prefix, units, test_code)  # defs inside if/try/with blocks keep the scope's prefix
@@ -177,5 +179,7 @@ def _fingerprint(nodes: list[ast.stmt], unit: ast.stmt | None = None) -> str:
         if unit is None and isinstance(node, _DEFS):
             continue
         copied = copy.deepcopy(node)  # the transformer edits in place; the tree is still walked
-        parts.append(ast.dump(_StripNested(copied if unit is not None else None).visit(copied), include_attributes=False))
+        parts.append(
+            ast.dump(_StripNested(copied if unit is not None else None).visit(copied), include_attributes=False)
+        )
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=12).hexdigest()

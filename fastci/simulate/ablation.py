@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fastci.simulate.arrivals import Settings
 from fastci.simulate.fleet_suite import Durations, FleetModel, choose_models, load_qualify_durations
 from fastci.simulate.sim import Simulation, Variant
-from fastci.simulate.arrivals import Settings
 
 
 @dataclass
@@ -36,13 +36,22 @@ def load_inputs(name: str = "more-itertools") -> Inputs:
     return Inputs(replay, durations, choose_models(r.test_id for r in replay.base_results))
 
 
-def build(replay: Any, durations: Durations, variant: Variant, settings: Settings,
-          models: list[FleetModel] | None = None) -> Simulation:
+def build(
+    replay: Any, durations: Durations, variant: Variant, settings: Settings, models: list[FleetModel] | None = None
+) -> Simulation:
     """A simulation whose model tests declare their family's workload (``fastci.simulate.models``)."""
     from fastci.simulate.models import shrink_ratio, smoke_config, workload_evidence
 
-    return Simulation(replay, durations, variant, settings, models=models, shrink_ratio=shrink_ratio,
-                      workload_evidence=workload_evidence, smoke_config=smoke_config)
+    return Simulation(
+        replay,
+        durations,
+        variant,
+        settings,
+        models=models,
+        shrink_ratio=shrink_ratio,
+        workload_evidence=workload_evidence,
+        smoke_config=smoke_config,
+    )
 
 
 def simulate_variant(inputs: Inputs, variant: Variant, settings: Settings) -> dict[str, Any]:

@@ -47,7 +47,9 @@ class Settings:
     working_day_h: float = 8.0  # when the nightly set should be done
     experiments_from_h: float = 9.0
     experiments_to_h: float = 18.0
-    drain_days: float = 0.5  # after the last measured day, changes keep coming until the measured ones finish, or this long
+    drain_days: float = (
+        0.5  # after the last measured day, changes keep coming until the measured ones finish, or this long
+    )
     hardware_path: str = "library"  # or "random" (see the module's docstring)
     seed: int = 1
 
@@ -80,8 +82,14 @@ def real_gaps(times: Sequence[float]) -> list[float]:
     return [max(0.0, later - earlier) for earlier, later in zip(times, times[1:])]
 
 
-def change_stream(commit_times: Sequence[float], shas: Sequence[str], fault_lists: Sequence[Sequence[Any]],
-                  settings: Settings, start_s: float = 0.0, touches_library: Sequence[bool] | None = None) -> Stream:
+def change_stream(
+    commit_times: Sequence[float],
+    shas: Sequence[str],
+    fault_lists: Sequence[Sequence[Any]],
+    settings: Settings,
+    start_s: float = 0.0,
+    touches_library: Sequence[bool] | None = None,
+) -> Stream:
     """Every arrival from the warm-up before ``start_s`` (the first measured day's 00:00) to the end of
     the simulated span (measured days + drain), with faults in the measured days."""
     gaps = real_gaps(commit_times)
@@ -101,8 +109,18 @@ def change_stream(commit_times: Sequence[float], shas: Sequence[str], fault_list
     time, loop, index, number = start_s - settings.warmup_h * HOUR, 0, 0, 0
     while time < end:
         sha = shas[index] if loop == 0 else derive_id("loop", loop, shas[index])
-        changes.append(Change(number, index, loop, time, sha, eligible[index] and rng.random() < share,
-                              loop_start=index == 0, day=math.floor((time - start_s) / DAY)))
+        changes.append(
+            Change(
+                number,
+                index,
+                loop,
+                time,
+                sha,
+                eligible[index] and rng.random() < share,
+                loop_start=index == 0,
+                day=math.floor((time - start_s) / DAY),
+            )
+        )
         time += scaled[index]
         number += 1
         index += 1
@@ -149,7 +167,8 @@ def experiments(settings: Settings, start_s: float) -> list[Experiment]:
         for number in range(settings.experiments_per_day):
             at = base + rng.uniform(settings.experiments_from_h, settings.experiments_to_h) * HOUR
             chips = rng.choices((8, 16, 32), weights=(0.7, 0.2, 0.1))[0]
-            planned.append(Experiment(at, f"dev/experiment-{day}-{number:03d}", rng.randrange(4), chips,
-                                      rng.uniform(1.0, 4.0)))
+            planned.append(
+                Experiment(at, f"dev/experiment-{day}-{number:03d}", rng.randrange(4), chips, rng.uniform(1.0, 4.0))
+            )
     begin = start_s - settings.warmup_h * HOUR
     return sorted((e for e in planned if e.arrival_s >= begin), key=lambda e: e.arrival_s)

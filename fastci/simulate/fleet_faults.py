@@ -41,31 +41,32 @@ import random
 import time as wallclock
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
 from fastci.core.events import Event
 from fastci.fleet.events import OUT_OF_SERVICE_STATES, NodeAttribution, NodeStateChanged
-from fastci.scheduling.runs import RunRequested
-from fastci.topology import build_processors
+from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
 from fastci.qualify import golden
 from fastci.qualify.emulated import EmulatedAccelerator
 from fastci.qualify.models import FAMILIES
 from fastci.qualify.runner import check_inference
 from fastci.qualify.stack import HEALTHY, RuntimeConfig, with_defect
 from fastci.qualify.train import Trainer
-from fastci.runtime.memory import MemoryRuntime
 from fastci.regression.owners import parse_owner_file
+from fastci.runtime.memory import MemoryRuntime
+from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM
 
 REPO = "acme/fleet-models"
-START = datetime(2026, 12, 7, 0, 0, tzinfo=timezone.utc)
+START = datetime(2026, 12, 7, 0, 0, tzinfo=UTC)
 PROCESSORS = ["baseline-guard", "flaky-detector", "flaky-owners", "failure-attribution", "node-state"]
-INFERENCE_TESTS = [(m, p) for m in ("lm-tiny", "convnet-small", "speech-conv-attn", "dlrm-small") for p in ("bf16", "fp8")]
+INFERENCE_TESTS = [
+    (m, p) for m in ("lm-tiny", "convnet-small", "speech-conv-attn", "dlrm-small") for p in ("bf16", "fp8")
+]
 THROUGHPUT_TEST = ("convnet-small", "bf16")
 BURN_IN_HOURS = (5, 9, 13, 17, 21)  # besides the nightly at 01:00, every node in service runs short checks then
 DP2_TESTS = [("lm-tiny", "bf16"), ("convnet-small", "fp8")]
@@ -98,7 +99,11 @@ class FleetConfig:
 
     @property
     def faulty(self) -> dict[str, str]:
-        return {self.xid_node: "XID errors", self.slow_node: f"{self.slowdown:.0%} slower", self.nccl_node: "NCCL timeouts"}
+        return {
+            self.xid_node: "XID errors",
+            self.slow_node: f"{self.slowdown:.0%} slower",
+            self.nccl_node: "NCCL timeouts",
+        }
 
 
 def revision_of(node: str, nodes: int) -> str:
@@ -172,16 +177,28 @@ class ThroughputRig:
             self.datasets[model] = family.make_data(np.random.default_rng(golden.SEED))
         data = self.datasets[model]
         runtime = RuntimeConfig(warmup_steps=self.WARMUP, steps_per_sample=1)
-        chip = Trainer(family, EmulatedAccelerator(HEALTHY, precision, slowdown=slowdown), golden.SEED, runtime,  # type: ignore[arg-type]
-                       data=data, steps=self.steps)
-        reference = Trainer(family, EmulatedAccelerator(HEALTHY, precision), golden.SEED, runtime, data=data,  # type: ignore[arg-type]
-                            steps=self.steps)
+        chip = Trainer(
+            family,
+            EmulatedAccelerator(HEALTHY, precision, slowdown=slowdown),
+            golden.SEED,
+            runtime,  # type: ignore[arg-type]
+            data=data,
+            steps=self.steps,
+        )
+        reference = Trainer(
+            family,
+            EmulatedAccelerator(HEALTHY, precision),
+            golden.SEED,
+            runtime,
+            data=data,  # type: ignore[arg-type]
+            steps=self.steps,
+        )
         with threadpool_limits(1, user_api="blas"):
             while not chip.done:
                 for trainer in (chip, reference) if len(chip.loss_curve) % 2 == 0 else (reference, chip):
                     trainer.step()
-        mine = np.asarray(chip.step_kernel_seconds[self.WARMUP:])
-        host = np.asarray(reference.step_kernel_seconds[self.WARMUP:])
+        mine = np.asarray(chip.step_kernel_seconds[self.WARMUP :])
+        host = np.asarray(reference.step_kernel_seconds[self.WARMUP :])
         typical = self.typical_step.setdefault((model, precision), float(np.median(host)))
         items = family.items(data.train_x[: family.batch_size])
         return tuple(float(v) for v in items / (mine * typical / host)), family.item_unit
@@ -232,9 +249,19 @@ class FleetSimulation:
             when, _, action = heapq.heappop(self.queue)
             self.now = when
             action(when)
-        return FleetOutcome(self.config, self.records, self.faults, list(self.reruns.values()), self.attributions,
-                            self.pipeline.outputs, self.inputs, self.results, self.bad_bundle, self.throughput_seconds,
-                            wallclock.perf_counter() - started)
+        return FleetOutcome(
+            self.config,
+            self.records,
+            self.faults,
+            list(self.reruns.values()),
+            self.attributions,
+            self.pipeline.outputs,
+            self.inputs,
+            self.results,
+            self.bad_bundle,
+            self.throughput_seconds,
+            wallclock.perf_counter() - started,
+        )
 
     def _publish(self, events: list[Event]) -> None:
         self.inputs += events
@@ -257,7 +284,9 @@ class FleetSimulation:
                 fault.repaired = change.time + timedelta(hours=self.config.repair_h)
             self.at(change.time + timedelta(hours=2), lambda t, n=change.node_id: self._diagnose(n, t))
         if self.progress:
-            self.progress(f"{change.time:%a %H:%M} {change.node_id} {change.previous} -> {change.state} ({change.rule})")
+            self.progress(
+                f"{change.time:%a %H:%M} {change.node_id} {change.previous} -> {change.state} ({change.rule})"
+            )
 
     # ----- what happens
 
@@ -277,12 +306,22 @@ class FleetSimulation:
         runs: list[Callable[[datetime], object]] = []
         for bundle in bundles:
             for model, precision in INFERENCE_TESTS:
-                runs += [lambda t, m=model, p=precision, b=bundle, n=node: self._run_inference(m, p, b, [n], commit, "nightly", t)
-                         for node in in_service]
-        runs += [lambda t, n=node: self._run_throughput(*THROUGHPUT_TEST, n, commit, "nightly", t) for node in in_service]
+                runs += [
+                    lambda t, m=model, p=precision, b=bundle, n=node: self._run_inference(
+                        m, p, b, [n], commit, "nightly", t
+                    )
+                    for node in in_service
+                ]
+        runs += [
+            lambda t, n=node: self._run_throughput(*THROUGHPUT_TEST, n, commit, "nightly", t) for node in in_service
+        ]
         for model, precision in DP2_TESTS:
-            runs += [lambda t, m=model, p=precision, pair=pair: self._run_inference(m, p, HEALTHY, pair, commit, "nightly", t)
-                     for pair in self._pairs(in_service)]
+            runs += [
+                lambda t, m=model, p=precision, pair=pair: self._run_inference(
+                    m, p, HEALTHY, pair, commit, "nightly", t
+                )
+                for pair in self._pairs(in_service)
+            ]
         runs += [lambda t, n=node: self._run_flaky(n, commit, "nightly", t) for node in in_service]
         self._spread(runs, when, timedelta(hours=4))
         if self.progress:
@@ -294,9 +333,12 @@ class FleetSimulation:
         commit = sha(f"nightly-{day}")
         in_service = [n for n in self.node_ids if self.records[n].state not in OUT_OF_SERVICE_STATES]
         runs: list[Callable[[datetime], object]] = [
-            lambda t, n=node: self._run_throughput(*THROUGHPUT_TEST, n, commit, "dev", t) for node in in_service]
-        runs += [lambda t, pair=pair: self._run_inference(*DP2_TESTS[0], HEALTHY, pair, commit, "dev", t)
-                 for pair in self._pairs(in_service)]
+            lambda t, n=node: self._run_throughput(*THROUGHPUT_TEST, n, commit, "dev", t) for node in in_service
+        ]
+        runs += [
+            lambda t, pair=pair: self._run_inference(*DP2_TESTS[0], HEALTHY, pair, commit, "dev", t)
+            for pair in self._pairs(in_service)
+        ]
         self._spread(runs, when, timedelta(hours=1))
 
     def _spread(self, runs: list[Callable[[datetime], object]], start: datetime, span: timedelta) -> None:
@@ -314,7 +356,9 @@ class FleetSimulation:
         self._run_throughput(*THROUGHPUT_TEST, self.rng.choice(in_service), commit, "presubmit", when + 2 * minute)
         pairs = self._pairs(in_service)
         if pairs:
-            self._run_inference("lm-tiny", "bf16", HEALTHY, self.rng.choice(pairs), commit, "presubmit", when + 4 * minute)
+            self._run_inference(
+                "lm-tiny", "bf16", HEALTHY, self.rng.choice(pairs), commit, "presubmit", when + 4 * minute
+            )
         self._run_flaky(self.rng.choice(in_service), commit, "presubmit", when + 5 * minute)
 
     def _pairs(self, in_service: list[str]) -> list[list[str]]:
@@ -327,13 +371,20 @@ class FleetSimulation:
         return pairs
 
     def _rerun(self, request: RunRequested, when: datetime) -> None:
-        candidates = [n for n in self.node_ids if self.records[n].state == "healthy"
-                      and revision_of(n, self.config.nodes) == request.hardware_revision and n not in request.avoid_nodes]
+        candidates = [
+            n
+            for n in self.node_ids
+            if self.records[n].state == "healthy"
+            and revision_of(n, self.config.nodes) == request.hardware_revision
+            and n not in request.avoid_nodes
+        ]
         if not candidates:  # nowhere healthy to run it yet: try again later
             self.at(when + timedelta(hours=1), lambda t: self._rerun(request, t))
             return
         failed = self.reruns[request.id].failed
-        model, precision, check = failed.test_id.split("/")[1:] if failed.test_id.startswith("qualify/") else ("", "", "")
+        model, precision, check = (
+            failed.test_id.split("/")[1:] if failed.test_id.startswith("qualify/") else ("", "", "")
+        )
         node = self.rng.choice(candidates)
         if check == "throughput":
             result = self._run_throughput(model, precision, node, request.commit, "rerun", when)
@@ -357,8 +408,17 @@ class FleetSimulation:
     def _diagnosed(self, node: str, when: datetime) -> None:
         fault = self.faults.get(node)
         passes = fault is None or not fault.active(when)
-        self._publish([NodeHealthEvent(node_id=node, kind="diagnostic", value=1.0 if passes else 0.0, time=when,
-                                       detail="fleet diagnostic suite")])
+        self._publish(
+            [
+                NodeHealthEvent(
+                    node_id=node,
+                    kind="diagnostic",
+                    value=1.0 if passes else 0.0,
+                    time=when,
+                    detail="fleet diagnostic suite",
+                )
+            ]
+        )
         if not passes:
             self.at(when + timedelta(hours=5), lambda t: self._diagnose(node, t))
 
@@ -381,34 +441,69 @@ class FleetSimulation:
             self.records[xid].fault_signals.append(when)
             return xid, [NodeHealthEvent(node_id=xid, kind="xid", value=float(code), time=when, detail="during a run")]
         nccl = self.config.nccl_node
-        if len(nodes) > 1 and nccl in nodes and self._faulty(nccl, when) \
-                and self.rng.random() < self.config.nccl_error_rate:
+        if (
+            len(nodes) > 1
+            and nccl in nodes
+            and self._faulty(nccl, when)
+            and self.rng.random() < self.config.nccl_error_rate
+        ):
             self.records[nccl].fault_signals.append(when)
             peer = next(n for n in nodes if n != nccl)
             named = nccl if self.rng.random() < self.config.root_cause_accuracy else peer
-            return named, [NodeHealthEvent(node_id=nccl, kind="nccl_timeout", value=1.0, time=when,
-                                           detail="allreduce timed out waiting for this rank")]
+            return named, [
+                NodeHealthEvent(
+                    node_id=nccl,
+                    kind="nccl_timeout",
+                    value=1.0,
+                    time=when,
+                    detail="allreduce timed out waiting for this rank",
+                )
+            ]
         return None
 
-    def _result(self, test_id: str, nodes: list[str], bundle: Bundle, commit: str, trigger: str, when: datetime,
-                status: str, seconds: float, chips: int, config: dict, metrics: dict | None = None,
-                signals: list[Event] = ()) -> ResultEvent:
+    def _result(
+        self,
+        test_id: str,
+        nodes: list[str],
+        bundle: Bundle,
+        commit: str,
+        trigger: str,
+        when: datetime,
+        status: str,
+        seconds: float,
+        chips: int,
+        config: dict,
+        metrics: dict | None = None,
+        signals: list[Event] = (),
+    ) -> ResultEvent:
         node = nodes[0]
         for n in set(nodes):
             self.records[n].runs.append(when)
         result = ResultEvent(
-            test_id=test_id, run_id=f"{trigger}-{commit[:8]}-{bundle.kernels}-{'+'.join(nodes)}-{when:%d%H%M}",
-            repo=REPO, commit=commit, bundle=bundle, node_id=node, hardware_revision=revision_of(node, self.config.nodes),
-            trigger=trigger, status=status, duration_s=round(seconds, 6), chips=chips, metrics=metrics or {},
-            seed=golden.SEED, config=config, time=when + timedelta(seconds=max(seconds, 1.0)),
+            test_id=test_id,
+            run_id=f"{trigger}-{commit[:8]}-{bundle.kernels}-{'+'.join(nodes)}-{when:%d%H%M}",
+            repo=REPO,
+            commit=commit,
+            bundle=bundle,
+            node_id=node,
+            hardware_revision=revision_of(node, self.config.nodes),
+            trigger=trigger,
+            status=status,
+            duration_s=round(seconds, 6),
+            chips=chips,
+            metrics=metrics or {},
+            seed=golden.SEED,
+            config=config,
+            time=when + timedelta(seconds=max(seconds, 1.0)),
         )
         self.results.append(result)
         self.by_id[result.id] = result
         self._publish([*signals, result])
         return result
 
-    def _run_inference(self, model: str, precision: str, bundle: Bundle, nodes: list[str], commit: str, trigger: str,
-                       when: datetime) -> ResultEvent | None:
+    def _run_inference(
+        self, model: str, precision: str, bundle: Bundle, nodes: list[str], commit: str, trigger: str, when: datetime
+    ) -> ResultEvent | None:
         if self._skipped(nodes, trigger):
             return None
         check = "inference" if len(nodes) == 1 else "inference-dp2"
@@ -419,10 +514,23 @@ class FleetSimulation:
         if crashed is not None:
             named, signals = crashed
             ordered = [named, *[n for n in nodes if n != named]]
-            return self._result(test_id, ordered, bundle, commit, trigger, when, "error", 0.0, chips, config, signals=signals)
+            return self._result(
+                test_id, ordered, bundle, commit, trigger, when, "error", 0.0, chips, config, signals=signals
+            )
         status, error = self._inference_check(model, precision, bundle)
-        return self._result(test_id, nodes, bundle, commit, trigger, when, status, 0.05, chips, config,
-                            metrics={"relative_error": (error,)})
+        return self._result(
+            test_id,
+            nodes,
+            bundle,
+            commit,
+            trigger,
+            when,
+            status,
+            0.05,
+            chips,
+            config,
+            metrics={"relative_error": (error,)},
+        )
 
     def _inference_check(self, model: str, precision: str, bundle: Bundle) -> tuple[str, float]:
         key = (model, precision, bundle)
@@ -432,37 +540,62 @@ class FleetSimulation:
             self.inference_cache[key] = (check.status, check.relative_error)
         return self.inference_cache[key]
 
-    def _run_throughput(self, model: str, precision: str, node: str, commit: str, trigger: str,
-                        when: datetime) -> ResultEvent | None:
+    def _run_throughput(
+        self, model: str, precision: str, node: str, commit: str, trigger: str, when: datetime
+    ) -> ResultEvent | None:
         if self._skipped([node], trigger):
             return None
         test_id = f"qualify/{model}/{precision}/throughput"
         config = {"model": model, "precision": precision, "steps": self.config.throughput_steps}
         crashed = self._crash([node], when)
         if crashed is not None:
-            return self._result(test_id, [node], HEALTHY, commit, trigger, when, "error", 0.0, 1, config,
-                                signals=crashed[1])
+            return self._result(
+                test_id, [node], HEALTHY, commit, trigger, when, "error", 0.0, 1, config, signals=crashed[1]
+            )
         slowdown = self.config.slowdown if node == self.config.slow_node and self._faulty(node, when) else 0.0
         started = wallclock.perf_counter()
         samples, unit = self.rig.samples(model, precision, slowdown)
         seconds = wallclock.perf_counter() - started
         self.throughput_seconds += seconds
         self.records[node].throughput_runs.append(when)
-        return self._result(test_id, [node], HEALTHY, commit, trigger, when, "passed", seconds, 1, config,
-                            metrics={f"throughput_{unit}_per_s": samples})
+        return self._result(
+            test_id,
+            [node],
+            HEALTHY,
+            commit,
+            trigger,
+            when,
+            "passed",
+            seconds,
+            1,
+            config,
+            metrics={f"throughput_{unit}_per_s": samples},
+        )
 
     def _run_flaky(self, node: str, commit: str, trigger: str, when: datetime) -> ResultEvent | None:
         if self._skipped([node], trigger):
             return None
         crashed = self._crash([node], when)
         if crashed is not None:
-            return self._result(FLAKY_TEST, [node], HEALTHY, commit, trigger, when, "error", 0.0, self.config.chips,
-                                {"shards": 8}, signals=crashed[1])
+            return self._result(
+                FLAKY_TEST,
+                [node],
+                HEALTHY,
+                commit,
+                trigger,
+                when,
+                "error",
+                0.0,
+                self.config.chips,
+                {"shards": 8},
+                signals=crashed[1],
+            )
         status = "passed"
         if self.rng.random() < self.config.flaky_rate:  # a race in the async save; the plugin retries once
             status = "failed" if self.rng.random() < self.config.flaky_retry_fails else "flaky"
-        return self._result(FLAKY_TEST, [node], HEALTHY, commit, trigger, when, status, 30.0, self.config.chips,
-                            {"shards": 8})
+        return self._result(
+            FLAKY_TEST, [node], HEALTHY, commit, trigger, when, status, 30.0, self.config.chips, {"shards": 8}
+        )
 
 
 def sha(text: str) -> str:
@@ -510,10 +643,10 @@ def detections(outcome: FleetOutcome) -> list[Detection]:
         suspect = next((c for c in after if c.state in ("suspect", "quarantined")), None)
         quarantine = next((c for c in after if c.state == "quarantined"), None)
 
-        def count(times: list[datetime], until: NodeStateChanged | None) -> int | None:
+        def count(times: list[datetime], until: NodeStateChanged | None, fault: Fault = fault) -> int | None:
             return None if until is None else sum(fault.onset <= t <= until.time for t in times)
 
-        def hours(change: NodeStateChanged | None) -> float | None:
+        def hours(change: NodeStateChanged | None, fault: Fault = fault) -> float | None:
             return None if change is None else round((change.time - fault.onset).total_seconds() / 3600, 1)
 
         asked = [r for r in outcome.reruns if r.request.avoid_nodes == (node,)]
@@ -522,14 +655,25 @@ def detections(outcome: FleetOutcome) -> list[Detection]:
         passed = [r for r in reruns if r.result is not None and r.result.status in ("passed", "flaky")]
         failed_again = [r for r in regression if r.result is not None and r.result.status in ("failed", "error")]
         returned = any(c.state == "healthy" and c.rule == "diagnostics-passed" for c in after)
-        rows.append(Detection(
-            node=node, fault=fault.kind, suspect_h=hours(suspect), quarantined_h=hours(quarantine),
-            signals_to_suspect=count(record.fault_signals, suspect), signals_to_quarantine=count(record.fault_signals, quarantine),
-            runs_to_suspect=count(record.runs, suspect), runs_to_quarantine=count(record.runs, quarantine),
-            throughput_runs_to_quarantine=count(record.throughput_runs, quarantine),
-            quarantine_rule=quarantine.rule if quarantine else None, reruns=len(reruns), reruns_passed=len(passed),
-            regression_reruns=len(regression), regression_reruns_failed=len(failed_again), returned=returned,
-        ))
+        rows.append(
+            Detection(
+                node=node,
+                fault=fault.kind,
+                suspect_h=hours(suspect),
+                quarantined_h=hours(quarantine),
+                signals_to_suspect=count(record.fault_signals, suspect),
+                signals_to_quarantine=count(record.fault_signals, quarantine),
+                runs_to_suspect=count(record.runs, suspect),
+                runs_to_quarantine=count(record.runs, quarantine),
+                throughput_runs_to_quarantine=count(record.throughput_runs, quarantine),
+                quarantine_rule=quarantine.rule if quarantine else None,
+                reruns=len(reruns),
+                reruns_passed=len(passed),
+                regression_reruns=len(regression),
+                regression_reruns_failed=len(failed_again),
+                returned=returned,
+            )
+        )
     return rows
 
 
@@ -537,24 +681,39 @@ def misattribution(outcome: FleetOutcome) -> Misattribution:
     healthy = [n for n in outcome.nodes if n not in outcome.faults]
     suspect = [n for n in healthy if any(c.state == "suspect" for c in outcome.nodes[n].transitions)]
     quarantined = [n for n in healthy if any(c.state == "quarantined" for c in outcome.nodes[n].transitions)]
-    regression_ids = {a.id for a in outcome.attributions.values() if a.kind == "failure" and a.bundle == outcome.bad_bundle}
+    regression_ids = {
+        a.id for a in outcome.attributions.values() if a.kind == "failure" and a.bundle == outcome.bad_bundle
+    }
     withdrawn = {a.clears for a in outcome.attributions.values() if a.kind == "cleared"}
-    blamed = sorted({c.node_id for r in outcome.nodes.values() for c in r.transitions
-                     if c.state in ("suspect", "quarantined") and any(e.event_id in regression_ids for e in c.evidence)})
+    blamed = sorted(
+        {
+            c.node_id
+            for r in outcome.nodes.values()
+            for c in r.transitions
+            if c.state in ("suspect", "quarantined") and any(e.event_id in regression_ids for e in c.evidence)
+        }
+    )
     verdicts = [e for e in outcome.outputs if e.TOPIC == "flaky-verdicts"]
     ever = sorted({v.test_id for v in verdicts if v.flaky})  # type: ignore[attr-defined]
     withdrawn_flaky = sorted({v.test_id for v in verdicts if v.rule == "withdrawn"})  # type: ignore[attr-defined]
     return Misattribution(
-        healthy_nodes_suspect=suspect, healthy_nodes_quarantined=quarantined,
-        regression_attributions=len(regression_ids - withdrawn), regression_blamed_nodes=blamed,
-        flaky_marked=ever, wrongly_flaky=[t for t in ever if t != FLAKY_TEST], flaky_withdrawn=withdrawn_flaky,
+        healthy_nodes_suspect=suspect,
+        healthy_nodes_quarantined=quarantined,
+        regression_attributions=len(regression_ids - withdrawn),
+        regression_blamed_nodes=blamed,
+        flaky_marked=ever,
+        wrongly_flaky=[t for t in ever if t != FLAKY_TEST],
+        flaky_withdrawn=withdrawn_flaky,
     )
 
 
 def throughput_noise(outcome: FleetOutcome) -> tuple[float, int]:
     """Robust sd of log(ratio) of healthy nodes' throughput runs: this host's run-to-run noise."""
-    logs = [np.log(a.ratio) for a in outcome.attributions.values()
-            if a.kind == "throughput" and a.ratio and a.node_id not in outcome.faults]
+    logs = [
+        np.log(a.ratio)
+        for a in outcome.attributions.values()
+        if a.kind == "throughput" and a.ratio and a.node_id not in outcome.faults
+    ]
     if len(logs) < 2:
         return float("nan"), len(logs)
     x = np.asarray(logs)
@@ -563,8 +722,14 @@ def throughput_noise(outcome: FleetOutcome) -> tuple[float, int]:
 
 def slow_false_suspects(outcome: FleetOutcome) -> list[str]:
     """Healthy nodes the throughput rule made suspect (or worse)."""
-    return sorted({c.node_id for r in outcome.nodes.values() for c in r.transitions
-                   if c.node_id not in outcome.faults and c.rule == "throughput-slow"})
+    return sorted(
+        {
+            c.node_id
+            for r in outcome.nodes.values()
+            for c in r.transitions
+            if c.node_id not in outcome.faults and c.rule == "throughput-slow"
+        }
+    )
 
 
 def flake_rate(outcome: FleetOutcome) -> tuple[int, int]:
@@ -587,8 +752,8 @@ def replay_embedded(inputs: list[Event], data_dir, hours: float = 1.0) -> int:
     running the embedded runtime (every processor) after each hour, as a live fleet would feed it;
     return how many hours were published. Published all at once, the runtime would take each topic
     in turn (one append time for everything), and node-state would see every signal before any result."""
-    from fastci.runtime.publish import publish_embedded
     from fastci.runtime.embedded import EmbeddedRuntime
+    from fastci.runtime.publish import publish_embedded
 
     def hour(event: Event) -> int:
         when = getattr(event, "time", None)

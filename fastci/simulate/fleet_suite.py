@@ -84,8 +84,10 @@ class MeasuredRun:
 def load_qualify_durations(path: Path = QUALIFY_DURATIONS) -> dict[str, list[MeasuredRun]]:
     document = orjson.loads(path.read_bytes())
     return {
-        name: [MeasuredRun(r["inference_s"] + r["training_s"], r["inference_s"] + r["smoke_training_s"])
-               for r in entry["runs"]]
+        name: [
+            MeasuredRun(r["inference_s"] + r["training_s"], r["inference_s"] + r["smoke_training_s"])
+            for r in entry["runs"]
+        ]
         for name, entry in document["models"].items()
     }
 

@@ -12,17 +12,17 @@ import heapq
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from fastci.inputs import Bundle, ResultEvent
-from fastci.scheduling.events import DEFAULT_POOL, ClockTick, ScheduleEvent
 from fastci.runtime.memory import MemoryRuntime
+from fastci.scheduling.events import DEFAULT_POOL, ClockTick, ScheduleEvent
 
 SIM_BUNDLE = Bundle(compiler="cc-1.0", kernels="kn-1.0", runtime="rt-1.0", driver="dr-535", firmware="fw-7")
 
 
 def at_seconds(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, timezone.utc)
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 class Loop:
@@ -106,10 +106,22 @@ class Runner:
         results = []
         for run in runs:
             elapsed += run.duration_s * scale
-            results.append(ResultEvent(
-                test_id=run.test_id, run_id=placed.run_id, repo=placed.repo, commit=placed.commit or "0000000",
-                bundle=placed.bundle or SIM_BUNDLE, node_id=node, hardware_revision=placed.hardware_revision or "cpu",
-                trigger=placed.work_class, status=run.status, duration_s=run.duration_s, chips=placed.chips,
-                time=at_seconds(started + elapsed), pool=placed.pool, config=configs.get(run.test_id, {}),
-            ))
+            results.append(
+                ResultEvent(
+                    test_id=run.test_id,
+                    run_id=placed.run_id,
+                    repo=placed.repo,
+                    commit=placed.commit or "0000000",
+                    bundle=placed.bundle or SIM_BUNDLE,
+                    node_id=node,
+                    hardware_revision=placed.hardware_revision or "cpu",
+                    trigger=placed.work_class,
+                    status=run.status,
+                    duration_s=run.duration_s,
+                    chips=placed.chips,
+                    time=at_seconds(started + elapsed),
+                    pool=placed.pool,
+                    config=configs.get(run.test_id, {}),
+                )
+            )
         self.loop.bus.publish(*results)

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastci.scheduling.runs import RunRequested
 from fastci.scheduling.events import ScheduleEvent
+from fastci.scheduling.runs import RunRequested
 from fastci.simulate.arrivals import DAY, Change
 
 
@@ -260,9 +260,12 @@ class Metrics:
             # not caught yet: the change's jobs were still queued or running when the simulation ended
             "pending": sum(1 for s in faulty if s.first_failure_s is None and s.done_s is None),
             "kept_share": (sum(s.selected for s in changes) / sum(s.known for s in changes))
-            if sum(s.known for s in changes) else math.nan,
+            if sum(s.known for s in changes)
+            else math.nan,
             "models_per_hardware_change": (
-                sum(s.planned_models for s in changes if s.change.hardware_path) / len(hardware) if hardware else math.nan
+                sum(s.planned_models for s in changes if s.change.hardware_path) / len(hardware)
+                if hardware
+                else math.nan
             ),
             "preemptions": dict(self.preemptions),
             "queued_max": self.queued_max,

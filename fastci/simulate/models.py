@@ -57,8 +57,13 @@ def workload_evidence(model: FleetModel, event: Any) -> Any:
     from fastci.selection.graph import parse_frame
 
     family = families()[model.family]
-    units = {f"{p}::{q}" for stack in event.stacks for frame in stack.stack.split(";")
-             if (parsed := parse_frame(frame)) for p, q in [parsed]}
+    units = {
+        f"{p}::{q}"
+        for stack in event.stacks
+        for frame in stack.stack.split(";")
+        if (parsed := parse_frame(frame))
+        for p, q in [parsed]
+    }
     late = family["first_executions"]
     first = []
     for unit in sorted(units):

@@ -17,18 +17,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 from fastci.core.events import derive_id
-from fastci.scheduling.runs import RunRequested
+from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
+from fastci.runtime.memory import MemoryRuntime
 from fastci.scheduling.events import PoolConfig, ScheduleEvent
 from fastci.scheduling.processor import PoolSchedulerProcessor, default_config
+from fastci.scheduling.runs import RunRequested
 from fastci.selection.processor import SelectionProcessor
 from fastci.selection.units import is_test_file
-from fastci.runtime.memory import MemoryRuntime
+from fastci.simulate.arrivals import DAY, Change, Settings, Stream, change_stream, experiments
 from fastci.simulate.fleet_suite import Durations, FleetModel, choose_models
 from fastci.simulate.loop import SIM_BUNDLE, Loop, Runner, TestRun, at_seconds
 from fastci.simulate.metrics import Metrics
-from fastci.simulate.arrivals import DAY, Change, Settings, Stream, change_stream, experiments
 from fastci.topology import SYSTEM
 
 START_S = 1_795_996_800.0  # 2026-12-01 00:00 UTC, a Tuesday: the first measured day starts here
@@ -70,11 +70,18 @@ def plan_processor(variant: Variant) -> Any:
 
 
 class Simulation:
-    def __init__(self, replay: Any, durations: Durations, variant: Variant, settings: Settings,
-                 pool: PoolConfig | None = None, models: list[FleetModel] | None = None,
-                 shrink_ratio: Callable[[FleetModel, dict], float] | None = None,
-                 workload_evidence: Callable[[FleetModel, EvidenceEvent], Any] | None = None,
-                 smoke_config: Callable[[FleetModel], dict] | None = None) -> None:
+    def __init__(
+        self,
+        replay: Any,
+        durations: Durations,
+        variant: Variant,
+        settings: Settings,
+        pool: PoolConfig | None = None,
+        models: list[FleetModel] | None = None,
+        shrink_ratio: Callable[[FleetModel, dict], float] | None = None,
+        workload_evidence: Callable[[FleetModel, EvidenceEvent], Any] | None = None,
+        smoke_config: Callable[[FleetModel], dict] | None = None,
+    ) -> None:
         self.replay = replay
         self.durations = durations
         self.variant = variant
@@ -87,21 +94,32 @@ class Simulation:
         self.workload_evidence = workload_evidence
         self.smoke_config = smoke_config or (lambda model: {})
         smoke = min((m for m in self.models if m.family == "lm-tiny" and not m.multi_node), key=lambda m: m.chips)
-        self.pool = pool or default_config().model_copy(update={
-            "version": "simulated", "smoke_test": smoke.stand_in, "smoke_chips": smoke.chips,
-            "smoke_estimated_s": durations.mean_smoke(smoke),
-        })
-        self.bus = MemoryRuntime(SYSTEM, [
-            SelectionProcessor(pruning=variant.pruning, run_everything=not variant.selection),
-            plan_processor(variant),
-            PoolSchedulerProcessor(),
-        ])
+        self.pool = pool or default_config().model_copy(
+            update={
+                "version": "simulated",
+                "smoke_test": smoke.stand_in,
+                "smoke_chips": smoke.chips,
+                "smoke_estimated_s": durations.mean_smoke(smoke),
+            }
+        )
+        self.bus = MemoryRuntime(
+            SYSTEM,
+            [
+                SelectionProcessor(pruning=variant.pruning, run_everything=not variant.selection),
+                plan_processor(variant),
+                PoolSchedulerProcessor(),
+            ],
+        )
         self.begin_s = START_S - settings.warmup_h * 3600
         self.loop = Loop(self.bus, self.begin_s)
         self.runner = Runner(self.loop, self.outcome)
         self.stream: Stream = change_stream(
-            [c.commit.time.timestamp() for c in replay.commits], [c.commit.sha for c in replay.commits],
-            [c.faults for c in replay.commits], settings, START_S, [touches_library(c.commit) for c in replay.commits],
+            [c.commit.time.timestamp() for c in replay.commits],
+            [c.commit.sha for c in replay.commits],
+            [c.faults for c in replay.commits],
+            settings,
+            START_S,
+            [touches_library(c.commit) for c in replay.commits],
         )
         self.metrics = Metrics(self, START_S)
         self.requested: dict[str, tuple[str, Any, float]] = {}  # test id -> (kind, model, seconds)
@@ -149,7 +167,9 @@ class Simulation:
         self.metrics.largest_value = self.bus.largest.get(PoolSchedulerProcessor.name, 0)
         if self.bus.dead_letters:  # a processor refused an event: the figures would be about a broken run
             first = self.bus.dead_letters[0]
-            raise RuntimeError(f"{len(self.bus.dead_letters)} dead letter(s); the first from {first.source}: {first.error}")
+            raise RuntimeError(
+                f"{len(self.bus.dead_letters)} dead letter(s); the first from {first.source}: {first.error}"
+            )
         return self.metrics
 
     def prepare(self) -> None:
@@ -159,13 +179,25 @@ class Simulation:
         history = []
         for base in self.replay.base_results:
             model = self.model_of.get(base.test_id)
-            history.append(ResultEvent(
-                test_id=base.test_id, run_id="history", repo=self.repo, commit=base.commit, bundle=SIM_BUNDLE,
-                node_id="history", hardware_revision="any", trigger="presubmit", status="passed",
-                duration_s=self.durations.mean_smoke(model) if model else self.durations.mean_unit_test(base.test_id),
-                chips=model.chips if model else 0, time=at_seconds(self.begin_s - DAY),
-                config=self.smoke_config(model) if model else {},
-            ))
+            history.append(
+                ResultEvent(
+                    test_id=base.test_id,
+                    run_id="history",
+                    repo=self.repo,
+                    commit=base.commit,
+                    bundle=SIM_BUNDLE,
+                    node_id="history",
+                    hardware_revision="any",
+                    trigger="presubmit",
+                    status="passed",
+                    duration_s=self.durations.mean_smoke(model)
+                    if model
+                    else self.durations.mean_unit_test(base.test_id),
+                    chips=model.chips if model else 0,
+                    time=at_seconds(self.begin_s - DAY),
+                    config=self.smoke_config(model) if model else {},
+                )
+            )
         self.bus.publish(*history)
         self.bus.publish(*self.base_evidence())
 
@@ -184,8 +216,12 @@ class Simulation:
             self.bus.publish(*self.base_evidence())  # the graph as the recording began it
         document = recorded.commit.model_dump(exclude={"id"})
         previous = self.stream.changes[change.number - 1].sha if change.number else None
-        document.update(sha=change.sha, time=at_seconds(change.arrival_s), hardware_path=change.hardware_path,
-                        parents=(previous,) if previous else ())
+        document.update(
+            sha=change.sha,
+            time=at_seconds(change.arrival_s),
+            hardware_path=change.hardware_path,
+            parents=(previous,) if previous else (),
+        )
         commit = CommitEvent.model_validate(document)
         change.commit_id = commit.id
         self.metrics.arrived(change)
@@ -200,24 +236,45 @@ class Simulation:
             test_id = f"{model.stand_in}{NIGHTLY_SUFFIX}"
             self.requested[test_id] = ("nightly", model, seconds)
             request = RunRequested(
-                cause_id=derive_id("nightly", self.repo, day), purpose=f"nightly:{model.name}", test_id=test_id,
-                repo=f"{self.repo}{NIGHTLY_SUFFIX}", commit=sha, bundle=SIM_BUNDLE, hardware_revision="any",
-                work_class="nightly", repeats=1, requested_by="nightly-trigger", chips=model.chips,
-                estimated_s=self.durations.mean_nightly(model), config={"model": model.name},
+                cause_id=derive_id("nightly", self.repo, day),
+                purpose=f"nightly:{model.name}",
+                test_id=test_id,
+                repo=f"{self.repo}{NIGHTLY_SUFFIX}",
+                commit=sha,
+                bundle=SIM_BUNDLE,
+                hardware_revision="any",
+                work_class="nightly",
+                repeats=1,
+                requested_by="nightly-trigger",
+                chips=model.chips,
+                estimated_s=self.durations.mean_nightly(model),
+                config={"model": model.name},
             )
             self.metrics.requested(request, day)
             self.bus.publish(request)
 
     def experiment(self, experiment: Any) -> None:
-        model = next(m for m in self.models if m.family == ("lm-tiny", "convnet-small", "speech-conv-attn",
-                                                               "dlrm-small")[experiment.family_index])
+        model = next(
+            m
+            for m in self.models
+            if m.family == ("lm-tiny", "convnet-small", "speech-conv-attn", "dlrm-small")[experiment.family_index]
+        )
         rng = random.Random(f"{self.settings.seed}:{experiment.name}")
         seconds = self.durations.nightly(model, rng) * experiment.length
         self.requested[experiment.name] = ("dev", model, seconds)
         request = RunRequested(
-            cause_id=derive_id("experiment", experiment.name), purpose="experiment", test_id=experiment.name,
-            repo=EXPERIMENT_REPO, commit="0000000", bundle=SIM_BUNDLE, hardware_revision="any", work_class="dev",
-            repeats=1, requested_by="developer", chips=experiment.chips, estimated_s=seconds,
+            cause_id=derive_id("experiment", experiment.name),
+            purpose="experiment",
+            test_id=experiment.name,
+            repo=EXPERIMENT_REPO,
+            commit="0000000",
+            bundle=SIM_BUNDLE,
+            hardware_revision="any",
+            work_class="dev",
+            repeats=1,
+            requested_by="developer",
+            chips=experiment.chips,
+            estimated_s=seconds,
         )
         self.metrics.requested(request, math.floor((experiment.arrival_s - START_S) / DAY))
         self.bus.publish(request)

@@ -44,7 +44,7 @@ def bundle_key(expression: str) -> str:
 
 
 _FAILING_CHECKS = (
-    "array_to_string(list_transform(list_filter(from_json(checks, '[{\"name\": \"VARCHAR\", \"passed\": \"BOOLEAN\"}]'), "
+    'array_to_string(list_transform(list_filter(from_json(checks, \'[{"name": "VARCHAR", "passed": "BOOLEAN"}]\'), '
     "lambda c: NOT c.passed), lambda c: c.name), ', ')"
 )
 
@@ -52,24 +52,29 @@ _FAILING_CHECKS = (
 VIEWS: tuple[tuple[str, str], ...] = (
     # Each rerun result, with the result it reran: the rerun request's cause, matched as the runner
     # contract says (trigger = work class, same test, commit, bundle and hardware revision).
-    ("rerun_origins", f"""
+    (
+        "rerun_origins",
+        f"""
         SELECT r.id AS result_id, any_value(o.id ORDER BY q._offset DESC) AS original_id,
-               any_value({_tier_of('o.trigger')} ORDER BY q._offset DESC) AS original_tier
+               any_value({_tier_of("o.trigger")} ORDER BY q._offset DESC) AS original_tier
         FROM results r
         JOIN run_requested q ON q.work_class = 'rerun' AND q.test_id = r.test_id AND q."commit" = r."commit"
              AND q.bundle = r.bundle AND q.hardware_revision = r.hardware_revision
         JOIN results o ON o.id = q.cause_id
         WHERE r.trigger = 'rerun'
-        GROUP BY r.id"""),
+        GROUP BY r.id""",
+    ),
     # Every result with its tier, model, bundle versions, node, gate verdict and whether its node
     # was untrusted when it ran (baseline-exclusions).
-    ("result_facts", f"""
+    (
+        "result_facts",
+        f"""
         SELECT r.id AS result_id, r.test_id, r.run_id, r.repo, r."commit", r.trigger,
-               coalesce({_tier_of('r.trigger')}, ro.original_tier) AS tier,
+               coalesce({_tier_of("r.trigger")}, ro.original_tier) AS tier,
                coalesce(json_extract_string(r.config, '$.model'), r.test_id) AS model,
                json_extract_string(r.config, '$.precision') AS precision,
                CASE WHEN starts_with(r.test_id, 'qualify/') THEN split_part(r.test_id, '/', 4) END AS "check",
-               r.bundle, {bundle_key('r.bundle')} AS bundle_key,
+               r.bundle, {bundle_key("r.bundle")} AS bundle_key,
                r.bundle.compiler AS compiler, r.bundle.kernels AS kernels, r.bundle.runtime AS runtime,
                r.bundle.driver AS driver, r.bundle.firmware AS firmware,
                r.node_id, r.hardware_revision, r.status, r.duration_s, r.chips, r.seed, r.config,
@@ -80,10 +85,13 @@ VIEWS: tuple[tuple[str, str], ...] = (
         LEFT JOIN rerun_origins ro ON ro.result_id = r.id
         LEFT JOIN (SELECT result_id, bool_and(passed) AS passed, string_agg({_FAILING_CHECKS}, ', ') AS failing_checks
                    FROM gate_results GROUP BY result_id) g ON g.result_id = r.id
-        LEFT JOIN (SELECT DISTINCT result_id FROM baseline_exclusions) x ON x.result_id = r.id"""),
+        LEFT JOIN (SELECT DISTINCT result_id FROM baseline_exclusions) x ON x.result_id = r.id""",
+    ),
     # The compatibility matrix: per model x bundle x hardware revision x tier, the latest trusted result
     # of each test, counted, with the gate results and the tests that fail.
-    ("compatibility_matrix", """
+    (
+        "compatibility_matrix",
+        """
         WITH latest AS (
             SELECT * FROM result_facts WHERE tier IS NOT NULL AND NOT excluded AND status <> 'skipped'
             QUALIFY row_number() OVER (PARTITION BY test_id, bundle_key, hardware_revision, tier
@@ -99,13 +107,17 @@ VIEWS: tuple[tuple[str, str], ...] = (
                count(*) FILTER (WHERE gate_passed) AS gates_passed,
                count(*) FILTER (WHERE gate_passed = false) AS gates_failed,
                string_agg(CASE WHEN status <> 'passed' OR gate_passed = false
-                               THEN test_id || ' (' || status || coalesce('; gate: ' || nullif(gate_failing, ''), '') || ')'
+                               THEN test_id || ' (' || status
+                                    || coalesce('; gate: ' || nullif(gate_failing, ''), '') || ')'
                           END, '; ' ORDER BY test_id) AS failing,
                count(DISTINCT node_id) AS nodes, max(time) AS last_run
         FROM latest
-        GROUP BY model, bundle_key, hardware_revision, tier"""),
+        GROUP BY model, bundle_key, hardware_revision, tier""",
+    ),
     # Every rerun request, the result it reran and the rerun's result, with what matched.
-    ("rerun_outcomes", """
+    (
+        "rerun_outcomes",
+        """
         WITH answers AS (
             SELECT q.id AS request_id, r.*
             FROM run_requested q
@@ -129,23 +141,32 @@ VIEWS: tuple[tuple[str, str], ...] = (
         FROM run_requested q
         LEFT JOIN results o ON o.id = q.cause_id
         LEFT JOIN answers a ON a.request_id = q.id
-        WHERE q.work_class = 'rerun'"""),
+        WHERE q.work_class = 'rerun'""",
+    ),
     # Release history (git is the audit log; this is its stream copy) and each environment's bundle now.
-    ("release_history", f"""
-        SELECT time, environment, action, bundle_id, bundle_name, {bundle_key('bundle')} AS bundle_key, git_commit,
+    (
+        "release_history",
+        f"""
+        SELECT time, environment, action, bundle_id, bundle_name, {bundle_key("bundle")} AS bundle_key, git_commit,
                reverts, branch, gates, actor, _offset
-        FROM release ORDER BY time, _offset"""),
-    ("release_environments", f"""
-        SELECT environment, bundle_id, bundle_name, bundle, {bundle_key('bundle')} AS bundle_key,
+        FROM release ORDER BY time, _offset""",
+    ),
+    (
+        "release_environments",
+        f"""
+        SELECT environment, bundle_id, bundle_name, bundle, {bundle_key("bundle")} AS bundle_key,
                git_commit AS promoted_by, time AS promoted_at
         FROM release
         WHERE action = 'promote'
           AND git_commit NOT IN (SELECT reverts FROM release WHERE action = 'rollback' AND reverts IS NOT NULL)
-        QUALIFY row_number() OVER (PARTITION BY environment ORDER BY time DESC, _offset DESC) = 1"""),
+        QUALIFY row_number() OVER (PARTITION BY environment ORDER BY time DESC, _offset DESC) = 1""",
+    ),
     # CI health. Time to trustworthy signal of a commit: from its commit time to its last presubmit
     # result, or to the last rerun of one of its presubmit tests when a rerun came later (a result
     # from a sick node is replaced by its rerun; the signal is trustworthy once that arrives).
-    ("ci_presubmit_signal", """
+    (
+        "ci_presubmit_signal",
+        """
         WITH presubmit AS (
             SELECT repo, "commit", test_id, id, time, node_id FROM results WHERE trigger = 'presubmit'
         ), signal AS (
@@ -159,9 +180,12 @@ VIEWS: tuple[tuple[str, str], ...] = (
                epoch(max(s.time) - c.time) / 60.0 AS minutes_to_signal
         FROM signal s JOIN commits c ON c.repo = s.repo AND c.sha = s."commit"
         WHERE s.time IS NOT NULL
-        GROUP BY s.repo, s."commit", c.time"""),
+        GROUP BY s.repo, s."commit", c.time""",
+    ),
     # A nightly run: from its first test's start (finish - duration) to its last test's finish.
-    ("ci_nightly_runs", """
+    (
+        "ci_nightly_runs",
+        """
         SELECT run_id, min("commit") AS "commit", count(*) AS results,
                count(*) FILTER (WHERE status IN ('failed', 'error')) AS failed,
                count(*) FILTER (WHERE status = 'flaky') AS flaky,
@@ -169,27 +193,30 @@ VIEWS: tuple[tuple[str, str], ...] = (
                min(time - to_seconds(duration_s)) AS started, max(time) AS finished,
                epoch(max(time) - min(time - to_seconds(duration_s))) / 3600.0 AS hours_to_complete
         FROM results WHERE trigger = 'nightly' AND time IS NOT NULL
-        GROUP BY run_id"""),
+        GROUP BY run_id""",
+    ),
     # One row per week: the figures of the CI-health report section.
-    ("ci_health", f"""
+    (
+        "ci_health",
+        f"""
         WITH signal AS (
-            SELECT {_week('committed')} AS week, count(*) AS commits,
+            SELECT {_week("committed")} AS week, count(*) AS commits,
                    quantile_cont(minutes_to_signal, 0.5) AS presubmit_p50_minutes,
                    quantile_cont(minutes_to_signal, 0.9) AS presubmit_p90_minutes
             FROM ci_presubmit_signal GROUP BY 1
         ), nightly AS (
-            SELECT {_week('started')} AS week, count(*) AS nightly_runs,
+            SELECT {_week("started")} AS week, count(*) AS nightly_runs,
                    median(hours_to_complete) AS nightly_median_hours, max(hours_to_complete) AS nightly_max_hours
             FROM ci_nightly_runs GROUP BY 1
         ), flakes AS (
-            SELECT {_week('day')} AS week, sum(runs) AS hardware_runs, sum(flaky_runs) AS flaky_runs,
+            SELECT {_week("day")} AS week, sum(runs) AS hardware_runs, sum(flaky_runs) AS flaky_runs,
                    sum(flaky_runs) / sum(runs) AS flake_rate
             FROM fleet_hardware_flake_rate GROUP BY 1
         ), reruns AS (
-            SELECT {_week('r.time')} AS week, count(*) AS rerun_results
+            SELECT {_week("r.time")} AS week, count(*) AS rerun_results
             FROM results r WHERE r.trigger = 'rerun' AND r.time IS NOT NULL GROUP BY 1
         ), quarantines AS (
-            SELECT {_week('time')} AS week, count(*) AS quarantines
+            SELECT {_week("time")} AS week, count(*) AS quarantines
             FROM node_state_changed WHERE state = 'quarantined' GROUP BY 1
         )
         SELECT week, coalesce(commits, 0) AS commits, presubmit_p50_minutes, presubmit_p90_minutes,
@@ -199,18 +226,22 @@ VIEWS: tuple[tuple[str, str], ...] = (
         FROM signal FULL JOIN nightly USING (week) FULL JOIN flakes USING (week)
              FULL JOIN reruns USING (week) FULL JOIN quarantines USING (week)
         WHERE week IS NOT NULL
-        ORDER BY week"""),
+        ORDER BY week""",
+    ),
 )
 
 
 # Queue waits come from the pool scheduler's `schedule` topic (issue7-pool's contract): the wait of
 # each job's first placement, per work class. Created only when that table exists.
-QUEUE_WAITS = ("ci_queue_waits", f"""
-        SELECT {_week('time')} AS week, work_class, count(*) AS placed,
+QUEUE_WAITS = (
+    "ci_queue_waits",
+    f"""
+        SELECT {_week("time")} AS week, work_class, count(*) AS placed,
                quantile_cont(wait_s, 0.5) AS wait_p50_s, quantile_cont(wait_s, 0.9) AS wait_p90_s,
                max(wait_s) AS wait_max_s
         FROM schedule WHERE action = 'placed' AND attempt = 1 AND wait_s IS NOT NULL
-        GROUP BY ALL""")
+        GROUP BY ALL""",
+)
 QUEUE_COLUMNS = frozenset({"action", "work_class", "wait_s", "attempt", "time"})
 
 
@@ -218,7 +249,11 @@ def create_views(con: Any) -> None:
     """(Re)create every analyst view on a DuckDB connection whose tables exist."""
     for name, query in VIEWS:
         con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {query}')
-    columns = {row[0] for row in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'schedule'").fetchall()}
+    columns = {
+        row[0]
+        for row in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'schedule'"
+        ).fetchall()
+    }
     if QUEUE_COLUMNS <= columns:
         con.execute(f'CREATE OR REPLACE VIEW "{QUEUE_WAITS[0]}" AS {QUEUE_WAITS[1]}')

@@ -63,7 +63,8 @@ VIEWS: dict[str, str] = {
             FROM runs GROUP BY ALL
         )
         SELECT day, count(*) AS runs,
-               count(*) FILTER (WHERE status = 'flaky' OR (status IN ('failed', 'error') AND g.passed_once)) AS flaky_runs,
+               count(*) FILTER (WHERE status = 'flaky'
+                                   OR (status IN ('failed', 'error') AND g.passed_once)) AS flaky_runs,
                round(flaky_runs / count(*), 5) AS flake_rate,
                flaky_runs / count(*) < {FLAKE_RATE_TARGET} AS within_target
         FROM runs JOIN groups g USING (test_id, commit, bundle, config)

@@ -10,17 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from fastci.core.config import KafkaSettings
-from fastci.topology import TOPICS
 from fastci.core.codec import InvalidEvent, encode
-from fastci.topology import decode
-from fastci.topology import ALL_PROCESSORS
+from fastci.core.config import KafkaSettings
 from fastci.runtime.driver import decode_state
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.kafka_io import read_to_end
 from fastci.runtime.log import Position
 from fastci.runtime.positions import position_partition
-from fastci.views.schema import state_table, topic_table
+from fastci.topology import ALL_PROCESSORS, TOPICS, decode
+from fastci.views.schema import TableSpec, state_table, topic_table
 from fastci.views.store import StoredPosition, Views, state_row, with_position
 
 CHUNK = 50_000  # rows per load transaction
@@ -81,7 +79,13 @@ async def refresh_kafka(settings: KafkaSettings, views: Views, progress: Progres
         rows: list[bytes] = []
         count = 0
 
-        def flush() -> None:
+        def flush(
+            count: int,
+            spec: TableSpec = spec,
+            topic: str = topic,
+            rows: list[bytes] = rows,
+            next_offsets: dict[int, int] = next_offsets,
+        ) -> None:
             views.load(spec, rows, {(source, topic, p): StoredPosition(o) for p, o in next_offsets.items()})
             rows.clear()
             if progress:
@@ -94,9 +98,9 @@ async def refresh_kafka(settings: KafkaSettings, views: Views, progress: Progres
             next_offsets[record.partition] = record.offset + 1
             count += 1
             if len(rows) >= CHUNK:
-                flush()
+                flush(count)
         if count:
-            flush()
+            flush(count)
         read[spec.name] = count
     for processor in ALL_PROCESSORS:
         changelog = settings.changelog_topic(processor.name)

@@ -14,8 +14,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from fastci.topology import TOPICS
 from fastci.core.processor import Processor
+from fastci.topology import TOPICS
 
 _SCALARS: dict[Any, str] = {str: "VARCHAR", bool: "BOOLEAN", int: "BIGINT", float: "DOUBLE", datetime: "TIMESTAMPTZ"}
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from fastci.topology import TOPICS
-from fastci.topology import ALL_PROCESSORS
-from fastci.views import analytics, fleet_views as fleet
+from fastci.topology import ALL_PROCESSORS, TOPICS
+from fastci.views import analytics
+from fastci.views import fleet_views as fleet
 from fastci.views.schema import TableSpec, quote, state_table, topic_table
 
 # Modules of analyst SQL views over the tables, (re)created whenever the file is opened for writing.
@@ -41,11 +41,22 @@ class StoredPosition:
     byte: int = 0
 
 
+def missing_views(path: Path) -> str:
+    """Why there is nothing to read at ``path``, and the likely fix: the data dir to refresh, or the
+    folder where ``fastci demo`` left its views."""
+    data_dir = path.parent
+    fix = f"run 'fastci --data-dir {data_dir} views refresh' first"
+    demo = Path(".fastci/demo")
+    if (demo / "views.duckdb").exists() and data_dir.resolve() != demo.resolve():
+        fix += f", or read the demo's views with --data-dir {demo}"
+    return f"no views at {path} (the views of data dir {data_dir}): {fix}"
+
+
 class Views:
     def __init__(self, path: Path, read_only: bool = False) -> None:
         self.path = Path(path)
         if read_only and not self.path.exists():
-            raise FileNotFoundError(f"no views at {self.path}: run 'fastci views refresh' first")
+            raise FileNotFoundError(missing_views(self.path))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(str(self.path), read_only=read_only)
         if not read_only:
@@ -64,8 +75,12 @@ class Views:
 
     def _add_new_columns(self, spec: TableSpec) -> None:
         """A field added to a model since the table was created becomes a column (NULL in older rows)."""
-        existing = {row[0] for row in self.con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [spec.name]).fetchall()}
+        existing = {
+            row[0]
+            for row in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [spec.name]
+            ).fetchall()
+        }
         for column, sql_type in spec.columns.items():
             if column not in existing:
                 self.con.execute(f"ALTER TABLE {quote(spec.name)} ADD COLUMN {quote(column)} {sql_type}")

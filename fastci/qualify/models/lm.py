@@ -69,30 +69,45 @@ def init(rng: np.random.Generator, config: LMConfig = DEFAULT) -> Params:
     params = {
         "embed": (rng.standard_normal((VOCAB, width)) * s).astype(np.float32),
         "pos": (rng.standard_normal((config.context, width)) * s).astype(np.float32),
-        "ln1_g": np.ones(width, np.float32), "ln1_b": np.zeros(width, np.float32),
-        "qkv": glorot(rng, width, 3 * width), "proj": glorot(rng, width, width),
-        "ln2_g": np.ones(width, np.float32), "ln2_b": np.zeros(width, np.float32),
-        "up": glorot(rng, width, hidden), "up_b": np.zeros(hidden, np.float32),
-        "down": glorot(rng, hidden, width), "down_b": np.zeros(width, np.float32),
-        "lnf_g": np.ones(width, np.float32), "lnf_b": np.zeros(width, np.float32),
+        "ln1_g": np.ones(width, np.float32),
+        "ln1_b": np.zeros(width, np.float32),
+        "qkv": glorot(rng, width, 3 * width),
+        "proj": glorot(rng, width, width),
+        "ln2_g": np.ones(width, np.float32),
+        "ln2_b": np.zeros(width, np.float32),
+        "up": glorot(rng, width, hidden),
+        "up_b": np.zeros(hidden, np.float32),
+        "down": glorot(rng, hidden, width),
+        "down_b": np.zeros(width, np.float32),
+        "lnf_g": np.ones(width, np.float32),
+        "lnf_b": np.zeros(width, np.float32),
         "head": glorot(rng, width, VOCAB),
     }
     for layer in range(1, config.layers):  # drawn after the first block's, so its draws stay the golden's
         pre = _prefix(layer)
-        params.update({
-            f"{pre}ln1_g": np.ones(width, np.float32), f"{pre}ln1_b": np.zeros(width, np.float32),
-            f"{pre}qkv": glorot(rng, width, 3 * width), f"{pre}proj": glorot(rng, width, width),
-            f"{pre}ln2_g": np.ones(width, np.float32), f"{pre}ln2_b": np.zeros(width, np.float32),
-        })
+        params.update(
+            {
+                f"{pre}ln1_g": np.ones(width, np.float32),
+                f"{pre}ln1_b": np.zeros(width, np.float32),
+                f"{pre}qkv": glorot(rng, width, 3 * width),
+                f"{pre}proj": glorot(rng, width, width),
+                f"{pre}ln2_g": np.ones(width, np.float32),
+                f"{pre}ln2_b": np.zeros(width, np.float32),
+            }
+        )
         experts = config.experts if layer >= config.first_moe_layer else 1
         if experts > 1:
             params[f"{pre}router"] = glorot(rng, width, experts)
         for e in range(experts):
             tag = f"{pre}e{e}." if experts > 1 else pre
-            params.update({
-                f"{tag}up": glorot(rng, width, hidden), f"{tag}up_b": np.zeros(hidden, np.float32),
-                f"{tag}down": glorot(rng, hidden, width), f"{tag}down_b": np.zeros(width, np.float32),
-            })
+            params.update(
+                {
+                    f"{tag}up": glorot(rng, width, hidden),
+                    f"{tag}up_b": np.zeros(hidden, np.float32),
+                    f"{tag}down": glorot(rng, hidden, width),
+                    f"{tag}down_b": np.zeros(width, np.float32),
+                }
+            )
     return params
 
 
@@ -148,6 +163,7 @@ def _causal(seq: int) -> np.ndarray:
 
 def _pick(ops: Ops, stacked: Tensor, index: int) -> Tensor:
     """``stacked[index]`` along the first axis, with its gradient."""
+
     def grads(g: np.ndarray) -> tuple[np.ndarray]:
         full = np.zeros_like(stacked.value)
         full[index] = g
@@ -162,7 +178,7 @@ def family(config: LMConfig = DEFAULT) -> Family:
         name="lm-tiny",
         kind="language",
         describe=f"decoder-only transformer, {config.layers} block{'s' if config.layers > 1 else ''}, "
-                 f"{config.heads} heads, width {config.width}, vocab {VOCAB}, context {config.context}",
+        f"{config.heads} heads, width {config.width}, vocab {VOCAB}, context {config.context}",
         make_data=lambda rng: make_data(rng, config),
         init=lambda rng: init(rng, config),
         forward=lambda ops, p, tokens: forward(ops, p, tokens, config),
@@ -174,8 +190,13 @@ def family(config: LMConfig = DEFAULT) -> Family:
         steps=300,
         batch_size=32,
         lr=2e-3,
-        config={"vocab": VOCAB, "context": config.context, "width": config.width, "heads": config.heads,
-                "layers": config.layers},
+        config={
+            "vocab": VOCAB,
+            "context": config.context,
+            "width": config.width,
+            "heads": config.heads,
+            "layers": config.layers,
+        },
     )
 
 

@@ -43,9 +43,12 @@ def init(rng: np.random.Generator) -> Params:
     return {
         "users": (rng.standard_normal((USERS, EMBED)) * INIT).astype(np.float32),
         "items": (rng.standard_normal((ITEMS, EMBED)) * INIT).astype(np.float32),
-        "bottom": glorot(rng, DENSE, EMBED), "bottom_b": np.zeros(EMBED, np.float32),
-        "top1": glorot(rng, len(_PAIRS[0]) + EMBED, HIDDEN), "top1_b": np.zeros(HIDDEN, np.float32),
-        "top2": glorot(rng, HIDDEN, 1), "top2_b": np.zeros(1, np.float32),
+        "bottom": glorot(rng, DENSE, EMBED),
+        "bottom_b": np.zeros(EMBED, np.float32),
+        "top1": glorot(rng, len(_PAIRS[0]) + EMBED, HIDDEN),
+        "top1_b": np.zeros(HIDDEN, np.float32),
+        "top2": glorot(rng, HIDDEN, 1),
+        "top2_b": np.zeros(1, np.float32),
     }
 
 

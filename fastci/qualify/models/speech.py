@@ -52,11 +52,15 @@ _INDEX = _time_conv_index()
 
 def init(rng: np.random.Generator) -> Params:
     return {
-        "conv": glorot(rng, 3 * BANDS, CHANNELS), "conv_b": np.zeros(CHANNELS, np.float32),
+        "conv": glorot(rng, 3 * BANDS, CHANNELS),
+        "conv_b": np.zeros(CHANNELS, np.float32),
         "pos": (rng.standard_normal((FRAMES, CHANNELS)) * 0.1).astype(np.float32),
-        "qkv": glorot(rng, CHANNELS, 3 * CHANNELS), "proj": glorot(rng, CHANNELS, CHANNELS),
-        "ln_g": np.ones(CHANNELS, np.float32), "ln_b": np.zeros(CHANNELS, np.float32),
-        "head": glorot(rng, CHANNELS, len(KEYWORDS)), "head_b": np.zeros(len(KEYWORDS), np.float32),
+        "qkv": glorot(rng, CHANNELS, 3 * CHANNELS),
+        "proj": glorot(rng, CHANNELS, CHANNELS),
+        "ln_g": np.ones(CHANNELS, np.float32),
+        "ln_b": np.zeros(CHANNELS, np.float32),
+        "head": glorot(rng, CHANNELS, len(KEYWORDS)),
+        "head_b": np.zeros(len(KEYWORDS), np.float32),
     }
 
 
@@ -85,7 +89,8 @@ def _columns(ops: Ops, x: Tensor, start: int, stop: int) -> Tensor:
 FAMILY = Family(
     name="speech-conv-attn",
     kind="speech",
-    describe=f"1-D conv (width 3, {CHANNELS} channels) + self-attention block over {FRAMES}x{BANDS} features, {len(KEYWORDS)} keywords",
+    describe=f"1-D conv (width 3, {CHANNELS} channels) + self-attention block over {FRAMES}x{BANDS} features, "
+    f"{len(KEYWORDS)} keywords",
     make_data=make_data,
     init=init,
     forward=forward,

@@ -53,9 +53,12 @@ _INDEX2 = conv_index(SIZE // 2, SIZE // 2, C1)
 
 def init(rng: np.random.Generator) -> Params:
     return {
-        "conv1": glorot(rng, 9, C1) * 2, "conv1_b": np.zeros(C1, np.float32),
-        "conv2": glorot(rng, 9 * C1, C2) * 2, "conv2_b": np.zeros(C2, np.float32),
-        "head": glorot(rng, C2, CLASSES), "head_b": np.zeros(CLASSES, np.float32),
+        "conv1": glorot(rng, 9, C1) * 2,
+        "conv1_b": np.zeros(C1, np.float32),
+        "conv2": glorot(rng, 9 * C1, C2) * 2,
+        "conv2_b": np.zeros(C2, np.float32),
+        "head": glorot(rng, C2, CLASSES),
+        "head_b": np.zeros(CLASSES, np.float32),
     }
 
 
@@ -74,7 +77,8 @@ def forward(ops: Ops, p: dict[str, Tensor], images: np.ndarray) -> Tensor:
 FAMILY = Family(
     name="convnet-small",
     kind="vision",
-    describe=f"conv 3x3x{C1} -> avg pool -> conv 3x3x{C2} -> global avg pool -> linear, {SIZE}x{SIZE} images, {CLASSES} classes",
+    describe=f"conv 3x3x{C1} -> avg pool -> conv 3x3x{C2} -> global avg pool -> linear, "
+    f"{SIZE}x{SIZE} images, {CLASSES} classes",
     make_data=make_data,
     init=init,
     forward=forward,
