@@ -12,8 +12,8 @@ state and no duplicate a consumer would keep (see ``fastci.runtime.driver``).
 Why one agent and not one per processor: with several agents subscribed to one
 topic, each record is shared by several faust channels. A rebalance clears the
 channels' queues, so a record one agent had taken and another had only queued
-was never acknowledged, and the revoke waited for it for minutes (measured: the
-two-worker fault test hung in ``wait_empty`` in 2 of 5 runs). With one agent,
+was never acknowledged, and the revoke waited for it for minutes (the two-worker
+fault test hung in ``wait_empty``). With one agent,
 every record has exactly one channel.
 
 faust can still deliver a record past a range it skipped around a rebalance; every
@@ -140,7 +140,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             # Each value goes to the Table's store and to its changelog, and the batch waits for the
             # broker's acknowledgements, in drain order (one partition keeps them in order). Setting
             # table[key] instead queues each changelog record in faust's producer buffer, which
-            # stops the stream for a flush every 100 records (measured: 0.2-0.3 s per flush).
+            # stops the stream for a flush every 100 records, a fraction of a second each.
             changelog = []
             for table, changed in writes:
                 for key, value in changed.items():

@@ -6,7 +6,7 @@ command runs in a one-line wrapper: it gets this process's stdout back (a file d
 passes through) and writes the command's exit code to a file. The wrapper is ``python -c``
 code, so its frames are ``<string>`` and never project code, and one line, so py-spy's process
 line (which shows the command line) stays one line. The price: py-spy finds the command as a
-subprocess, by polling, so its first 0.05-0.15 s may go unsampled (measured here).
+subprocess, by polling, so its first fraction of a second may go unsampled.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ are left out: evidence is what the test's own thread ran.
 
 Why not boundary markers (a function called between tests that waits a few intervals to be
 seen): raw output has no order, so a boundary delimits nothing, and the wait would cost ~10 ms
-a test. Why not time windows (``--format chrometrace`` has timestamps): measured here, py-spy's
-sample times against the program's clock scatter over 15 ms at 200 Hz (three intervals), more
-than many unit tests last, so samples near a boundary would land in the neighbour test. A marker
+a test. Why not time windows (``--format chrometrace`` has timestamps): py-spy's sample times
+scatter against the program's clock over several sampling intervals, longer than many unit tests
+last, so samples near a boundary would land in the neighbour test. A marker
 costs one frame per phase and no waiting, and never puts a sample in the wrong test
 (bench/evidence_overhead.py: precision 100% against tracing).
 """

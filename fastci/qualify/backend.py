@@ -52,8 +52,8 @@ class KernelClock:
 
     A device timer counts only the device's own busy time; the closest host analogue is the thread's
     CPU time with BLAS pinned to that thread (``fastci.qualify.train`` pins it while it trains), so
-    time the OS gives to other tenants of a shared machine is not counted. Measured here on 2 shared
-    cores: per-step kernel time varied 6% (coefficient of variation) on this clock, 15-30% on wall time.
+    time the OS gives to other tenants of a shared machine is not counted: on shared cores this clock
+    varies several times less than wall time (docs/producers.md has the figures).
 
     ``slowdown`` emulates a chip that is that much slower than its peers (a node throttled by heat or
     power, a degraded link): after each kernel the clock's thread keeps the core busy for ``slowdown``

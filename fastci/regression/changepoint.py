@@ -86,6 +86,6 @@ def _p_value(left: np.ndarray, right: np.ndarray) -> float:
     if np.ptp(left) == 0 and np.ptp(right) == 0:
         return 0.0 if left[0] != right[0] else 1.0
     # Student's (pooled) t-test, as Otava: the noise level is shared across a mean shift, and the long
-    # side's variance makes a short new segment testable (Welch's test, measured, found a sustained
-    # 2% drop 5 nights after it at 0.5% noise in 80% of series; pooled: see bench/changepoint_compare.py).
+    # side's variance makes a short new segment testable (Welch's test finds a short new segment less
+    # often: bench/changepoint_compare.py compares the two on the same series).
     return float(stats.ttest_ind(left, right, equal_var=True).pvalue)

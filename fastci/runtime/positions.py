@@ -3,9 +3,8 @@
 Why we keep our own positions instead of trusting faust's committed offsets:
 around a rebalance faust can hand an agent a record fetched before the rebalance,
 past a range it has not delivered (faust-streaming issues #216, #221), and it then
-records the range as a "gap" it may commit past. Measured here: the two-worker
-fault test ended with test-history missing up to 40% of its runs, and a key's
-offset mark jumped from 332 to 1987 in one batch that added 3 runs.
+records the range as a "gap" it may commit past: the two-worker fault test
+(tests/test_kafka_faults.py) lost runs that way, and docs/kafka.md has the figures.
 
 Our topics have no legitimate gaps (no compaction, no transactions), so an offset
 past the expected one means records were skipped. The route takes nothing more
