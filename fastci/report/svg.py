@@ -86,15 +86,11 @@ class Chart:
             f'<text x="{left}" y="18" class="chart-title">{escape(self.title)}</text>',
             f'<rect x="{left}" y="{top}" width="{inner_w}" height="{inner_h}" fill="none" stroke="#ccc"/>',
         ]
-        for tick in range(5):
-            value = y0 + (y1 - y0) * tick / 4
+        for value in nice_ticks(y0, y1):
             parts.append(
                 f'<text x="{left - 6}" y="{py(value) + 4:.1f}" text-anchor="end" class="tick">{value:.4g}</text>'
             )
-        x_ticks = [x0 + (x1 - x0) * tick / 4 for tick in range(5)]
-        if integer_x:
-            x_ticks = sorted({round(x) for x in x_ticks})
-        for value in x_ticks:
+        for value in nice_ticks(x0, x1, whole=integer_x):
             parts.append(
                 f'<text x="{px(value):.1f}" y="{top + inner_h + 16}" text-anchor="middle" class="tick">'
                 f"{value:.4g}</text>"
@@ -145,3 +141,21 @@ class Chart:
             )
         parts.append("</svg>")
         return "".join(parts)
+
+
+def nice_ticks(low: float, high: float, count: int = 5, whole: bool = False) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten apart) inside [low, high], at most ``count`` and
+    as many as fit; whole numbers only when ``whole``. An axis ending at 120 is not labelled 130.6."""
+    span = high - low
+    if span <= 0 or not math.isfinite(span):
+        return [low]
+    exponent = math.floor(math.log10(span / max(count - 1, 1)))
+    steps = [m * 10.0**e for e in (exponent - 1, exponent, exponent + 1) for m in (1, 2, 5)]
+    for step in steps:
+        if whole and step < 1:
+            continue
+        first = math.ceil(low / step - 1e-9)
+        ticks = [round(k * step, 10) for k in range(first, math.floor(high / step + 1e-9) + 1)]
+        if len(ticks) <= count:
+            return ticks
+    return [low, high]
