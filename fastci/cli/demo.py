@@ -41,7 +41,7 @@ SUMMARY_QUERIES = [
     (
         "Failure rate by node (results): one node fails far more than its share",
         "SELECT node_id, count(*) AS runs, round(avg((status IN ('failed', 'error'))::INT) * 100, 1) AS fail_pct "
-        "FROM results GROUP BY node_id ORDER BY fail_pct DESC LIMIT 5",
+        "FROM results GROUP BY node_id ORDER BY fail_pct DESC, node_id LIMIT 5",
     ),
     (
         "XID errors by node (node_health)",
