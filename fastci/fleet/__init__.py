@@ -1,2 +1,2 @@
-"""Fleet health: the rules behind node states, failure and throughput attribution, flaky tests, and
-the fleet simulation. The processors that apply them live in ``fastci/<capability>/``."""
+"""Fleet health: node states, failure and throughput attribution, flaky tests and their owners, test
+history; the rules (``rules``, ``slowness``, ``flakiness``) beside the processors that apply them."""

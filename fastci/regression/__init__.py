@@ -1,5 +1,5 @@
-"""Regression detection, as pure functions: correctness gates, performance statistics, change points.
-
-Processors in ``fastci.processors`` call these; so can any producer (the qualification runner)
-that wants the same verdict locally.
+"""Regression detection: correctness gates, performance statistics, change points, baselines, bisect and
+tickets. The policy modules are pure functions; the processors here (``detector``, ``correctness_gates``,
+``baseline_guard``, ``bisect_planner``, ``bisect``) call them, and so can any producer (the qualification
+runner) that wants the same verdict locally.
 """

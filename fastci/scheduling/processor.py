@@ -20,7 +20,7 @@ After every input the policy (``fastci.scheduling.pool``) decides what starts an
 Output: ``schedule`` events (queued, placed, preempted, requeued, completed, refused), ids derived from
 the input that caused them.
 
-State, kept small per value (DESIGN.md): the pool's own key holds its config, clock, running jobs
+State, kept small per value (docs/scheduling.md): the pool's own key holds its config, clock, running jobs
 (bounded by its capacity) and per class a queue index; each queue is a run of segments of at most 64
 entries under ``(pool, "queue", class, n)``; each job's details under ``(pool, "job", id)`` (a finished
 job keeps a small tombstone, so a redelivered request or a late result cannot start it again).

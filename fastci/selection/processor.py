@@ -1,7 +1,7 @@
 """test-selection: keeps the evidence graph of each repository and answers every commit with a selection.
 
 Partitioned by repo (evidence and results are repartitioned by their ``repo`` field), the graph is
-kept as many small values under keys the repo owns, never one big one (DESIGN.md, "Big state
+kept as many small values under keys the repo owns, never one big one (docs/selection.md and the design's "Big state
 without big values"):
 - ``(repo, "evidence", test)``: the units the test executed, each with its calling contexts;
 - ``(repo, "unit", unit id)``: the tests that executed the unit, each with those contexts;
