@@ -119,3 +119,9 @@ def test_every_subcommand_help_has_a_description():
 
     missing = [" ".join(path) for path, parser in leaves(build_parser(), []) if not parser.description]
     assert missing == []
+
+
+def test_an_unreachable_broker_is_a_clear_error_not_a_traceback(capsys):
+    assert main(["--bootstrap", "127.0.0.1:1", "worker"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach Kafka at 127.0.0.1:1" in err and "Traceback" not in err

@@ -99,6 +99,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except Exception as error:
+        if not _broker_unreachable(error):
+            raise
+        console.print(
+            f"[red]error:[/red] cannot reach Kafka at {args.bootstrap or config.KafkaSettings.from_env().bootstrap} "
+            f"({error}): start a broker (docker/kafka/kafka.sh start) or point --bootstrap / "
+            "$FASTCI_KAFKA_BOOTSTRAP at one",
+            markup=True,
+        )
+        return 2
+
+
+def _broker_unreachable(error: BaseException) -> bool:
+    from aiokafka.errors import KafkaConnectionError  # only once something failed: --help stays fast
+
+    return isinstance(error, KafkaConnectionError)
 
 
 if __name__ == "__main__":
