@@ -84,6 +84,7 @@ class Attached:
         self._process: subprocess.Popen[str] | None = None
         self._stdout: list[str] = []
         self._started = threading.Event()
+        self._sampling = False  # py-spy said it samples (not merely: its output ended)
 
     def start(self, timeout_s: float = 20.0) -> None:
         """Attach, and return once py-spy samples (raises PySpyError when it cannot)."""
@@ -98,8 +99,12 @@ class Attached:
         if self.pid == os.getpid():
             _allow_tracing_by(self._process.pid)
         threading.Thread(target=self._read, name="fastci-py-spy-output", daemon=True).start()
-        if not self._started.wait(timeout_s) or self._process.poll() is not None:
-            exited = self._process.poll()
+        if not self._started.wait(timeout_s) or not self._sampling:
+            # Its output can end before its exit status is reaped: wait briefly for the status.
+            try:
+                exited: int | None = self._process.wait(1.0 if self._started.is_set() else 0)
+            except subprocess.TimeoutExpired:
+                exited = None
             self._process.kill()
             self._process.wait()
             why = f"exited with code {exited}" if exited is not None else f"did not start within {timeout_s:g} s"
@@ -111,6 +116,7 @@ class Attached:
         for line in self._process.stdout:
             self._stdout.append(line)
             if _STARTED in line:
+                self._sampling = True
                 self._started.set()
         self._started.set()  # py-spy exited: start() looks at why
 
