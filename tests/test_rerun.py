@@ -24,6 +24,9 @@ NODE_ENV = {
     "FASTCI_HARDWARE_REVISION": "rev-a",
 }
 MODEL = "dlrm-small"
+# Its repeats disagree on over 10% of outputs under arrival-order split-K (convnet-small's few outputs
+# agree bit for bit in about one try of twenty, which made the determinism check itself flaky here).
+NONDETERMINISTIC_MODEL = "lm-tiny"
 
 
 def environment(monkeypatch) -> None:
@@ -140,7 +143,7 @@ def test_rerun_of_a_defective_bundle_reproduces_the_defect_and_a_nondeterministi
             tmp_path,
             "qualify",
             "--model",
-            "convnet-small",
+            NONDETERMINISTIC_MODEL,
             "--precision",
             "bf16",
             "--inject",
@@ -152,7 +155,7 @@ def test_rerun_of_a_defective_bundle_reproduces_the_defect_and_a_nondeterministi
     )
     assert fastci(tmp_path, "views", "refresh") == 0
     wrong = result_row(tmp_path, f"qualify/{MODEL}/bf16/inference", "nightly")
-    flaky = result_row(tmp_path, "qualify/convnet-small/bf16/inference", "nightly")
+    flaky = result_row(tmp_path, f"qualify/{NONDETERMINISTIC_MODEL}/bf16/inference", "nightly")
     assert (wrong["status"], flaky["status"]) == ("failed", "flaky")
     assert fastci(tmp_path, "rerun", wrong["id"]) == 0 and fastci(tmp_path, "rerun", flaky["id"]) == 0
     assert fastci(tmp_path, "runner", "--once") == 0
@@ -163,8 +166,8 @@ def test_rerun_of_a_defective_bundle_reproduces_the_defect_and_a_nondeterministi
     outcomes = {r["test_id"]: r for r in rows(tmp_path, "SELECT * FROM rerun_outcomes")}
     assert outcomes[f"qualify/{MODEL}/bf16/inference"]["reproduced"] is True
     # split-K partials summed in arrival order: the same request gives other bits, and the view says so
-    assert outcomes["qualify/convnet-small/bf16/inference"]["reproduced"] is False
-    assert outcomes["qualify/convnet-small/bf16/inference"]["same_config"] is True
+    assert outcomes[f"qualify/{NONDETERMINISTIC_MODEL}/bf16/inference"]["reproduced"] is False
+    assert outcomes[f"qualify/{NONDETERMINISTIC_MODEL}/bf16/inference"]["same_config"] is True
 
 
 def test_rerun_errors_and_the_request_id_is_stable(qualified, tmp_path, capsys):
