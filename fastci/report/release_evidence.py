@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastci.inputs import BUNDLE_LAYERS, Bundle
 from fastci.regression.events import RegressionAlert
 from fastci.release.gates import Evidence, TestResult
+from fastci.report.nightly import load
 from fastci.views.store import Views
 
 # The latest trusted result of each test on the bundle per hardware revision and tier, with its eval
@@ -29,7 +30,6 @@ QUALIFY row_number() OVER (PARTITION BY f.test_id, f.hardware_revision, f.tier
 
 
 def collect(views: Views, bundle: Bundle) -> Evidence:
-    from fastci.report.nightly import load
 
     where = " AND ".join(f"f.bundle.{layer} = ?" for layer in BUNDLE_LAYERS)
     _, rows = views.query(_RESULTS.replace("{bundle}", where), [getattr(bundle, layer) for layer in BUNDLE_LAYERS])

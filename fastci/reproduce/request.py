@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from fastci.inputs import ResultEvent
+from fastci.report.nightly import load
 from fastci.scheduling.runs import RunRequested
 
 REQUESTER = "fastci-rerun"
@@ -47,8 +48,6 @@ def rerun_request(result: ResultEvent, attempt: int = 1, elsewhere: bool = False
 
 def find_result(views, given: str) -> ResultEvent:
     """The result whose id is ``given`` or starts with it (at least 6 hex digits, unique)."""
-    from fastci.report.nightly import load
-
     wanted = given.strip().lower()
     if not HEX.match(wanted):
         raise RerunError(

@@ -28,6 +28,9 @@ from pathlib import Path
 from fastci.core.codec import InvalidEvent
 from fastci.inputs import BUNDLE_LAYERS, Bundle, ResultEvent
 from fastci.producer.context import RunContext
+from fastci.qualify import runner
+from fastci.qualify.models import FAMILIES
+from fastci.qualify.results import BASELINE_CONFIG, to_results
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.log import Position
 from fastci.runtime.publish import publish_embedded
@@ -54,10 +57,6 @@ def run_id_for(request: RunRequested) -> str:
 
 def execute(request: RunRequested, node_id: str, now: datetime | None = None) -> ResultEvent:
     """Run the requested qualification check and return its result (not published)."""
-    from fastci.qualify import runner
-    from fastci.qualify.models import FAMILIES
-    from fastci.qualify.results import BASELINE_CONFIG, to_results
-
     parts = request.test_id.split("/")
     if len(parts) != 4 or parts[0] != "qualify":
         raise NotReproducible(f"{request.test_id}: not a qualification test (qualify/<model>/<precision>/<check>)")

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fastci.selection.replay import load
 from fastci.simulate.arrivals import Settings
 from fastci.simulate.fleet_suite import Durations, FleetModel, choose_models, load_qualify_durations
+from fastci.simulate.models import shrink_ratio, smoke_config, workload_evidence
 from fastci.simulate.sim import Simulation, Variant
 
 
@@ -29,7 +31,6 @@ def unit_test_durations(replay: Any) -> dict[str, list[float]]:
 
 
 def load_inputs(name: str = "more-itertools") -> Inputs:
-    from fastci.selection.replay import load
 
     replay = load(name)
     durations = Durations(load_qualify_durations(), unit_test_durations(replay))
@@ -40,8 +41,6 @@ def build(
     replay: Any, durations: Durations, variant: Variant, settings: Settings, models: list[FleetModel] | None = None
 ) -> Simulation:
     """A simulation whose model tests declare their family's workload (``fastci.simulate.models``)."""
-    from fastci.simulate.models import shrink_ratio, smoke_config, workload_evidence
-
     return Simulation(
         replay,
         durations,

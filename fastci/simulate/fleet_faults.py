@@ -57,7 +57,9 @@ from fastci.qualify.runner import check_inference
 from fastci.qualify.stack import HEALTHY, RuntimeConfig, with_defect
 from fastci.qualify.train import Trainer
 from fastci.regression.owners import parse_owner_file
+from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.memory import MemoryRuntime
+from fastci.runtime.publish import publish_embedded
 from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM
 
@@ -752,8 +754,6 @@ def replay_embedded(inputs: list[Event], data_dir, hours: float = 1.0) -> int:
     running the embedded runtime (every processor) after each hour, as a live fleet would feed it;
     return how many hours were published. Published all at once, the runtime would take each topic
     in turn (one append time for everything), and node-state would see every signal before any result."""
-    from fastci.runtime.embedded import EmbeddedRuntime
-    from fastci.runtime.publish import publish_embedded
 
     def hour(event: Event) -> int:
         when = getattr(event, "time", None)

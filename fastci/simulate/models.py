@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from fastci.inputs import FirstExecution, WorkloadDimension, WorkloadEvidence
+from fastci.selection.graph import parse_frame
 from fastci.simulate.fleet_suite import DATA, FleetModel
 
 MODEL_WORKLOAD = DATA / "model_workload.json"
@@ -53,9 +55,6 @@ def real_unit(family: dict[str, Any], unit: str) -> str:
 
 def workload_evidence(model: FleetModel, event: Any) -> Any:
     """The workload block a traced run of the model test would carry, for its own units."""
-    from fastci.inputs import FirstExecution, WorkloadDimension, WorkloadEvidence
-    from fastci.selection.graph import parse_frame
-
     family = families()[model.family]
     units = {
         f"{p}::{q}"

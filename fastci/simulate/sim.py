@@ -19,6 +19,7 @@ from typing import Any
 
 from fastci.core.events import derive_id
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
+from fastci.planning.processor import TestPlanProcessor
 from fastci.runtime.memory import MemoryRuntime
 from fastci.scheduling.events import PoolConfig, ScheduleEvent
 from fastci.scheduling.processor import PoolSchedulerProcessor, default_config
@@ -64,7 +65,6 @@ def touches_library(commit: CommitEvent) -> bool:
 
 
 def plan_processor(variant: Variant) -> Any:
-    from fastci.planning.processor import TestPlanProcessor
 
     return TestPlanProcessor(order="risk" if variant.risk_order else "declared", shrink=variant.workload)
 
