@@ -20,10 +20,14 @@ from rich.console import Console
 from fastci.core.events import Event
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario
+from fastci.regression.tickets import open_tickets, read_alerts_embedded
+from fastci.report.nightly import build_report, print_summary, render_html
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.publish import publish_embedded
 from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM, decode
+from fastci.views.refresh import refresh_embedded
+from fastci.views.store import Views
 
 MARKER = ".fastci-regressions-demo"
 OWNERS = """\
@@ -69,10 +73,6 @@ def scenarios() -> list[Scenario]:
 
 
 def run_demo(data_dir: Path, out: Console) -> None:
-    from fastci.regression.tickets import open_tickets, read_alerts_embedded
-    from fastci.report.nightly import build_report, print_summary, render_html
-    from fastci.views.refresh import refresh_embedded
-    from fastci.views.store import Views
 
     _fresh(data_dir)
     started = time.perf_counter()

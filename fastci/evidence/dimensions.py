@@ -22,6 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fastci.evidence.stacks import Frame, to_project_stack
+from fastci.planning.shrink import add_point
+from fastci.selection.graph import parse_frame
+
 POINT_LIMIT = 8  # minimal points per call site: fastci.inputs.MAX_POINTS
 
 _position: dict[str, int] = {}
@@ -71,9 +75,6 @@ def first_executions(
     """The tracer's points per (filename, line) as minimal points per unit ('path::qualname'),
     restricted to ``dimensions`` (undeclared ones are dropped: the unit then looks as if it ran
     outside them). Units that ran at the first index of everything are left out: any config runs them."""
-    from fastci.evidence.stacks import Frame, to_project_stack
-    from fastci.planning.shrink import add_point
-    from fastci.selection.graph import parse_frame
 
     by_unit: dict[str, list[dict[str, int]]] = {}
     for (filename, line), found in points.items():

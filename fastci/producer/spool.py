@@ -31,6 +31,7 @@ import orjson
 
 from fastci.core.codec import InvalidEvent, encode
 from fastci.core.events import Event
+from fastci.producer.lines import check_lines
 
 OPEN, SEALED = ".open", ".jsonl"
 
@@ -112,7 +113,6 @@ class Spool:
         lines = raw.split(b"\n")
         if lines and lines[-1] and not raw.endswith(b"\n"):
             lines = lines[:-1]  # a line cut short by a power loss: it was never complete
-        from fastci.producer.lines import check_lines  # validation, as `fastci publish` does it
 
         checked = check_lines(lines, topic=None)
         return Batch(path, checked.accepted, [r.error for r in checked.refused])

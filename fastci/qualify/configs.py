@@ -26,12 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
+from fastci.evidence.dimensions import first_executions
+from fastci.evidence.stacks import Frame, UnitsCache, to_project_stack
+from fastci.evidence.tracing import Tracer
 from fastci.inputs import EvidenceEvent, FirstExecution, WorkloadDimension, WorkloadEvidence
 from fastci.planning.shrink import Dimension
 from fastci.qualify.backend import Backend
 from fastci.qualify.models import FAMILIES, lm
 from fastci.qualify.models.base import Family
 from fastci.qualify.stack import RuntimeConfig
+from fastci.qualify.train import train
+from fastci.selection.graph import parse_frame
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # units are named relative to it, as change analysis names them
 MIN_STEPS, MIN_BATCH = 20, 4
@@ -96,11 +101,6 @@ def traced_training(
 ) -> TracedRun:
     """Train the model at ``values`` under the tracing collector, recording where each unit first ran
     along ``declared`` dimensions (default: all the model declares); its final eval included."""
-    from fastci.evidence.dimensions import first_executions
-    from fastci.evidence.stacks import Frame, UnitsCache, to_project_stack
-    from fastci.evidence.tracing import Tracer
-    from fastci.qualify.train import train
-    from fastci.selection.graph import parse_frame
 
     family, steps = configured(name, values)
     cache = UnitsCache()

@@ -24,6 +24,8 @@ from typing import Any
 
 from fastci.core.codec import InvalidEvent, decode_as
 from fastci.regression.events import RegressionAlert
+from fastci.runtime.embedded import DataDir
+from fastci.runtime.kafka_io import read_to_end
 
 FINAL_STAGES = ("culprit", "unresolved")
 TRIAGE_TEAM = "ci-triage"  # who gets a regression nobody owns
@@ -144,7 +146,6 @@ def _post(url: str, document: dict[str, Any], timeout_s: float) -> None:
 
 
 def read_alerts_embedded(data_dir: Path) -> list[RegressionAlert]:
-    from fastci.runtime.embedded import DataDir
 
     alerts = []
     for record in DataDir(data_dir).log.topic(RegressionAlert.TOPIC).read():
@@ -156,7 +157,6 @@ def read_alerts_embedded(data_dir: Path) -> list[RegressionAlert]:
 
 
 def read_alerts_kafka(settings: Any) -> list[RegressionAlert]:
-    from fastci.runtime.kafka_io import read_to_end
 
     async def collect() -> list[RegressionAlert]:
         records = [r async for r in read_to_end(settings, RegressionAlert.TOPIC)]

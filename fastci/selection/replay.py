@@ -33,6 +33,9 @@ import orjson
 
 from fastci.core.events import Event
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
+from fastci.runtime.driver import Driver
+from fastci.selection.graph import executions
+from fastci.selection.processor import SelectionProcessor
 
 FORMAT = 1
 REPLAY_DIR = Path(__file__).resolve().parent / "replays"
@@ -169,8 +172,6 @@ def load(name: str = "more-itertools") -> Replay:
 def replay_selections(replay: Replay) -> Iterator[tuple[ReplayCommit, Event]]:
     """Each commit with the ``selection`` the real selection processor makes for it, fed exactly
     as the live replay fed it (Driver over an in-memory store)."""
-    from fastci.runtime.driver import Driver
-    from fastci.selection.processor import SelectionProcessor
 
     store: dict[str, bytes] = {}
     driver = Driver(SelectionProcessor(), store)
@@ -195,8 +196,6 @@ def replay_selections(replay: Replay) -> Iterator[tuple[ReplayCommit, Event]]:
 
 def _evidence_digest(event: EvidenceEvent) -> bytes:
     """What selection reads from an evidence event: units with their contexts, and files."""
-    from fastci.selection.graph import executions
-
     units, files = executions(s.stack for s in event.stacks)
     canonical = orjson.dumps([sorted((u, sorted(c)) for u, c in units.items()), sorted(files)])
     return hashlib.blake2b(canonical, digest_size=16).digest()
