@@ -89,6 +89,15 @@ def test_demo_runs_the_whole_path_and_says_what_it_found(tmp_path):
         timeout=300,
     )
     assert again.returncode == 0, again.stderr  # a second demo replaces the first
+    report = subprocess.run(
+        [sys.executable, "-m", "fastci.cli", "--data-dir", str(data), "report", "nightly"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr
+    # The demo's regression breaks tests that no detector gates: the summary still names them.
+    assert "3 test(s) failing now: " in report.stdout + report.stderr
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "precious.txt").write_text("keep me")
     refused = subprocess.run(

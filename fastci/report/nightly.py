@@ -529,6 +529,9 @@ def print_summary(report: NightlyReport, out: Console) -> None:
                 )
             )
         out.print(table)
+    if report.failing_tests:
+        shown = ", ".join(report.failing_tests[:5]) + (" ..." if len(report.failing_tests) > 5 else "")
+        out.print(Text(f"{len(report.failing_tests)} test(s) failing now: {shown} (see test_history)"))
     for gate in report.gates_failed:
         failing = "; ".join(c.detail for c in gate.checks if not c.passed)
         out.print(Text(f"gate failing: {gate.test_id} on {gate.hardware_revision}: {failing}"))
