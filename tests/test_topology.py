@@ -75,3 +75,11 @@ def test_problems_name_an_unwritten_input_an_unknown_topic_and_an_undeclared_pip
         inputs=(), decisions=(ResultEvent,), processors=(_Reader, _Echo), feedback={("echo", "reader"): "a test"}
     )
     assert not any("against the order" in p for p in declared.problems())
+
+
+def test_the_public_event_package_hands_on_every_registered_model():
+    import fastci.events as public
+
+    for topic, model in SYSTEM.topics.items():
+        assert getattr(public, model.__name__) is model, topic
+        assert model.__name__ in public.__all__
