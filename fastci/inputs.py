@@ -165,7 +165,11 @@ class Bundle(Record):
 
 
 class ResultEvent(Event):
-    """The outcome of one test in one run. Key: test_id."""
+    """The outcome of one test in one run. Key: test_id.
+
+    ``bundle`` and ``hardware_revision`` name the accelerator stack and hardware; a result without
+    them (a plain repository's) feeds history, flakiness, selection and planning, and is not judged
+    by the stack's correctness gates, regression detector or bisect."""
 
     TOPIC: ClassVar[str] = "results"
     KEY: ClassVar[str] = "test_id"
@@ -175,9 +179,13 @@ class ResultEvent(Event):
     run_id: Name
     repo: Name = Field(description="Repository the tested commit belongs to (joins with commits).")
     commit: Sha
-    bundle: Bundle
+    bundle: Bundle | None = Field(
+        default=None, description="The accelerator stack it ran on; absent for a plain (CPU-only) repository."
+    )
     node_id: Name
-    hardware_revision: Name
+    hardware_revision: Name | None = Field(
+        default=None, description="The accelerator's hardware revision; absent for a plain repository."
+    )
     trigger: Trigger
     status: Status = Field(description="'flaky' means it failed, then passed on retry.")
     duration_s: FiniteFloat = Field(ge=0)

@@ -12,6 +12,7 @@ import orjson
 import pytest
 from factories import result
 
+from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
 from fastci.inputs import ResultEvent
 from fastci.producer.client import Producer, RetryPolicy
@@ -105,10 +106,23 @@ def test_context_defaults_come_from_real_git(tmp_path):
     assert (loaded.repo, loaded.commit) == ("acme/llm-framework", head)
 
 
+def test_a_plain_repository_needs_no_stack_and_its_results_name_none(tmp_path):
+    context = load_context(env={"FASTCI_COMMIT": "abcdef1", "FASTCI_REPO": "acme/plain"}, cwd=tmp_path)
+    assert context.bundle is None and context.hardware_revision is None and context.node_id
+    made = Producer(FlakyTarget(), Spool(tmp_path / "spool"), context, sleep=lambda _: None)
+    event = made.result("tests/test_x.py::test_x", "run-1", status="passed", duration_s=0.1)
+    assert event.bundle is None and event.hardware_revision is None
+    payload = orjson.loads(encode(event))
+    assert payload.get("bundle") is None and payload.get("hardware_revision") is None
+    assert ResultEvent.model_validate(payload) == event
+    assert "hardware_revision" not in bundle_toml(context) and "[bundle]" not in bundle_toml(context)
+
+
 @pytest.mark.parametrize(
     ("content", "env", "message"),
     [
-        (None, {}, "field 'bundle.compiler': not given (set FASTCI_BUNDLE_COMPILER"),
+        # a bundle is every layer or none: one layer alone names the missing ones
+        (None, {"FASTCI_BUNDLE_KERNELS": "2.1.0"}, "field 'bundle.compiler': not given (set FASTCI_BUNDLE_COMPILER"),
         (
             'node_id = "n"\nhardware_revision = "r"\n[bundle]\ncompiler = "1"\nkernel = "2"\n',
             {},

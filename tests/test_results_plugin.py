@@ -112,6 +112,16 @@ def test_an_incomplete_bundle_stops_the_session_naming_the_field(tmp_path):
     assert "field 'bundle.kernels': not given (set FASTCI_BUNDLE_KERNELS" in run.stderr
 
 
+def test_a_plain_repository_needs_no_accelerator_context(tmp_path):
+    plain = {k: v for k, v in ENV.items() if not k.startswith(("FASTCI_BUNDLE_", "FASTCI_HARDWARE"))}
+    run = run_suite(tmp_path, "--fastci-results", **plain)
+    assert run.returncode == 1, run.stdout + run.stderr  # the suite's own failure, nothing of fastci's
+    assert "fastci: 7 result(s) of run nightly-42 published" in run.stdout
+    for doc in published(tmp_path / "data").values():
+        assert doc["bundle"] is None and doc["hardware_revision"] is None  # absent, never invented
+        assert doc["node_id"] == "node-07" and doc["repo"] == "acme/llm"
+
+
 def test_a_down_target_spools_and_a_later_drain_publishes_everything(tmp_path):
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the data dir should be")

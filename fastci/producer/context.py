@@ -16,6 +16,9 @@ driver = "550.54.15"
 firmware = "96.00.5e.00.01"
 ```
 
+A plain repository (no accelerator) needs none of it: without a bundle and a hardware revision,
+results carry neither. A bundle, when given, must name every layer.
+
 The code under test: ``FASTCI_REPO`` (default: the git remote ``origin`` as ``owner/name``, else the
 work tree's directory name), ``FASTCI_COMMIT`` (default: ``git rev-parse HEAD``), ``FASTCI_TRIGGER``
 (default ``dev``).
@@ -44,11 +47,12 @@ class ContextError(ValueError):
 
 
 class RunContext(Record):
-    """What every result of this process carries without the caller repeating it."""
+    """What every result of this process carries without the caller repeating it. A plain
+    repository gives no bundle and no hardware revision: its results carry none."""
 
-    bundle: Bundle
+    bundle: Bundle | None = None
     node_id: Name
-    hardware_revision: Name
+    hardware_revision: Name | None = None
     repo: Name
     commit: Sha
     trigger: Trigger
@@ -94,9 +98,10 @@ def load_context(
         fields["commit"] = git_line(cwd, "rev-parse", "HEAD")
     if "repo" not in fields:
         fields["repo"] = repo_name_of(cwd)
-    missing = [f"bundle.{layer}" for layer in BUNDLE_LAYERS if layer not in fields["bundle"]]
-    if "hardware_revision" not in fields:
-        missing.append("hardware_revision")
+    # A bundle is all of its layers or none (a plain repository's results name no stack).
+    missing = [f"bundle.{layer}" for layer in BUNDLE_LAYERS if fields["bundle"] and layer not in fields["bundle"]]
+    if not fields["bundle"]:
+        fields["bundle"] = None
     problems = [f"field '{name}': not given ({_where(name)})" for name in missing]
     if fields["commit"] is None:
         problems.append("field 'commit': not given (set FASTCI_COMMIT, or run inside a git work tree)")
@@ -126,8 +131,11 @@ def load_bundle(path: str | Path) -> Bundle:
 
 def bundle_toml(context: RunContext) -> str:
     """A bundle file describing ``context`` (the inverse of reading one)."""
-    lines = [f'node_id = "{context.node_id}"', f'hardware_revision = "{context.hardware_revision}"', "", "[bundle]"]
-    lines += [f'{layer} = "{getattr(context.bundle, layer)}"' for layer in BUNDLE_LAYERS]
+    lines = [f'node_id = "{context.node_id}"']
+    if context.hardware_revision is not None:
+        lines.append(f'hardware_revision = "{context.hardware_revision}"')
+    if context.bundle is not None:
+        lines += ["", "[bundle]", *(f'{layer} = "{getattr(context.bundle, layer)}"' for layer in BUNDLE_LAYERS)]
     return "\n".join(lines) + "\n"
 
 

@@ -134,7 +134,7 @@ class BisectProcessor(Processor[BisectState]):
         work = _Work(state, event)
         if isinstance(event, BisectPlan):
             work.start(event)
-        elif event.trigger == "bisect":  # type: ignore[union-attr]
+        elif event.trigger == "bisect" and event.bundle is not None:  # type: ignore[union-attr]
             work.run_outcome(event)  # type: ignore[arg-type]
         return Step(writes=work.writes, outputs=work.outputs)
 

@@ -34,8 +34,8 @@ class CorrectnessGatesProcessor(Processor[GoldenHeld]):
             return self._pin(state, event)
         assert isinstance(event, ResultEvent)
         held = state.get(golden_key(event.test_id))
-        if held is None or held.golden is None or event.status not in GATED_STATUSES:
-            return Step()
+        if held is None or held.golden is None or event.status not in GATED_STATUSES or event.bundle is None:
+            return Step()  # a golden is pinned to a stack: a result that names none cannot be gated
         golden = held.golden
         # the precision the run computed in: config 'dtype', or 'precision' as fastci qualify names it
         dtype = canonical_dtype(str(event.config.get("dtype") or event.config.get("precision") or golden.dtype))

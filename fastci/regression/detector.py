@@ -170,6 +170,8 @@ class RegressionDetectorProcessor(Processor[DetectorState]):
 
     def process(self, state: StateReader[DetectorState], event: Event) -> Step[DetectorState]:
         if isinstance(event, ResultEvent):
+            if event.bundle is None or event.hardware_revision is None:
+                return Step()  # baselines are per stack and hardware: a plain repository's result has neither
             return _Work(state, event.test_id).result(event)
         if isinstance(event, GateResult):
             return _Work(state, event.test_id).gate_result(event)

@@ -26,6 +26,11 @@ class RerunError(ValueError):
 def rerun_request(result: ResultEvent, attempt: int = 1, elsewhere: bool = False) -> RunRequested:
     if attempt < 1:
         raise RerunError(f"--attempt: must be at least 1 (got {attempt})")
+    if result.bundle is None or result.hardware_revision is None:
+        raise RerunError(
+            f"result {result.id} names no bundle or hardware revision: a rerun reproduces a run on its stack "
+            "and hardware, and this one (a plain repository's) has neither"
+        )
     samples = max((len(values) for values in result.metrics.values()), default=1)
     return RunRequested(
         cause_id=result.id,
