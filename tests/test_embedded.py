@@ -8,7 +8,7 @@ from fastci.core.codec import encode
 from fastci.fleet.test_history import TestHistory
 from fastci.producer.lines import check_lines
 from fastci.runtime.driver import decode_entry
-from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.runtime.embedded import DataDir, EmbeddedRuntime, RuntimeBusy
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, build_processors, decode
 
@@ -96,3 +96,35 @@ def test_outputs_appended_before_a_crash_are_not_appended_again(tmp_path):
     flips = outputs(tmp_path, "test-status-changed")
     assert [f.run_id for f in flips] == ["r1", "r2", "r3", "r4", "r5"]
     assert history(tmp_path, events[0].test_id).runs == 6
+
+
+def test_one_runtime_at_a_time_processes_a_data_dir_and_a_later_run_sees_what_another_did(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    publish_embedded(tmp_path, [result("t1", "r1"), result("t1", "r2", status="failed")])
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "fastci.cli", "--data-dir", str(tmp_path), "run", "--follow"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        runtime = EmbeddedRuntime(tmp_path, SYSTEM)  # made before the follower has processed anything
+        deadline = time.monotonic() + 60
+        while DataDir(tmp_path).log.topic("test-status-changed").end().offset == 0:
+            assert time.monotonic() < deadline and follower.poll() is None, follower.stderr.read()
+            time.sleep(0.2)
+        try:
+            runtime.run()
+            raise AssertionError("two runtimes processed one data dir at once")
+        except RuntimeBusy as busy:
+            assert "another fastci runtime is processing" in str(busy)
+    finally:
+        follower.terminate()
+        follower.wait(30)
+    stats = runtime.run()  # the follower is gone: this one starts from where it stopped
+    runtime.close()
+    assert stats.events == 0
+    assert DataDir(tmp_path).log.topic("test-status-changed").end().offset == 1

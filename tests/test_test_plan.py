@@ -10,12 +10,13 @@ from processor_helpers import Store, feed, of_topic
 from test_selection import REPO, commit, evidence, stack
 
 from fastci.inputs import EvidenceEvent, WorkloadEvidence
-from fastci.planning.events import PAGE_SIZE, TestPlan
+from fastci.planning.events import KNOWN_PAGE_SIZE, PAGE_SIZE, TestPlan
 from fastci.planning.processor import TestPlanProcessor, needed_units
 from fastci.runtime.driver import Driver
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.publish import publish_embedded
 from fastci.selection.events import KeptTest, Selection, SelectionMetrics
+from fastci.selection.graph import short_id
 from fastci.selection.processor import SelectionProcessor
 from fastci.topology import ALL_PROCESSORS, SYSTEM, decode
 
@@ -162,6 +163,26 @@ def test_a_run_all_selection_plans_every_known_test_but_those_the_commit_deleted
         "tests/test_new.py::test_evidence_only",
     }
     assert {e.reason for e in plan.entries} == {"run-all"}
+    # the known tests travel with the plan (the deleted one is gone), so a job can tell new tests apart
+    assert plan.known == tuple(
+        sorted(short_id(t) for t in ("tests/test_old.py::test_kept", "tests/test_new.py::test_evidence_only"))
+    )
+
+
+def test_a_plan_carries_its_base_the_run_all_reason_and_every_known_test_in_pages():
+    known = [f"t/x.py::test_{i:05d}" for i in range(KNOWN_PAGE_SIZE + 3)]
+    events = [result(t, "run-0", repo=REPO, status="passed", duration_s=1.0) for t in known]
+    chosen = selection(changed(known[0], "f.py::g")).model_copy(update={"base": "abcdef0"})
+    plans = of_topic(feed(TestPlanProcessor(), Store(), [*events, chosen]), "test-plan")
+    assert [(p.page, p.pages, len(p.entries), len(p.known)) for p in plans] == [
+        (0, 2, 1, KNOWN_PAGE_SIZE),
+        (1, 2, 0, 3),
+    ]
+    assert [k for p in plans for k in p.known] == sorted(short_id(t) for t in known)
+    assert {p.base for p in plans} == {"abcdef0"} and not plans[0].run_all_reason
+    everything = selection(run_all=True).model_copy(update={"run_all_reason": "non-Python file changed: setup.cfg"})
+    first, *_ = of_topic(feed(TestPlanProcessor(), Store(), [*events, everything]), "test-plan")
+    assert first.run_all and first.run_all_reason == "non-Python file changed: setup.cfg"
 
 
 def test_a_big_plan_is_split_into_pages_in_run_order():

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.table import Column, Table
 
-from fastci.cli.base import console, kafka_settings, out, progress_bar
+from fastci.cli.base import UsageError, console, kafka_settings, out, progress_bar
 from fastci.topology import SYSTEM
 
 
@@ -75,7 +75,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from fastci.runtime.embedded import EmbeddedRuntime
+    from fastci.runtime.embedded import EmbeddedRuntime, RuntimeBusy
     from fastci.topology import build_processors
 
     runtime = EmbeddedRuntime(
@@ -96,6 +96,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 stats = runtime.run(follow=args.follow, progress=report)
             except KeyboardInterrupt:
                 return 130
+            except RuntimeBusy as busy:
+                raise UsageError(str(busy)) from None
     finally:
         runtime.close()
     if stats.events == 0 and not args.follow:

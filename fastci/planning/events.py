@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
-from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha
+from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text
 from fastci.selection.events import Reason
 
 PAGE_SIZE = 1000  # planned tests per event (an event stays well under Kafka's 1 MiB); more go on further pages
+KNOWN_PAGE_SIZE = 20_000  # known-test ids per event (13 bytes each in JSON)
+ShortId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{12}$")]
 
 
 class PlannedTest(Record):
@@ -61,11 +63,22 @@ class TestPlan(Event):
     commit_id: str = Field(max_length=64, description="Id of the commits event the selection answers.")
     repo: Name
     sha: Sha
+    base: Sha | None = Field(default=None, description="The commit's first parent, the selection's base.")
     pool: Name = Field(default="default", description="The accelerator pool to run it in.")
     hardware_path: bool = Field(description="The change can alter what runs on the accelerator (from the commit).")
-    run_all: bool = Field(description="Selection chose every known test.")
+    run_all: bool = Field(
+        description="Run the whole suite: every test the job collects, of which the entries are the known ones "
+        "in risk order (the catalog may lack tests fastci has not seen yet)."
+    )
+    run_all_reason: Text = Field(default="", description="Why the whole suite runs (the selection's reason).")
     page: int = Field(ge=0, description="This event's part of the plan; entries continue page after page.")
     pages: int = Field(ge=1, description="How many events the plan has.")
     first_rank: int = Field(ge=0, description="Run-order position of this page's first entry (page * PAGE_SIZE).")
     entries: tuple[PlannedTest, ...] = Field(default=(), max_length=PAGE_SIZE, description="In run order.")
+    known: tuple[ShortId, ...] = Field(
+        default=(),
+        max_length=KNOWN_PAGE_SIZE,
+        description="Short ids (fastci.selection.graph.short_id) of the tests the catalog knew, sorted, in pages: "
+        "a collected test that is in none of them is new to fastci, and runs.",
+    )
     metrics: PlanMetrics = Field(description="Of the whole plan (every page carries the same).")

@@ -29,7 +29,7 @@ from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent, WorkloadEvidence
 from fastci.planning import risk as riskmath
-from fastci.planning.events import PAGE_SIZE, PlanMetrics, PlannedTest, TestPlan
+from fastci.planning.events import KNOWN_PAGE_SIZE, PAGE_SIZE, PlanMetrics, PlannedTest, TestPlan
 from fastci.planning.shrink import Dimension, scale_of, smallest_config
 from fastci.selection.events import MAX_FUNCTIONS, Selection
 from fastci.selection.graph import short_id
@@ -191,17 +191,13 @@ def plan(
     """The plan of one selection: ``order`` "risk" (riskiest per unit of cost first) or "declared"
     (the selection's own order); ``shrink`` False runs every test on its full config."""
     repo = selection.repo
+    catalog = {
+        tid: test_id
+        for bucket in range(BUCKETS)
+        for tid, test_id in ((state.get(compound_key(repo, "catalog", str(bucket))) or PlanState()).tests or {}).items()
+    }
     if selection.run_all:
-        tests = sorted(
-            {
-                test_id
-                for bucket in range(BUCKETS)
-                for test_id in (
-                    (state.get(compound_key(repo, "catalog", str(bucket))) or PlanState()).tests or {}
-                ).values()
-            }
-        )
-        kept = {test_id: ("run-all", (), None) for test_id in tests}
+        kept = {test_id: ("run-all", (), None) for test_id in sorted(catalog.values())}
     else:
         kept = {k.test_id: (k.reason, k.functions, k.estimated_s) for k in selection.kept}
 
@@ -257,19 +253,25 @@ def plan(
         saved_chip_s=sum(e.saved_chip_s for e in ordered),
         shrunk=sum(1 for e in ordered if e.shrunk),
     )
-    pages = max(1, math.ceil(len(ordered) / PAGE_SIZE))
+    # The known tests travel with the plan, so a job can tell a test the selection skipped from one
+    # fastci has never seen (which runs). Tests the commit removed left the catalog with its event.
+    known = sorted(catalog)
+    pages = max(1, math.ceil(len(ordered) / PAGE_SIZE), math.ceil(len(known) / KNOWN_PAGE_SIZE))
     return [
         TestPlan(
             selection_id=selection.id,
             commit_id=selection.commit_id,
             repo=repo,
             sha=selection.sha,
+            base=selection.base,
             hardware_path=selection.hardware_path,
             run_all=selection.run_all,
+            run_all_reason=selection.run_all_reason,
             page=page,
             pages=pages,
             first_rank=page * PAGE_SIZE,
             entries=tuple(ordered[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]),
+            known=tuple(known[page * KNOWN_PAGE_SIZE : (page + 1) * KNOWN_PAGE_SIZE]),
             metrics=metrics,
         )
         for page in range(pages)

@@ -13,11 +13,13 @@ appears exactly once.
 
 from __future__ import annotations
 
+import fcntl
 import heapq
 import itertools
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +61,10 @@ class RunStats:
         return sum(s.events for s in self.by_processor.values())
 
 
+class RuntimeBusy(RuntimeError):
+    """Another process is running the embedded runtime over the same data dir."""
+
+
 class DataDir:
     """Where the embedded runtime keeps everything: ``log/`` per topic and ``state.sqlite``."""
 
@@ -69,6 +75,24 @@ class DataDir:
 
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(self.checkpoint_path)
+
+    @contextmanager
+    def processing(self) -> Iterator[None]:
+        """Hold the data dir's runtime lock: one runtime at a time applies events to its state (two
+        would both apply a batch). Raises ``RuntimeBusy`` at once when another process holds it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / "runtime.lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RuntimeBusy(
+                    f"another fastci runtime is processing {self.root} (a 'fastci run --follow'?): "
+                    "it will process what is published; wait for it or stop it"
+                ) from None
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 class _Round:
@@ -115,12 +139,18 @@ class _ProcessorRunner:
         self.driver = Driver(processor, checkpoint.store(processor.name))
         self.consumer = f"processor:{processor.name}"
         self.producer = f"produced:{processor.name}"
-        self.positions = {topic: checkpoint.position(self.consumer, topic) for topic in processor.inputs}
+        self.reload()
+
+    def reload(self) -> None:
+        """Positions and state as the checkpoint holds them now (another process may have moved them
+        since this runner last ran)."""
+        self.positions = {topic: self.checkpoint.position(self.consumer, topic) for topic in self.processor.inputs}
         # Outputs already appended by a run that crashed before committing: never append them twice.
         self.recovered: dict[str, set[str]] = {
-            topic: self._ids_after(topic, checkpoint.position(self.producer, topic))
-            for topic in (*processor.outputs, DeadLetter.TOPIC)
+            topic: self._ids_after(topic, self.checkpoint.position(self.producer, topic))
+            for topic in (*self.processor.outputs, DeadLetter.TOPIC)
         }
+        self.driver.forget_cache()
 
     def pending(self) -> int:
         return sum(self.log.topic(t).end().offset - p.offset for t, p in self.positions.items())
@@ -204,13 +234,16 @@ class EmbeddedRuntime:
 
     def run(self, follow: bool = False, poll_s: float = 0.5, progress: Progress | None = None) -> RunStats:
         """Process everything available (and keep following new events when ``follow``)."""
-        stats = RunStats({r.processor.name: ProcessorStats() for r in self.runners})
-        pending = {r.processor.name: r.pending() for r in self.runners} if progress else {}
-        pauses = PauseControl()
-        try:
-            return self._run(stats, pending, pauses, follow, poll_s, progress)
-        finally:
-            pauses.stop()
+        with self.data.processing():
+            for runner in self.runners:  # what they read before the lock may be stale: another process may have run
+                runner.reload()
+            stats = RunStats({r.processor.name: ProcessorStats() for r in self.runners})
+            pending = {r.processor.name: r.pending() for r in self.runners} if progress else {}
+            pauses = PauseControl()
+            try:
+                return self._run(stats, pending, pauses, follow, poll_s, progress)
+            finally:
+                pauses.stop()
 
     def _run(
         self,

@@ -68,6 +68,9 @@ class Selection(Event):
     commit_id: str = Field(description="Id of the commits event this selection answers.")
     repo: Name
     sha: Sha
+    base: Sha | None = Field(
+        default=None, description="The commit's first parent: the change is the diff from it (None for a root)."
+    )
     hardware_path: bool = Field(
         default=False, description="The commit's: the change can alter what runs on the accelerator."
     )

@@ -378,6 +378,7 @@ def select(
         commit_id=commit.id,
         repo=repo,
         sha=commit.sha,
+        base=commit.parents[0] if commit.parents else None,
         hardware_path=commit.hardware_path,
         run_all=run_all,
         run_all_reason=run_all_reason or "",
