@@ -203,6 +203,11 @@ class ResultEvent(Event):
     pool: Name = Field(
         default="default", description="The accelerator pool that ran it (the pool scheduler's partition)."
     )
+    selected: bool | None = Field(
+        default=None,
+        description="Whether fastci's selection kept this test for the run (set by pytest --fastci-select; "
+        "False in shadow mode or subset-and-rest for a test it would have skipped). None: not asked.",
+    )
     output_digest: Digest | None = Field(
         default=None,
         description="sha256 (hex) of the run's numeric outputs (e.g. its logits, or the weights a training run "

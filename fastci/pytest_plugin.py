@@ -13,11 +13,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FEATURES: tuple[str, ...] = ("fastci.producer.pytest_results", "fastci.evidence.pytest_evidence")
+FEATURES: tuple[str, ...] = (
+    "fastci.producer.pytest_results",
+    "fastci.evidence.pytest_evidence",
+    "fastci.ci.pytest_select",
+)
 
 
 def pytest_addoption(parser: Any) -> None:
-    group = parser.getgroup("fastci", "fastci: publish evidence and results of this test session")
+    group = parser.getgroup("fastci", "fastci: run what the change needs; publish evidence and results")
     for module in FEATURES:
         importlib.import_module(module).addoption(group)
 

@@ -43,6 +43,8 @@ class TestRecord:
 
 
 RECORD_KEY = pytest.StashKey[TestRecord]()
+# Set by --fastci-select on each item it decided about: whether its selection kept the test.
+SELECTED_KEY = pytest.StashKey[bool]()
 
 
 def addoption(group: Any) -> None:
@@ -192,6 +194,7 @@ class ResultsPublisher:
                 eval_score=record.eval_score,
                 seed=seed if isinstance(seed, int) else None,
                 config={**_parameters(item), **record.config},
+                selected=item.stash.get(SELECTED_KEY, None),
             )
             self.published += 1
         except ValidationError as error:  # a test recorded something the contract refuses

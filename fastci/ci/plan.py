@@ -1,0 +1,389 @@
+"""Asking for a change's plan: the decisions test-selection and test-planner published for its
+commits, united into what one CI job runs.
+
+The job publishes the commits fastci does not know yet (the ids are ``fastci changes``' ids, so a
+second publish changes nothing), then reads the ``selection`` and ``test-plan`` events of those
+commits: on the embedded runtime after processing what is pending itself (or waiting for the
+runtime that holds the data dir), on Kafka by waiting for the worker, up to a timeout.
+
+Whenever fastci cannot decide, the answer is to run everything, with the reason: no plan in time,
+a broker that does not answer, a shallow clone, a plan made against another base, or a selection
+that itself chose the whole suite. A ``Plan`` never fails silently towards running less.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fastci.ci.change import Change
+from fastci.core.codec import InvalidEvent
+from fastci.core.config import KafkaSettings
+from fastci.inputs import CommitEvent
+from fastci.planning.events import TestPlan
+from fastci.planning.risk import cost, order
+from fastci.selection.changes import ChangeAnalysisError, analyze_commit
+from fastci.selection.events import Selection
+from fastci.selection.graph import short_id
+from fastci.topology import decode
+
+DEFAULT_TIMEOUT_S = 60.0
+SEEK_SLACK_S = 86_400.0  # plans are searched from a day before the commit's own time (clock skew)
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One test of the plan, in run order."""
+
+    test_id: str
+    reason: str
+    risk: float
+    expected_s: float
+    estimated_s: float
+    chips: int = 0
+    config: dict[str, Any] = field(default_factory=dict)
+    shrunk: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """What a job runs for a change. ``run_all`` means every test the job collects (the known ones
+    first, in risk order), whatever the catalog holds; otherwise ``tests`` in order, plus every
+    collected test fastci does not know (``is_known``)."""
+
+    repo: str
+    head: str
+    commits: tuple[str, ...]
+    base: str | None = None
+    run_all: bool = True
+    reason: str = ""
+    answered: bool = False  # a published plan backs this answer (False: fastci could not decide)
+    source: str = ""  # where the plan came from: "embedded <dir>" or "kafka <bootstrap>"
+    tests: list[PlannedRun] = field(default_factory=list)
+    pruned: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pruned test -> kept tests covering it
+    known: frozenset[str] = frozenset()  # short ids of the tests the catalog knew
+    tests_known: int = 0
+    estimated_s_all: float = 0.0  # the known suite's expected duration
+
+    @property
+    def estimated_s(self) -> float:
+        return sum(t.estimated_s for t in self.tests)
+
+    @property
+    def share(self) -> float | None:
+        """Estimated share of the suite's time this plan runs (None when unknown)."""
+        if self.run_all:
+            return 1.0
+        return self.estimated_s / self.estimated_s_all if self.estimated_s_all > 0 else None
+
+    def is_known(self, test_id: str) -> bool:
+        return short_id(test_id) in self.known
+
+    def to_json(self, with_known: bool = False) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "repo": self.repo,
+            "head": self.head,
+            "base": self.base,
+            "commits": list(self.commits),
+            "run_all": self.run_all,
+            "reason": self.reason,
+            "answered": self.answered,
+            "source": self.source,
+            "tests": [t.__dict__ for t in self.tests],
+            "pruned": [{"test_id": t, "covered_by": list(by)} for t, by in sorted(self.pruned.items())],
+            "metrics": {
+                "tests_known": self.tests_known,
+                "kept": len(self.tests) if not self.run_all else self.tests_known,
+                "pruned": len(self.pruned),
+                "estimated_s": self.estimated_s,
+                "estimated_s_all": self.estimated_s_all,
+                "share": self.share,
+            },
+        }
+        if with_known:
+            document["known"] = sorted(self.known)
+        return document
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> Plan:
+        return cls(
+            repo=document["repo"],
+            head=document["head"],
+            commits=tuple(document["commits"]),
+            base=document["base"],
+            run_all=document["run_all"],
+            reason=document["reason"],
+            answered=document["answered"],
+            source=document["source"],
+            tests=[PlannedRun(**t) for t in document["tests"]],
+            pruned={p["test_id"]: tuple(p["covered_by"]) for p in document["pruned"]},
+            known=frozenset(document.get("known", ())),
+            tests_known=document["metrics"]["tests_known"],
+            estimated_s_all=document["metrics"]["estimated_s_all"],
+        )
+
+
+def everything(repo: str, change: Change | None, reason: str, source: str = "") -> Plan:
+    """The safe answer: run every test the job collects, because ``reason``."""
+    return Plan(
+        repo=repo,
+        head=change.head if change else "",
+        commits=change.commits if change else (),
+        base=change.base if change else None,
+        run_all=True,
+        reason=reason,
+        source=source,
+    )
+
+
+@dataclass
+class Found:
+    """The decisions read so far, by commit event id."""
+
+    selections: dict[str, Selection] = field(default_factory=dict)
+    pages: dict[str, dict[int, TestPlan]] = field(default_factory=dict)
+
+    def add(self, event: Selection | TestPlan) -> None:
+        if isinstance(event, Selection):
+            self.selections[event.commit_id] = event
+        else:
+            self.pages.setdefault(event.commit_id, {})[event.page] = event
+
+    def complete(self, commit_id: str) -> bool:
+        pages = self.pages.get(commit_id)
+        return commit_id in self.selections and pages is not None and len(pages) == next(iter(pages.values())).pages
+
+
+def commit_events(change: Change, repo_name: str | None = None) -> list[CommitEvent]:
+    """The commits events of the change, as ``fastci changes`` makes them (the same ids)."""
+    return [analyze_commit(change.work_tree, sha, repo_name) for sha in change.commits]
+
+
+def combine(change: Change, commits: list[CommitEvent], found: Found, source: str) -> Plan:
+    """One plan from the plans of the change's commits: the union of what they run, in risk order."""
+    repo = commits[0].repo
+    selections = [found.selections[c.id] for c in commits]
+    plans = [[found.pages[c.id][page] for page in sorted(found.pages[c.id])] for c in commits]
+    for commit, selection in zip(commits, selections):
+        parent = commit.parents[0] if commit.parents else None
+        if selection.base is not None and selection.base != parent:
+            return everything(
+                repo,
+                change,
+                f"the plan of {commit.sha[:12]} was made against {selection.base[:12]}, "
+                f"not this checkout's parent {str(parent)[:12]}",
+                source,
+            )
+    known = frozenset(k for pages in plans for page in pages for k in page.known)
+    tests_known = max(s.metrics.tests_known for s in selections)
+    estimated_all = max(s.metrics.estimated_s_all for s in selections)
+    run_all = [s for s in selections if s.run_all]
+    runs: dict[str, PlannedRun] = {}
+    for pages in plans:
+        for page in pages:
+            for entry in page.entries:
+                held = runs.get(entry.test_id)
+                if held is None or entry.risk > held.risk:
+                    runs[entry.test_id] = PlannedRun(
+                        test_id=entry.test_id,
+                        reason=entry.reason,
+                        risk=entry.risk,
+                        expected_s=entry.expected_s,
+                        estimated_s=entry.estimated_s,
+                        chips=entry.chips,
+                        config=dict(entry.config),
+                        shrunk=dict(entry.shrunk),
+                    )
+    # One commit: the planner's own order. Several: the same rule over the union (risk per cost).
+    ranked = (
+        [e.test_id for page in plans[0] for e in page.entries]
+        if len(plans) == 1
+        else order({t: r.risk for t, r in runs.items()}, {t: cost(r.estimated_s, r.chips) for t, r in runs.items()})
+    )
+    pruned: dict[str, tuple[str, ...]] = {}
+    for selection in selections:
+        for test in selection.pruned:
+            if test.test_id not in runs:
+                pruned.setdefault(test.test_id, test.covered_by)
+    reason = ""
+    if run_all:
+        first = run_all[0]
+        reason = first.run_all_reason if len(commits) == 1 else f"{first.sha[:12]}: {first.run_all_reason}"
+    return Plan(
+        repo=repo,
+        head=change.head,
+        commits=change.commits,
+        base=change.base,
+        run_all=bool(run_all),
+        reason=reason,
+        answered=True,
+        source=source,
+        tests=[runs[t] for t in ranked],
+        pruned={} if run_all else pruned,
+        known=known,
+        tests_known=tests_known,
+        estimated_s_all=estimated_all,
+    )
+
+
+# ----- the embedded runtime
+
+
+def ask_embedded(
+    change: Change, data_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S, repo_name: str | None = None, say: Say = print
+) -> Plan:
+    """The change's plan from the embedded log in ``data_dir``, processing what is pending."""
+    from fastci.runtime.embedded import DataDir, EmbeddedRuntime, RuntimeBusy
+    from fastci.runtime.publish import publish_embedded
+    from fastci.topology import SYSTEM
+
+    source = f"embedded {data_dir}"
+    commits = commit_events(change, repo_name)
+    data = DataDir(data_dir)
+    wanted = {c.id for c in commits}
+    found = _scan_embedded(data, wanted)
+    if all(found.complete(i) for i in wanted):
+        return combine(change, commits, found, source)
+    published = _ids_in(data, "commits", wanted)
+    new = [c for c in commits if c.id not in published]
+    if new:
+        publish_embedded(data_dir, new)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        runtime = EmbeddedRuntime(data_dir, SYSTEM)
+        try:
+            say(f"processing what is pending in {data_dir}")
+            runtime.run()
+        except RuntimeBusy:
+            say(f"another fastci runtime is processing {data_dir}: waiting for it")
+            time.sleep(0.5)
+        finally:
+            runtime.close()
+        found = _scan_embedded(data, wanted)
+        if all(found.complete(i) for i in wanted):
+            return combine(change, commits, found, source)
+        if time.monotonic() > deadline:
+            return everything(commits[0].repo, change, f"no plan within {timeout_s:g} s from the {source}", source)
+
+
+def _scan_embedded(data: Any, wanted: set[str]) -> Found:
+    found = Found()
+    needles = [i.encode() for i in wanted]
+    for topic in (Selection.TOPIC, TestPlan.TOPIC):
+        for record in data.log.topic(topic).read():
+            if any(n in record.payload for n in needles):  # a cheap test before decoding
+                _add(found, topic, record.payload, wanted)
+    return found
+
+
+def _ids_in(data: Any, topic: str, wanted: set[str]) -> set[str]:
+    needles = {i: i.encode() for i in wanted}
+    seen: set[str] = set()
+    for record in data.log.topic(topic).read():
+        for event_id, needle in needles.items():
+            if needle in record.payload and orjson.loads(record.payload).get("id") == event_id:
+                seen.add(event_id)
+    return seen
+
+
+def _add(found: Found, topic: str, payload: bytes, wanted: set[str]) -> None:
+    try:
+        event = decode(topic, payload)
+    except InvalidEvent:
+        return
+    if isinstance(event, Selection | TestPlan) and event.commit_id in wanted:
+        found.add(event)
+
+
+# ----- Kafka
+
+
+def ask_kafka(
+    change: Change,
+    settings: KafkaSettings,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    repo_name: str | None = None,
+    say: Say = print,
+) -> Plan:
+    """The change's plan from the Kafka worker: read what it published, publish the commits it has
+    not planned, and wait up to ``timeout_s`` for their plans."""
+    source = f"kafka {settings.bootstrap}"
+    commits = commit_events(change, repo_name)
+    try:
+        found = asyncio.run(asyncio.wait_for(_ask_kafka(settings, commits, say), timeout_s))
+    except TimeoutError:
+        return everything(commits[0].repo, change, f"no plan within {timeout_s:g} s from Kafka at {settings.bootstrap}")
+    except Exception as error:  # the broker went away, refused us...: fastci cannot decide
+        return everything(
+            commits[0].repo, change, f"Kafka at {settings.bootstrap} did not answer ({type(error).__name__}: {error})"
+        )
+    return combine(change, commits, found, source)
+
+
+async def _ask_kafka(settings: KafkaSettings, commits: list[CommitEvent], say: Say) -> Found:
+    from aiokafka import AIOKafkaConsumer
+
+    from fastci.runtime import kafka_io
+
+    wanted = {c.id for c in commits}
+    names = [settings.topic(Selection.TOPIC), settings.topic(TestPlan.TOPIC)]
+    await kafka_io.ensure_topics(settings, [CommitEvent.TOPIC, Selection.TOPIC, TestPlan.TOPIC])
+    tps = await kafka_io.topic_partitions(settings, names)
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **settings.client_options())
+    await consumer.start()
+    try:
+        consumer.assign(tps)
+        since_ms = int((min(c.time.timestamp() for c in commits) - SEEK_SLACK_S) * 1000)
+        offsets = await consumer.offsets_for_times({tp: max(0, since_ms) for tp in tps})
+        ends = await consumer.end_offsets(tps)
+        for tp in tps:
+            start = offsets.get(tp)
+            consumer.seek(tp, start.offset if start is not None else ends[tp])
+        found = Found()
+        asked = False
+        while True:
+            batches = await consumer.getmany(timeout_ms=500)
+            for tp, records in batches.items():
+                topic = tp.topic.removeprefix(settings.namespace)
+                for record in records:
+                    if record.value and any(i.encode() in record.value for i in wanted):
+                        _add(found, topic, record.value, wanted)
+            if all(found.complete(i) for i in wanted):
+                return found
+            caught_up = all([await consumer.position(tp) >= ends[tp] for tp in tps])
+            if caught_up and not asked:
+                new = [c for c in commits if not found.complete(c.id)]
+                say(f"asking the fastci worker for {len(new)} plan(s) at Kafka {settings.bootstrap}")
+                await kafka_io.publish(settings, new)  # known ones are dropped by id: this changes nothing
+                asked = True
+    finally:
+        await consumer.stop()
+
+
+def ask(
+    change: Change,
+    target: str,
+    data_dir: Path,
+    settings: KafkaSettings,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    repo_name: str | None = None,
+    say: Say = print,
+) -> Plan:
+    """The plan for ``change`` from ``target`` ("embedded" or "kafka"); the safe answer (run
+    everything, with the reason) whenever there is none."""
+    if change.incomplete:
+        return everything(repo_name or "", change, change.incomplete)
+    try:
+        if target == "kafka":
+            return ask_kafka(change, settings, timeout_s, repo_name, say)
+        return ask_embedded(change, data_dir, timeout_s, repo_name, say)
+    except ChangeAnalysisError as error:
+        return everything(repo_name or "", change, f"the change could not be analysed: {error}")

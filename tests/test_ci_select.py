@@ -1,0 +1,158 @@
+"""``pytest --fastci-select`` and ``fastci plan`` on a real git repository the tests create, on the
+embedded runtime: what a CI job runs for a change, and that it never skips silently."""
+
+from __future__ import annotations
+
+import orjson
+from ci_repo import ALL_TESTS, clean_env, collect_evidence, commit, edit, fastci_in, git, make_repo, pytest_in
+
+def select(repo, data, *args, env=None):
+    return pytest_in(repo, data, "-q", "-rA", "--fastci-select", *args, env=env)
+
+
+def test_a_change_to_one_function_runs_only_the_tests_that_reach_it_and_a_break_fails_the_job(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    collect_evidence(repo, data)
+    edit(repo, "pkg/stats.py", "return sum(values) / len(values)", "return sum(values) / float(len(values))", "mean")
+    run = select(repo, data)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "2 passed, 5 deselected" in run.stdout  # mean() runs in test_mean and, through it, test_normalize
+    assert "PASSED tests/test_stats.py::test_mean" in run.stdout
+    assert "PASSED tests/test_stats.py::test_normalize" in run.stdout
+    assert f"running 2 of {ALL_TESTS} known tests" in run.stdout and "5 deselected" in run.stdout
+
+    edit(repo, "pkg/stats.py", "/ float(len(values))", "/ float(len(values) + 1)", "break mean")
+    broken = select(repo, data)
+    assert broken.returncode == 1, broken.stdout + broken.stderr  # the job fails, as the full suite would
+    assert "2 failed, 5 deselected" in broken.stdout
+
+
+def test_without_evidence_everything_runs_and_the_line_says_why(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    edit(repo, "pkg/text.py", 'return word.upper() + "!"', 'return word.upper() + "!!"[:1]', "shout")
+    run = select(repo, data)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{ALL_TESTS} passed" in run.stdout and "deselected" not in run.stdout.split("fastci:")[0]
+    assert f"running all {ALL_TESTS} collected tests: no test of plain is known yet" in run.stdout
+
+
+def test_an_always_test_and_a_new_test_run_whatever_the_plan_says(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    commit(
+        repo,
+        {
+            "pyproject.toml": '[tool.fastci]\nalways = ["tests/test_text.py::test_whisper"]\n',
+            "tests/test_smoke.py": "import pytest\n\n@pytest.mark.fastci_always\ndef test_smoke():\n    pass\n",
+        },
+        "smoke test, always list",
+    )
+    collect_evidence(repo, data)
+    commit(repo, {"tests/test_late.py": "def test_late():\n    pass\n"}, "a test added outside fastci's sight")
+    (repo / "tests" / "test_unseen.py").write_text("def test_unseen():\n    pass\n")  # not even committed
+    edit(repo, "pkg/text.py", 'return word.upper() + "!"', 'return word.upper() + "!!"[:1]', "shout")
+    run = select(repo, data)
+    assert run.returncode == 0, run.stdout + run.stderr
+    ran = {line.split(" ", 1)[1] for line in run.stdout.splitlines() if line.startswith("PASSED ")}
+    assert ran == {
+        "tests/test_text.py::test_shout",  # the change
+        "tests/test_text.py::test_whisper",  # [tool.fastci] always
+        "tests/test_smoke.py::test_smoke",  # @pytest.mark.fastci_always
+        "tests/test_late.py::test_late",  # known to the plan: a new test the commit before added
+        "tests/test_unseen.py::test_unseen",  # unknown to the catalog: runs
+    }
+    assert "5 passed, 5 deselected" in run.stdout
+
+
+def test_a_pull_request_of_three_commits_selects_the_union(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    collect_evidence(repo, data)
+    git(repo, "checkout", "-q", "-b", "feature")
+    edit(repo, "pkg/stats.py", "return max(values) - min(values)", "return abs(max(values) - min(values))", "spread")
+    edit(repo, "pkg/text.py", 'return word.lower() + "..."', 'return word.lower() + "." * 3', "whisper")
+    edit(repo, "README.md", "# plain", "# plain, documented", "docs")
+    run = select(repo, data, "--fastci-select-base", "main")
+    assert run.returncode == 0, run.stdout + run.stderr
+    ran = {line.split(" ", 1)[1] for line in run.stdout.splitlines() if line.startswith("PASSED ")}
+    assert ran == {"tests/test_stats.py::test_spread", "tests/test_text.py::test_whisper"}
+    assert "3 commits up to" in run.stdout and "2 passed, 5 deselected" in run.stdout
+    # HEAD alone is the README change: nothing to run
+    alone = select(repo, data)
+    assert "no tests ran" in alone.stdout or "7 deselected" in alone.stdout, alone.stdout
+    assert alone.returncode == 5  # pytest's "no tests collected/selected"
+
+
+def test_k_and_m_and_lf_still_compose_with_the_selection(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    collect_evidence(repo, data)
+    edit(repo, "pkg/stats.py", "return sum(values) / len(values)", "return sum(values) / float(len(values))", "mean")
+    run = select(repo, data, "-k", "normalize")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed, 6 deselected" in run.stdout  # -k kept test_normalize; the plan had no more to drop
+
+
+def test_modes_subset_and_rest_and_shadow_run_everything_and_results_say_what_was_kept(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    collect_evidence(repo, data)
+    edit(repo, "pkg/stats.py", "return sum(values) / len(values)", "return sum(values) / float(len(values))", "mean")
+    rest = pytest_in(repo, data, "-v", "--fastci-select", "--fastci-select-mode", "subset-and-rest")
+    assert rest.returncode == 0 and f"{ALL_TESTS} passed" in rest.stdout, rest.stdout + rest.stderr
+    order = [line.split(" ")[0] for line in rest.stdout.splitlines() if " PASSED" in line and "::" in line]
+    assert set(order[:2]) == {"tests/test_stats.py::test_mean", "tests/test_stats.py::test_normalize"}
+    shadow = select(repo, data, "--fastci-select-mode", "shadow", "--fastci-results")
+    assert shadow.returncode == 0 and f"{ALL_TESTS} passed" in shadow.stdout, shadow.stdout + shadow.stderr
+    assert "shadow mode, ran all 7 collected tests; the selection keeps 2 of 7 known tests" in shadow.stdout
+    from fastci.runtime.embedded import DataDir
+
+    head = git(repo, "rev-parse", "HEAD")
+    results = [orjson.loads(r.payload) for r in DataDir(data).log.topic("results").read()]
+    kept = {r["test_id"]: r["selected"] for r in results if r["commit"] == head}
+    assert kept == {
+        "tests/test_stats.py::test_mean": True,
+        "tests/test_stats.py::test_normalize": True,
+        **{
+            t: False
+            for t in (
+                "tests/test_stats.py::test_median",
+                "tests/test_stats.py::test_spread",
+                "tests/test_stats.py::test_table",
+                "tests/test_text.py::test_shout",
+                "tests/test_text.py::test_whisper",
+            )
+        },
+    }
+
+
+def test_bad_options_and_settings_stop_the_job_naming_the_option(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    wrong_mode = select(repo, data, "--fastci-select-mode", "some")
+    assert wrong_mode.returncode == 4 and "--fastci-select-mode: invalid choice: 'some'" in wrong_mode.stderr
+    no_base = select(repo, data, "--fastci-select-base", "origin/nowhere")
+    assert no_base.returncode == 4
+    assert "--fastci-select-base: 'origin/nowhere' is not a commit of" in no_base.stderr
+    commit(repo, {"pyproject.toml": "[tool.fastci]\nalways = 'tests/*'\nalwys = []\n"}, "typo")
+    bad = select(repo, data)
+    assert bad.returncode == 4 and "[tool.fastci] key(s) alwys: unknown (known: always)" in bad.stderr
+    assert not (data / "log" / "results").exists()  # nothing ran
+
+
+def test_fastci_plan_prints_json_and_node_ids_with_documented_exit_codes(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    root = fastci_in(repo, data, "--data-dir", str(data), "plan", "--format", "lines")
+    assert root.returncode == 3 and root.stdout == "", root.stderr  # the first commit adds a data file
+    assert "run everything: non-Python file changed: pkg/data/table.json" in root.stderr
+    edit(repo, "pkg/text.py", 'return word.upper() + "!"', 'return word.upper() + "!!"[:1]', "shout")
+    first = fastci_in(repo, data, "--data-dir", str(data), "plan", "--format", "lines")
+    assert first.returncode == 3 and first.stdout == "", first.stderr  # no evidence yet: run everything
+    assert "run everything: no test of plain is known yet" in first.stderr
+    collect_evidence(repo, data, env=clean_env(data))
+    edit(repo, "pkg/stats.py", "return sum(values) / len(values)", "return sum(values) / float(len(values))", "mean")
+    lines = fastci_in(repo, data, "--data-dir", str(data), "plan", "--format", "lines")
+    assert lines.returncode == 0, lines.stderr
+    assert set(lines.stdout.split()) == {"tests/test_stats.py::test_mean", "tests/test_stats.py::test_normalize"}
+    document = orjson.loads(fastci_in(repo, data, "--data-dir", str(data), "plan").stdout)
+    assert document["run_all"] is False and document["answered"] is True and document["reason"] == ""
+    assert [t["test_id"] for t in document["tests"]] == lines.stdout.split()
+    assert {"risk", "expected_s", "estimated_s", "config", "reason"} <= set(document["tests"][0])
+    assert document["metrics"]["tests_known"] == ALL_TESTS and 0 < document["metrics"]["share"] < 1
+    run = pytest_in(repo, data, "-q", *lines.stdout.split())  # any runner can take the lines
+    assert run.returncode == 0 and "2 passed" in run.stdout
