@@ -6,6 +6,7 @@ from __future__ import annotations
 import orjson
 from ci_repo import ALL_TESTS, clean_env, collect_evidence, commit, edit, fastci_in, git, make_repo, pytest_in
 
+
 def select(repo, data, *args, env=None):
     return pytest_in(repo, data, "-q", "-rA", "--fastci-select", *args, env=env)
 

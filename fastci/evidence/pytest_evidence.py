@@ -82,7 +82,7 @@ def addoption(group: Any) -> None:
         choices=TARGETS,
         default=None,
         help="where evidence goes: the embedded log (default, in $FASTCI_DATA_DIR or .fastci) or kafka "
-        "($FASTCI_KAFKA_BOOTSTRAP, $FASTCI_KAFKA_NAMESPACE); default $FASTCI_EVIDENCE_TARGET",
+        "($FASTCI_KAFKA_BOOTSTRAP, $FASTCI_KAFKA_NAMESPACE); default $FASTCI_EVIDENCE_TARGET, else $FASTCI_TARGET",
     )
     group.addoption(
         "--fastci-evidence-spool",
@@ -113,10 +113,15 @@ def configure(config: Any) -> None:
         repo, commit = code_under_test(root)
     except NoCommit as error:
         raise pytest.UsageError(f"--fastci-evidence: {error}") from None
-    target = config.getoption("fastci_evidence_target") or os.environ.get("FASTCI_EVIDENCE_TARGET", "embedded")
+    target = (
+        config.getoption("fastci_evidence_target")
+        or os.environ.get("FASTCI_EVIDENCE_TARGET")
+        or os.environ.get("FASTCI_TARGET", "embedded")
+    )
     if target not in TARGETS:
         raise pytest.UsageError(
-            f"--fastci-evidence: FASTCI_EVIDENCE_TARGET {target!r} is not one of {', '.join(TARGETS)}"
+            f"--fastci-evidence: target {target!r} (FASTCI_EVIDENCE_TARGET or FASTCI_TARGET) is not one of "
+            f"{', '.join(TARGETS)}"
         )
     rate = config.getoption("fastci_evidence_rate")
     if not rate > 0:

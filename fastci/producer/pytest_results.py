@@ -58,7 +58,7 @@ def addoption(group: Any) -> None:
         choices=TARGETS,
         default=None,
         help="where results go: the embedded log (default, in $FASTCI_DATA_DIR or .fastci) or kafka "
-        "($FASTCI_KAFKA_BOOTSTRAP, $FASTCI_KAFKA_NAMESPACE); default $FASTCI_RESULTS_TARGET",
+        "($FASTCI_KAFKA_BOOTSTRAP, $FASTCI_KAFKA_NAMESPACE); default $FASTCI_RESULTS_TARGET, else $FASTCI_TARGET",
     )
     group.addoption(
         "--fastci-results-spool",
@@ -86,10 +86,15 @@ def configure(config: Any) -> None:
         context = load_context(config.getoption("fastci_bundle"), cwd=Path(str(config.rootpath)))
     except ContextError as error:
         raise pytest.UsageError(f"--fastci-results: {error}") from None
-    target_name = config.getoption("fastci_results_target") or os.environ.get("FASTCI_RESULTS_TARGET", "embedded")
+    target_name = (
+        config.getoption("fastci_results_target")
+        or os.environ.get("FASTCI_RESULTS_TARGET")
+        or os.environ.get("FASTCI_TARGET", "embedded")
+    )
     if target_name not in TARGETS:
         raise pytest.UsageError(
-            f"--fastci-results: FASTCI_RESULTS_TARGET {target_name!r} is not one of {', '.join(TARGETS)}"
+            f"--fastci-results: target {target_name!r} (FASTCI_RESULTS_TARGET or FASTCI_TARGET) is not one of "
+            f"{', '.join(TARGETS)}"
         )
     target, default_spool = build_target(target_name)
     spool = Spool(config.getoption("fastci_results_spool") or default_spool)
