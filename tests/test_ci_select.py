@@ -157,3 +157,25 @@ def test_fastci_plan_prints_json_and_node_ids_with_documented_exit_codes(tmp_pat
     assert document["metrics"]["tests_known"] == ALL_TESTS and 0 < document["metrics"]["share"] < 1
     run = pytest_in(repo, data, "-q", *lines.stdout.split())  # any runner can take the lines
     assert run.returncode == 0 and "2 passed" in run.stdout
+
+
+def test_xdist_workers_take_the_controllers_plan_and_publish_every_result_once(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    collect_evidence(repo, data)
+    edit(repo, "pkg/stats.py", "return sum(values) / len(values)", "return sum(values) / float(len(values))", "mean")
+    run = select(repo, data, "-n", "2", "--fastci-select-mode", "shadow", "--fastci-results")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{ALL_TESTS} passed" in run.stdout
+    assert run.stderr.count("processing what is pending") == 1  # asked once, by the controller
+    from fastci.runtime.embedded import DataDir
+
+    head = git(repo, "rev-parse", "HEAD")
+    results = [orjson.loads(r.payload) for r in DataDir(data).log.topic("results").read()]
+    mine = [r for r in results if r["commit"] == head]
+    assert len(mine) == ALL_TESTS and len({r["id"] for r in mine}) == ALL_TESTS  # nothing lost, nothing doubled
+    assert {r["test_id"] for r in mine if r["selected"]} == {
+        "tests/test_stats.py::test_mean",
+        "tests/test_stats.py::test_normalize",
+    }
+    subset = select(repo, data, "-n", "2")
+    assert subset.returncode == 0 and "2 passed" in subset.stdout, subset.stdout + subset.stderr

@@ -27,6 +27,8 @@ from fastci.producer.spool import Spool
 from fastci.producer.targets import Target, TargetUnavailable
 from fastci.topology import INPUT_TOPICS
 
+CLOSE_WAIT_S = 120.0  # how long a closing producer waits for another process draining its spool
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -111,7 +113,10 @@ class Producer:
         return self._send_sealed()
 
     def close(self) -> FlushReport:
-        return self.flush()
+        """The final flush: waits for another process draining the same spool (a parallel worker of
+        the same session) rather than leave this process's batches behind."""
+        self.spool.seal()
+        return self._send_sealed(wait_s=CLOSE_WAIT_S)
 
     def __enter__(self) -> Producer:
         return self
@@ -119,10 +124,10 @@ class Producer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _send_sealed(self) -> FlushReport:
+    def _send_sealed(self, wait_s: float = 0.0) -> FlushReport:
         sent = refused = 0
         error = None
-        with self.spool.draining() as holding:
+        with self.spool.draining(wait_s) as holding:
             if holding:  # else another process is draining this spool right now
                 for path in self.spool.sealed_batches():
                     batch = self.spool.read(path)

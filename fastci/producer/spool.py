@@ -81,15 +81,21 @@ class Spool:
     # ----- sending (any process)
 
     @contextmanager
-    def draining(self) -> Iterator[bool]:
-        """Hold the drain lock if no other process does; yields whether it is held."""
+    def draining(self, wait_s: float = 0.0) -> Iterator[bool]:
+        """Hold the drain lock if no other process does (waiting up to ``wait_s`` for one that
+        does); yields whether it is held."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + wait_s
         with open(self.directory / ".drain.lock", "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        yield False
+                        return
+                    time.sleep(0.05)
             try:
                 yield True
             finally:
