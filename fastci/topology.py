@@ -33,7 +33,8 @@ from fastci.release.events import ReleaseEvent
 from fastci.scheduling.events import ClockTick, PoolConfig, ScheduleEvent
 from fastci.scheduling.processor import PoolSchedulerProcessor
 from fastci.scheduling.runs import RunRequested
-from fastci.selection.events import Selection
+from fastci.selection.audit import SelectionAuditProcessor
+from fastci.selection.events import Selection, SelectionAudit, SelectionPolicy
 from fastci.selection.processor import SelectionProcessor
 
 SYSTEM = System(
@@ -47,6 +48,7 @@ SYSTEM = System(
         ClockTick,  # the pool's time (the simulator or a CI driver publishes it)
         PoolConfig,  # the pool's shape
         ReleaseEvent,  # written by `fastci release`, a producer like `fastci owners publish`
+        SelectionPolicy,  # a repository's selection settings (`fastci selection policy`)
     ),
     decisions=(
         TestStatusChanged,
@@ -61,6 +63,7 @@ SYSTEM = System(
         BisectStep,
         RunRequested,
         Selection,
+        SelectionAudit,
         TestPlan,
         ScheduleEvent,
     ),
@@ -76,6 +79,7 @@ SYSTEM = System(
         BisectPlannerProcessor,
         BisectProcessor,
         SelectionProcessor,
+        SelectionAuditProcessor,
         TestPlanProcessor,
         FailureAttributionProcessor,
         NodeStateProcessor,
@@ -87,6 +91,8 @@ SYSTEM = System(
         ("node-state", "baseline-guard"): "node states exclude a sick node's results from baselines",
         # bisect's own alerts (culprit, unresolved) are not 'detected' alerts: the planner drops them.
         ("bisect", "bisect-planner"): "bisect ends an alert that the planner started; the planner ignores it",
+        # the audit judges selections after their runs; a miss widens the selections of later commits.
+        ("selection-auditor", "test-selection"): "a miss widens later selections of the repository",
     },
 )
 

@@ -179,3 +179,44 @@ def test_xdist_workers_take_the_controllers_plan_and_publish_every_result_once(t
     }
     subset = select(repo, data, "-n", "2")
     assert subset.returncode == 0 and "2 passed" in subset.stdout, subset.stdout + subset.stderr
+
+
+def test_shadow_mode_catches_a_planted_miss_and_the_next_selection_widens(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    collect_evidence(repo, data)
+    # whisper() starts to call spread(): test_whisper's evidence (taken before) does not show it
+    edit(
+        repo,
+        "pkg/text.py",
+        "def whisper(word):\n",
+        "def whisper(word):\n    from pkg.stats import spread\n\n    spread([1, 2])\n",
+        "whisper uses spread",
+    )
+    assert select(repo, data).returncode == 0  # test_whisper runs (its code changed); evidence is not refreshed
+    edit(
+        repo,
+        "pkg/stats.py",
+        "return max(values) - min(values)",
+        "return max(values) - min(values) - 1 / 0",
+        "break spread",
+    )
+    shadow = select(repo, data, "--fastci-select-mode", "shadow", "--fastci-results")
+    assert shadow.returncode == 1 and "2 failed, 5 passed" in shadow.stdout, shadow.stdout + shadow.stderr
+    assert "the selection keeps 1 of 7 known tests" in shadow.stdout  # test_spread alone, by the evidence
+    edit(repo, "pkg/text.py", 'return word.upper() + "!"', 'return word.upper() + "!!"[:1]', "shout")
+    widened = select(repo, data)  # asking processes the shadow run's results: the audit, then the widening
+    assert "widened after the miss at" in widened.stdout, widened.stdout
+    ran = {line.split(" ")[1] for line in widened.stdout.splitlines() if line.split(" ")[0] in ("PASSED", "FAILED")}
+    assert {"tests/test_stats.py::test_spread", "tests/test_stats.py::test_mean"} <= ran  # stats.py's tests
+    assert "tests/test_text.py::test_shout" in ran
+    assert fastci_in(repo, data, "--data-dir", str(data), "views", "refresh").returncode == 0
+    query = "SELECT kind, test_id, evidence FROM selection_audit ORDER BY kind, test_id"
+    rows = fastci_in(repo, data, "--data-dir", str(data), "sql", "--format", "json", query).stdout.splitlines()
+    audits = [orjson.loads(row) for row in rows]
+    assert [(a["kind"], a["test_id"]) for a in audits] == [
+        ("audited", None),
+        ("miss", "tests/test_text.py::test_whisper"),
+    ]
+    assert audits[1]["evidence"].startswith("not selected: its recorded evidence executes none of the changed code")
+    report = fastci_in(repo, data, "--data-dir", str(data), "report", "nightly")
+    assert "1 audited, 1 with a miss (100.0%)" in report.stdout + report.stderr

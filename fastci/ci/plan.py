@@ -72,6 +72,7 @@ class Plan:
     known: frozenset[str] = frozenset()  # short ids of the tests the catalog knew
     tests_known: int = 0
     estimated_s_all: float = 0.0  # the known suite's expected duration
+    widened: str = ""  # why the selection is wider than the evidence asks (after an audited miss)
 
     @property
     def estimated_s(self) -> float:
@@ -95,6 +96,7 @@ class Plan:
             "commits": list(self.commits),
             "run_all": self.run_all,
             "reason": self.reason,
+            "widened": self.widened,
             "answered": self.answered,
             "source": self.source,
             "tests": [t.__dict__ for t in self.tests],
@@ -121,6 +123,7 @@ class Plan:
             base=document["base"],
             run_all=document["run_all"],
             reason=document["reason"],
+            widened=document.get("widened", ""),
             answered=document["answered"],
             source=document["source"],
             tests=[PlannedRun(**t) for t in document["tests"]],
@@ -231,6 +234,7 @@ def combine(change: Change, commits: list[CommitEvent], found: Found, source: st
         known=known,
         tests_known=tests_known,
         estimated_s_all=estimated_all,
+        widened=next((s.widened for s in selections if s.widened), ""),
     )
 
 
@@ -252,21 +256,29 @@ def ask_embedded(
     found = _scan_embedded(data, wanted)
     if all(found.complete(i) for i in wanted):
         return combine(change, commits, found, source)
-    published = _ids_in(data, "commits", wanted)
-    new = [c for c in commits if c.id not in published]
-    if new:
-        publish_embedded(data_dir, new)
     deadline = time.monotonic() + timeout_s
-    while True:
+
+    say(f"processing what is pending in {data_dir}")
+
+    def process() -> None:
         runtime = EmbeddedRuntime(data_dir, SYSTEM)
         try:
-            say(f"processing what is pending in {data_dir}")
             runtime.run()
         except RuntimeBusy:
             say(f"another fastci runtime is processing {data_dir}: waiting for it")
             time.sleep(0.5)
         finally:
             runtime.close()
+
+    published = _ids_in(data, "commits", wanted)
+    new = [c for c in commits if c.id not in published]
+    if new:
+        # Settle what was published before this job asked (a nightly's results, their audit), so the
+        # plan answers from all of it: the embedded runtime would otherwise take the commit first.
+        process()
+        publish_embedded(data_dir, new)
+    while True:
+        process()
         found = _scan_embedded(data, wanted)
         if all(found.complete(i) for i in wanted):
             return combine(change, commits, found, source)

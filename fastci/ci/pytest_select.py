@@ -204,6 +204,8 @@ class Selector:
         if plan.run_all:
             return f"fastci: {what}: running all {counts['collected']} collected tests: {plan.reason}"
         share = f", ~{plan.share:.0%} of the suite's time" if plan.share is not None else ""
+        if plan.widened:
+            share += f" ({plan.widened})"
         kept = counts["planned"] + counts["always"] + counts["new"]
         extras = ", ".join(f"{counts[k]} {k}" for k in ("always", "new") if counts[k])
         kept_text = f"{counts['planned']} of {plan.tests_known} known tests" + (f" (+{extras})" if extras else "")

@@ -28,6 +28,42 @@ def register(commands: Any) -> None:
     changes.add_argument("--dry-run", action="store_true", help="print the event as JSON on stdout; publish nothing")
     changes.set_defaults(func=cmd_changes)
 
+    policy = commands.add_parser(
+        "policy", help="publish a repository's selection policy (how long a miss widens its selections)"
+    )
+    policy.add_argument("repo_name", metavar="REPO", help="the repository, as commits, results and evidence name it")
+    policy.add_argument(
+        "--widen-commits",
+        type=int,
+        required=True,
+        metavar="N",
+        help="after an audited miss, stay widened (no pruning, every test of the files the missed change "
+        "touched) for N clean audited commits; 0 turns widening off (default when never published: 5)",
+    )
+    policy.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
+    policy.set_defaults(func=cmd_policy)
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from pydantic import ValidationError
+
+    from fastci.runtime.publish import publish_embedded, publish_kafka
+    from fastci.selection.events import SelectionPolicy
+
+    try:
+        event = SelectionPolicy(repo=args.repo_name, time=datetime.now(UTC), widen_commits=args.widen_commits)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise UsageError(f"--{'-'.join(str(p) for p in first['loc']).replace('_', '-')}: {first['msg']}") from None
+    if args.kafka:
+        publish_kafka(kafka_settings(args), [event])
+    else:
+        publish_embedded(args.data_dir, [event])
+    console.print(f"published the selection policy of {event.repo}: widen for {event.widen_commits} commit(s)")
+    return 0
+
 
 def cmd_changes(args: argparse.Namespace) -> int:
     from fastci.core.codec import MAX_EVENT_BYTES, encode

@@ -30,6 +30,7 @@ from fastci.regression.events import BisectStep, GateResult, RegressionAlert
 from fastci.regression.perfstats import metric_direction
 from fastci.regression.references import GoldenReference
 from fastci.report import fleet_section as fleet_report
+from fastci.report import selection_section as selection_report
 from fastci.report.health import CIHealth, build_health, render_section, summary_lines
 from fastci.report.svg import Band, Chart, Line, Point
 from fastci.views.schema import model_columns, quote, table_name
@@ -92,6 +93,7 @@ class NightlyReport:
     health: CIHealth | None = None
     fleet: fleet_report.FleetSummary | None = None
     failing_tests: list[str] = field(default_factory=list)  # latest status failing (test_history)
+    selection: selection_report.SelectionSafety | None = None
 
     @property
     def open(self) -> list[Regression]:
@@ -137,6 +139,7 @@ def build_report(views_path: Path) -> NightlyReport:
         trends = _trends(views)
         health = build_health(views)
         fleet = fleet_report.build_fleet(views)
+        selection = selection_report.build_selection(views)
         failing = [test for (test,) in views.query(_FAILING_NOW)[1]]
     finally:
         views.close()
@@ -157,6 +160,7 @@ def build_report(views_path: Path) -> NightlyReport:
         health=health,
         fleet=fleet,
         failing_tests=failing,
+        selection=selection,
     )
 
 
@@ -322,6 +326,8 @@ def render_html(report: NightlyReport) -> str:
         body.append(render_section(report.health))
     if report.fleet is not None:
         body.append(fleet_report.render_section(report.fleet))
+    if report.selection is not None:
+        body.append(selection_report.render_section(report.selection))
     return "".join(head + body + ["</body></html>"])
 
 
@@ -550,4 +556,7 @@ def print_summary(report: NightlyReport, out: Console) -> None:
             out.print(Text(line))
     if report.fleet is not None:
         for line in fleet_report.summary_lines(report.fleet):
+            out.print(Text(line))
+    if report.selection is not None:
+        for line in selection_report.summary_lines(report.selection):
             out.print(Text(line))

@@ -6,14 +6,15 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text
+from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
 
 # Why a test is kept. 'executes-changed-code': evidence shows it ran a changed function;
 # 'module-code': it ran code in a file whose module code or a class body changed (such code runs
 # at import, before any test, so evidence cannot attribute it); 'no-evidence': fastci has never
 # seen what it executes; 'changed-test': the commit adds or edits the test function itself (a new
 # test is known to no one yet); 'non-python-change': a file that is not Python (and not docs) changed.
-Reason = Literal["executes-changed-code", "module-code", "no-evidence", "changed-test", "non-python-change"]
+# 'widened': after an audited miss, every test of the files the missed change touched runs for a while.
+Reason = Literal["executes-changed-code", "module-code", "no-evidence", "changed-test", "non-python-change", "widened"]
 MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)
 MAX_COVERED_BY = 8  # kept tests named per pruned test
@@ -76,8 +77,59 @@ class Selection(Event):
     )
     run_all: bool = Field(description="Run every test (kept is then empty): a rule selected the whole suite.")
     run_all_reason: Text = ""
+    widened: Text = Field(
+        default="", description="Why the selection is wider than the evidence asks (after an audited miss)."
+    )
     kept: tuple[KeptTest, ...] = Field(default=(), max_length=MAX_KEPT)
     pruned: tuple[PrunedTest, ...] = Field(
         default=(), max_length=MAX_PRUNED_LISTED, description="The first 2000 pruned tests by test id."
     )
     metrics: SelectionMetrics
+
+
+MAX_CHANGED_FILES = 200  # changed files a miss names (the files a widened selection then covers)
+
+
+class SelectionPolicy(Event):
+    """A repository's selection settings, as its owners publish them (the latest wins). Key: repo."""
+
+    TOPIC: ClassVar[str] = "selection-policy"
+    KEY: ClassVar[str] = "repo"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("repo", "time")
+
+    repo: Name
+    time: Timestamp
+    widen_commits: int = Field(
+        default=5,
+        ge=0,
+        le=10_000,
+        description="After an audited miss, how many clean audited commits the selection stays widened for "
+        "(no pruning, every test of the files the missed change touched); 0 turns widening off.",
+    )
+
+
+class SelectionAudit(Event):
+    """What a run beyond the selection showed about it: a commit was audited (a test the selection
+    did not keep ran), or a miss (such a test failed). Key: repo. Id: from the commit, kind and test."""
+
+    TOPIC: ClassVar[str] = "selection-audit"
+    KEY: ClassVar[str] = "repo"
+    IDENTITY: ClassVar[tuple[str, ...]] = ("repo", "sha", "kind", "test_id")
+
+    repo: Name
+    sha: Sha
+    kind: Literal["audited", "miss"]
+    test_id: Name | None = Field(default=None, description="The missed test (a miss).")
+    selection_id: str = Field(max_length=64, description="The selection audited.")
+    result_id: str = Field(max_length=64, description="The result that showed it.")
+    run_id: Name
+    status: Literal["passed", "failed", "error", "skipped", "flaky"]
+    evidence: Text = Field(
+        default="", description="What the selection knew of the missed test, and why it left it out."
+    )
+    changed_files: tuple[Name, ...] = Field(
+        default=(), max_length=MAX_CHANGED_FILES, description="Files the audited commit changed (for widening)."
+    )
+    kept: int = Field(ge=0, description="Tests the selection kept.")
+    tests_known: int = Field(ge=0)
+    saved_s: FiniteFloat = Field(ge=0, description="Suite time the selection saved on this commit (its estimate).")

@@ -30,6 +30,7 @@ from fastci.core.events import Event, Record
 from fastci.core.processor import KEY_SEPARATOR, Processor, StateReader, Step, Transaction
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 from fastci.selection.events import (
+    MAX_CHANGED_FILES,
     MAX_COVERED_BY,
     MAX_FUNCTIONS,
     MAX_KEPT,
@@ -38,7 +39,9 @@ from fastci.selection.events import (
     PrunedTest,
     Reason,
     Selection,
+    SelectionAudit,
     SelectionMetrics,
+    SelectionPolicy,
 )
 from fastci.selection.graph import executions, short_id, unit_name
 from fastci.selection.pruning import prune
@@ -76,14 +79,31 @@ class CatalogEntry(Record):
         return sum(self.recent_s.values()) / len(self.recent_s) if self.recent_s else DEFAULT_DURATION_S
 
 
+DEFAULT_WIDEN_COMMITS = 5  # clean audited commits a selection stays widened after a miss (SelectionPolicy)
+MAX_MISSED = 32
+
+
+class Widening(Record):
+    """After an audited miss: the files the missed change touched, and how many clean audited commits
+    more the repository's selection stays wide (no pruning, every test of those files)."""
+
+    remaining: int
+    files: tuple[str, ...] = ()
+    missed: tuple[str, ...] = ()  # shas of missed commits: their own audits do not count as clean
+    since: str = ""  # the sha of the latest miss
+
+
 class SelectionState(Record):
-    """One of: a test's evidence, a unit's or a file's postings, a catalog bucket."""
+    """One of: a test's evidence, a unit's or a file's postings, a catalog bucket, the repo's widening
+    or its policy."""
 
     units: dict[str, tuple[str, ...]] | None = Field(default=None, description="evidence: unit id -> contexts")
     files: tuple[str, ...] | None = None
     tests: dict[str, tuple[str, ...]] | None = Field(default=None, description="unit: test id -> contexts")
     file_tests: tuple[str, ...] | None = None
     catalog: dict[str, CatalogEntry] | None = None
+    widening: Widening | None = None
+    widen_commits: int | None = None
 
 
 # compound_key(repo, kind, name), spelled out: these are built for every unit of every evidence event.
@@ -103,13 +123,27 @@ def catalog_key(repo: str, bucket: int) -> str:
     return f"{repo}{KEY_SEPARATOR}catalog{KEY_SEPARATOR}{bucket}"
 
 
+def widening_key(repo: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}widening"
+
+
+def policy_key(repo: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}policy"
+
+
 def bucket_of(tid: str) -> int:
     return int(tid[:4], 16) % BUCKETS
 
 
 class SelectionProcessor(Processor[SelectionState]):
     name: ClassVar[str] = "test-selection"  # not "selection": that is the topic (and its view)
-    inputs: ClassVar[tuple[str, ...]] = (EvidenceEvent.TOPIC, ResultEvent.TOPIC, CommitEvent.TOPIC)
+    inputs: ClassVar[tuple[str, ...]] = (
+        EvidenceEvent.TOPIC,
+        ResultEvent.TOPIC,
+        CommitEvent.TOPIC,
+        SelectionAudit.TOPIC,
+        SelectionPolicy.TOPIC,
+    )
     outputs: ClassVar[tuple[str, ...]] = (Selection.TOPIC,)
     state_model: ClassVar[type[Record]] = SelectionState
     partition_by = {EvidenceEvent.TOPIC: "repo", ResultEvent.TOPIC: "repo"}
@@ -130,7 +164,31 @@ class SelectionProcessor(Processor[SelectionState]):
             gone = removed_tests(event, catalog)
             selection = select(state, event, gone, catalog, pruning=self.pruning, run_everything=self.run_everything)
             return Step(writes=_forget_tests(state, event.repo, gone), outputs=(selection,))
+        if isinstance(event, SelectionAudit):
+            return Step(writes=_widen(state, event))
+        if isinstance(event, SelectionPolicy):
+            return Step(writes={policy_key(event.repo): _state(widen_commits=event.widen_commits)})
         return Step()
+
+
+def _widen(state: StateReader[SelectionState], audit: SelectionAudit) -> dict[str, SelectionState | None]:
+    """A miss widens the repo's selection for the policy's number of clean audited commits; each
+    audited commit without a miss counts one down."""
+    held = (state.get(widening_key(audit.repo)) or SelectionState()).widening or Widening(remaining=0)
+    if audit.kind == "miss":
+        policy = (state.get(policy_key(audit.repo)) or SelectionState()).widen_commits
+        commits = DEFAULT_WIDEN_COMMITS if policy is None else policy
+        if commits == 0:
+            return {}
+        files = tuple(dict.fromkeys((*held.files, *audit.changed_files)))[-MAX_CHANGED_FILES:]
+        missed = tuple(dict.fromkeys((*held.missed, audit.sha)))[-MAX_MISSED:]
+        widened = Widening(remaining=commits, files=files, missed=missed, since=audit.sha)
+    elif held.remaining == 0 or audit.sha in held.missed:
+        return {}
+    else:
+        left = held.remaining - 1
+        widened = held.model_copy(update={"remaining": left, "files": held.files if left else ()})
+    return {widening_key(audit.repo): _state(widening=widened)}
 
 
 def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState | None]:
@@ -287,6 +345,15 @@ def select(
     functions: dict[str, list[str]] = {}
     pairs: dict[str, set[tuple[str, str]]] = {}
 
+    widening = (state.get(widening_key(repo)) or SelectionState()).widening
+    widened = ""
+    if widening is not None and widening.remaining > 0:
+        pruning = False  # after a miss, the evidence is not trusted to prune
+        widened = (
+            f"widened after the miss at {widening.since[:12]}: no pruning, and every test of the "
+            f"{len(widening.files)} file(s) the missed change touched, for {widening.remaining} more clean "
+            "audited commit(s)"
+        )
     run_all_reason = "every test runs on every commit (selection off)" if run_everything else _non_python_change(commit)
     for change in commit.changed_functions:
         if change.qualname.endswith(f".{BODY}") and change.change == "added":
@@ -315,6 +382,11 @@ def select(
     for tid, entry in catalog.items():
         if not entry.evidence:
             reasons[tid] = "no-evidence"
+    if widened:
+        for path in widening.files:  # type: ignore[union-attr]
+            for tid in (state.get(file_key(repo, path)) or SelectionState()).file_tests or ():
+                if tid not in gone_ids:
+                    reasons.setdefault(tid, "widened")
 
     cost = {tid: _duration(catalog.get(tid)) for tid in reasons}
     forced = frozenset(tid for tid, reason in reasons.items() if reason != "executes-changed-code" or not pruning)
@@ -382,6 +454,7 @@ def select(
         hardware_path=commit.hardware_path,
         run_all=run_all,
         run_all_reason=run_all_reason or "",
+        widened=widened,
         kept=kept,
         pruned=pruned_tests,
         metrics=metrics,

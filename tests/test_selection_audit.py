@@ -1,0 +1,168 @@
+"""The selection audit: runs beyond a selection find its misses, and a miss widens later selections."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from factories import result
+from processor_helpers import Store, feed, of_topic
+from test_selection import ATTN, LOADER, REPO, TEST_A, TEST_B, TEST_C, commit, history
+
+from fastci.runtime.embedded import EmbeddedRuntime
+from fastci.runtime.publish import publish_embedded
+from fastci.selection.audit import SelectionAuditProcessor
+from fastci.selection.events import SelectionAudit, SelectionPolicy
+from fastci.selection.processor import DEFAULT_WIDEN_COMMITS, SelectionProcessor
+from fastci.topology import SYSTEM
+
+A, B, C = (f"{p}::{q}" for p, q in (TEST_A, TEST_B, TEST_C))
+
+
+def selection_of(change):
+    (selection,) = of_topic(feed(SelectionProcessor(), Store(), [*history(), change]), "selection")
+    return selection
+
+
+def audit(*events):
+    return of_topic(feed(SelectionAuditProcessor(), Store(), events), "selection-audit")
+
+
+def nightly(test_id, status, sha="1234567", run="nightly-1", **fields):
+    return result(test_id, run, repo=REPO, commit=sha, status=status, **fields)
+
+
+def test_a_failure_of_a_test_the_selection_left_out_is_a_miss_and_the_commit_is_audited_once():
+    change = commit((*ATTN, "modified"), files=("fw/attention.py",))
+    selection = selection_of(change)  # keeps test_forward, prunes test_backward, skips test_loader
+    events = audit(
+        change,
+        selection,
+        nightly(A, "failed"),  # kept: the selection caught it
+        nightly(B, "failed"),  # pruned: a miss
+        nightly(C, "error"),  # not selected: a miss
+        nightly(C, "error"),  # redelivered: nothing new
+    )
+    assert [(e.kind, e.test_id) for e in events] == [("audited", None), ("miss", B), ("miss", C)]
+    audited, pruned, skipped = events
+    assert pruned.evidence == f"pruned: its changed code was covered by {A}"
+    assert skipped.evidence.startswith("not selected: its recorded evidence executes none of the changed code")
+    assert pruned.changed_files == ("fw/attention.py",) and pruned.selection_id == selection.id
+    assert audited.saved_s == selection.metrics.saved_s and audited.kept == 1 and audited.tests_known == 3
+    assert len({e.id for e in events}) == 3
+
+
+def test_results_that_come_before_their_selection_are_judged_when_it_comes():
+    change = commit((*ATTN, "modified"))
+    events = audit(nightly(C, "failed"), nightly(A, "passed"), change, selection_of(change))
+    assert [(e.kind, e.test_id) for e in events] == [("audited", None), ("miss", C)]
+
+
+def test_a_run_all_selection_and_a_subset_run_audit_nothing():
+    everything = commit(files=("setup.cfg",))
+    assert audit(everything, selection_of(everything), nightly(C, "failed")) == []
+    change = commit((*ATTN, "modified"), sha="2345678")
+    assert audit(change, selection_of(change), nightly(A, "failed", sha="2345678")) == []
+
+
+def test_a_job_that_says_what_it_kept_is_audited_without_the_commits_selection():
+    shadow = [
+        nightly(A, "passed", sha="3456789", run="shadow-1", selected=True),
+        nightly(C, "failed", sha="3456789", run="shadow-1", selected=False),
+    ]
+    events = audit(*shadow)
+    assert [(e.kind, e.test_id) for e in events] == [("audited", None), ("miss", C)]
+    assert "the job's selection did not keep it" in events[1].evidence
+
+
+def test_a_miss_widens_the_next_selections_until_enough_clean_audited_commits():
+    processor, store = SelectionProcessor(), Store()
+    feed(processor, store, history())
+    miss = SelectionAudit(
+        repo=REPO,
+        sha="aaaaaaa",
+        kind="miss",
+        test_id=C,
+        selection_id="s",
+        result_id="r",
+        run_id="nightly-1",
+        status="failed",
+        changed_files=("fw/data.py",),
+        kept=1,
+        tests_known=3,
+        saved_s=1.0,
+    )
+    feed(processor, store, [miss])
+    (wide,) = of_topic(feed(processor, store, [commit((*ATTN, "modified"), sha="bbbbbbb")]), "selection")
+    assert {k.test_id: k.reason for k in wide.kept} == {
+        A: "executes-changed-code",
+        B: "executes-changed-code",  # no pruning while widened
+        C: "widened",  # a test of the file the missed change touched
+    }
+    assert wide.widened.startswith("widened after the miss at aaaaaaa: no pruning")
+
+    def clean(n: int) -> SelectionAudit:
+        return miss.model_copy(update={"kind": "audited", "sha": f"c{n:06d}", "test_id": None, "id": ""})
+
+    audits = [SelectionAudit.model_validate(clean(n).model_dump()) for n in range(DEFAULT_WIDEN_COMMITS)]
+    feed(processor, store, audits[:-1])
+    (still,) = of_topic(feed(processor, store, [commit((*ATTN, "modified"), sha="ccccccc")]), "selection")
+    assert still.widened and "for 1 more clean audited commit(s)" in still.widened
+    feed(processor, store, audits[-1:])
+    (normal,) = of_topic(feed(processor, store, [commit((*ATTN, "modified"), sha="ddddddd")]), "selection")
+    assert not normal.widened and [k.test_id for k in normal.kept] == [A]
+
+
+def test_a_policy_of_zero_turns_widening_off():
+    processor, store = SelectionProcessor(), Store()
+    policy = SelectionPolicy(repo=REPO, time=datetime(2026, 12, 1, tzinfo=UTC), widen_commits=0)
+    feed(processor, store, [*history(), policy])
+    miss = SelectionAudit(
+        repo=REPO,
+        sha="aaaaaaa",
+        kind="miss",
+        test_id=C,
+        selection_id="s",
+        result_id="r",
+        run_id="n",
+        status="failed",
+        changed_files=("fw/data.py",),
+        kept=1,
+        tests_known=3,
+        saved_s=0.0,
+    )
+    feed(processor, store, [miss])
+    (selection,) = of_topic(feed(processor, store, [commit((*ATTN, "modified"), sha="bbbbbbb")]), "selection")
+    assert not selection.widened and [k.test_id for k in selection.kept] == [A]
+
+
+def test_the_loop_closes_in_the_embedded_runtime(tmp_path):
+    """Selection -> nightly results -> audit miss -> a wider selection for the next commit."""
+    first = commit((*ATTN, "modified"), files=("fw/attention.py",), sha="1111111")
+    publish_embedded(tmp_path, [*history(), first])
+    EmbeddedRuntime(tmp_path, SYSTEM).run()
+    publish_embedded(tmp_path, [nightly(C, "failed", sha="1111111"), nightly(A, "passed", sha="1111111")])
+    EmbeddedRuntime(tmp_path, SYSTEM).run()
+    second = commit((*LOADER, "modified"), sha="2222222")
+    publish_embedded(tmp_path, [second])
+    EmbeddedRuntime(tmp_path, SYSTEM).run()
+    from fastci.runtime.embedded import DataDir
+    from fastci.topology import decode
+
+    log = DataDir(tmp_path).log
+    audits = [decode("selection-audit", r.payload) for r in log.topic("selection-audit").read()]
+    assert [(a.kind, a.test_id) for a in audits] == [("audited", None), ("miss", C)]
+    selections = [decode("selection", r.payload) for r in log.topic("selection").read()]
+    assert selections[-1].sha == "2222222" and selections[-1].widened
+    assert {k.test_id for k in selections[-1].kept} == {C, A, B}  # loader's test, and attention.py's tests
+
+
+def test_fastci_policy_publishes_the_policy_and_refuses_a_negative_count(tmp_path, capsys):
+    from fastci.cli.main import main
+    from fastci.runtime.embedded import DataDir
+    from fastci.topology import decode
+
+    assert main(["--data-dir", str(tmp_path), "policy", REPO, "--widen-commits", "-1"]) == 2
+    assert "--widen-commits: Input should be greater than or equal to 0" in capsys.readouterr().err
+    assert main(["--data-dir", str(tmp_path), "policy", REPO, "--widen-commits", "2"]) == 0
+    (policy,) = [decode("selection-policy", r.payload) for r in DataDir(tmp_path).log.topic("selection-policy").read()]
+    assert (policy.repo, policy.widen_commits) == (REPO, 2)
