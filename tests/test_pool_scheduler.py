@@ -7,10 +7,20 @@ from datetime import UTC, datetime, timedelta
 from factories import BUNDLE
 from processor_helpers import Store, feed
 
+from fastci.core.events import derive_id
 from fastci.fleet.events import NodeStateChanged
 from fastci.inputs import ResultEvent
+from fastci.planning.events import PlanMetrics, PlannedTest, TestPlan
 from fastci.scheduling.events import ClassPolicy, ClockTick, PoolConfig, PoolNode, ScheduleEvent
-from fastci.scheduling.processor import DEFAULT_CLASSES, PlanEntry, PoolSchedulerProcessor, job_key, shards
+from fastci.scheduling.processor import (
+    DEFAULT_CLASSES,
+    WHOLE_SUITE,
+    WHOLE_SUITE_S,
+    PlanEntry,
+    PoolSchedulerProcessor,
+    job_key,
+    shards,
+)
 from fastci.scheduling.runs import RunRequested
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -289,22 +299,46 @@ def test_class_policy_comes_from_the_config():
     assert next(e for e in out if e.action == "placed").work_class == "dev"
 
 
-def plan(name: str, entries, hardware_path: bool):
-    """A test-plan event as the scheduler reads it (issue7-plan's model lands in place of this stand-in)."""
-    from types import SimpleNamespace
-
-    from fastci.core.events import derive_id
-
-    tests = [SimpleNamespace(test_id=t, config={}, estimated_s=s, chips=c) for t, c, s in entries]
-    return SimpleNamespace(
-        TOPIC="test-plan",
-        id=derive_id("test-plan", name),
-        key="default",
-        pool="default",
+def plan(name: str, entries, hardware_path: bool, run_all: bool = False) -> TestPlan:
+    """A one-page test-plan event with these (test id, chips, estimated seconds) entries."""
+    tests = [
+        PlannedTest(
+            test_id=t,
+            reason="run-all" if run_all else "executes-changed-code",
+            risk=0.5,
+            history_risk=0.1,
+            exposure=0.5,
+            flaky_rate=0.0,
+            expected_s=s,
+            estimated_s=s,
+            chips=c,
+            saved_chip_s=0.0,
+        )
+        for t, c, s in entries
+    ]
+    total = sum(s for _, _, s in entries)
+    return TestPlan(
+        selection_id=derive_id("selection", name),
+        commit_id=derive_id("commits", name),
         repo="acme/stack",
         sha="abcdef1",
         hardware_path=hardware_path,
-        entries=tests,
+        run_all=run_all,
         page=0,
         pages=1,
+        first_rank=0,
+        entries=tests,
+        metrics=PlanMetrics(
+            tests=len(tests), expected_s=total, estimated_s=total, estimated_chip_s=0, saved_chip_s=0, shrunk=0
+        ),
     )
+
+
+def test_a_run_all_plan_with_no_known_test_places_the_whole_suite_as_one_job():
+    pool = Pool(small_pool(cpu_slots=1))
+    pool(tick(0))
+    out = pool(plan("new-repo", [], hardware_path=False, run_all=True))
+    (queued,) = [e for e in out if e.action == "queued"]
+    assert [(t.test_id, t.estimated_s) for t in queued.tests] == [(WHOLE_SUITE, WHOLE_SUITE_S)]
+    assert any(e.action == "placed" for e in out)
+    assert [e for e in pool(plan("nothing-to-run", [], hardware_path=False)) if e.action == "queued"] == []

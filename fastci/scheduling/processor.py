@@ -58,6 +58,8 @@ from fastci.scheduling.runs import RunRequested
 SEGMENT = 64  # queue entries per stored value
 LOOKAHEAD = 64  # queued jobs per class one pass considers (FIFO with backfill over this window)
 DEFAULT_ESTIMATE_S = 1800.0  # a run request that gives no estimate
+WHOLE_SUITE = "*"  # the test id of a job that runs every test the runner collects
+WHOLE_SUITE_S = 3600.0  # its estimate, when no test of the repo has a recorded duration yet
 NO_NEW_WORK = frozenset({"suspect", "quarantined", "diagnosing"})
 EVICTING = frozenset({"quarantined", "diagnosing"})
 RUN_ID = re.compile(r"^sched-([0-9a-f]{32})-([0-9]+)$")
@@ -309,14 +311,17 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
 def plan_of(event: Event) -> tuple[str, str, str | None, bool, list[PlanEntry], bool] | None:
     """(request id, repo, sha, hardware_path, entries, whole plan) of a test-plan event; None for any
     other. A plan may come in pages; ``whole plan`` is False for every page but the last."""
-    if event.TOPIC != "test-plan":
+    if not isinstance(event, TestPlan):
         return None
     entries = [PlanEntry(e.test_id, e.estimated_s, e.chips, e.config) for e in event.entries]
-    last = getattr(event, "page", 0) + 1 >= getattr(event, "pages", 1)
+    if event.run_all and not entries and event.pages == 1:
+        # Run-all means the suite, not the catalog: with no test known yet, the suite is one job.
+        entries = [PlanEntry(WHOLE_SUITE, WHOLE_SUITE_S, 0)]
+    last = event.page + 1 >= event.pages
     return (
         event.id,
         event.repo,
-        getattr(event, "sha", None),
+        event.sha,
         bool(event.hardware_path),
         entries,
         last,
