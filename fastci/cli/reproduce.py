@@ -29,10 +29,13 @@ def register(commands: Any) -> None:
 
     runner = commands.add_parser(
         "runner",
-        help="execute run requests for the qualification set on the emulated accelerator (embedded log)",
-        description="Consumes run-requested from the embedded log and publishes one result per qualify/... request it "
-        "can run, with trigger = the work class and run id <work class>-<request id>. Other tests are left to other "
-        "runners.",
+        help="execute run requests for the qualification set on the emulated accelerator",
+        description="Consumes run-requested from the embedded log (or Kafka, with --kafka) and publishes one result "
+        "per qualify/... request it can run, with trigger = the work class and run id <work class>-<request id>. "
+        "Other tests are left to other runners.",
+    )
+    runner.add_argument(
+        "--kafka", action="store_true", help="consume from and publish to Kafka (consumer group <app>-runner-<name>)"
     )
     runner.add_argument("--once", action="store_true", help="handle what is there, then exit (default: keep following)")
     runner.add_argument(
@@ -78,10 +81,15 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_runner(args: argparse.Namespace) -> int:
-    from fastci.reproduce.runner import Runner
+    from fastci.reproduce.runner import KafkaRunner, Runner
 
     node = args.node_id or os.environ.get("FASTCI_NODE_ID") or socket.gethostname()
-    runner = Runner(Path(args.data_dir), node, args.hardware_revision, args.name)
+    if args.kafka:
+        runner: Any = KafkaRunner(kafka_settings(args), node, args.hardware_revision, args.name)
+        source = f"Kafka at {runner.settings.bootstrap}"
+    else:
+        runner = Runner(Path(args.data_dir), node, args.hardware_revision, args.name)
+        source = str(args.data_dir)
 
     def report(handled) -> None:
         console.print(
@@ -95,7 +103,7 @@ def cmd_runner(args: argparse.Namespace) -> int:
         ran = sum(1 for h in handled if h.result is not None)
         console.print(f"runner {node}: {len(handled)} request(s) read, {ran} run and published", highlight=False)
         return 0
-    console.print(f"runner {node} following {args.data_dir} (Ctrl-C to stop)", highlight=False)
+    console.print(f"runner {node} following {source} (Ctrl-C to stop)", highlight=False)
     try:
         runner.follow(report)
     except KeyboardInterrupt:

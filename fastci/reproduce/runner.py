@@ -10,13 +10,16 @@ baseline bundle, throughput is gated against it again. A config that the model c
 matches (batch size, learning rate, architecture) cannot be reproduced: the runner says so and
 publishes nothing for that request.
 
-It reads the embedded log from a position of its own (``<data dir>/runner/<name>.json``), written
-after each request's result is published; a crash in between runs that request again, and the
-result, having the same id, is dropped by every consumer.
+``Runner`` reads the embedded log from a position of its own (``<data dir>/runner/<name>.json``),
+written after each request's result is published; ``KafkaRunner`` reads the broker's
+``run-requested`` in a consumer group of its own and commits each request's offset after its result
+is acknowledged. Either way a crash in between runs that request again, and the result, having the
+same id, is dropped by every consumer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -26,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fastci.core.codec import InvalidEvent
+from fastci.core.config import KafkaSettings
 from fastci.inputs import BUNDLE_LAYERS, Bundle, ResultEvent
 from fastci.producer.context import RunContext
 from fastci.qualify import runner
@@ -171,14 +175,95 @@ class Runner:
                 time.sleep(poll_s)
 
     def _handle(self, request: RunRequested) -> Handled:
-        if not request.test_id.startswith(QUALIFY_PREFIX):
-            return Handled(request, None, "skipped: not a qualification test (another runner's)")
-        if self.hardware_revision is not None and request.hardware_revision != self.hardware_revision:
-            return Handled(request, None, f"skipped: for hardware revision {request.hardware_revision}")
-        if self.node_id in request.avoid_nodes:
-            return Handled(request, None, f"skipped: asked to avoid {self.node_id}")
+        return handle(request, self.node_id, self.hardware_revision)
+
+
+def handle(request: RunRequested, node_id: str, hardware_revision: str | None) -> Handled:
+    """Run one request if it is this runner's to run (a qualification test, its hardware revision,
+    a node it is not asked to avoid); say why not otherwise."""
+    if not request.test_id.startswith(QUALIFY_PREFIX):
+        return Handled(request, None, "skipped: not a qualification test (another runner's)")
+    if hardware_revision is not None and request.hardware_revision != hardware_revision:
+        return Handled(request, None, f"skipped: for hardware revision {request.hardware_revision}")
+    if node_id in request.avoid_nodes:
+        return Handled(request, None, f"skipped: asked to avoid {node_id}")
+    try:
+        result = execute(request, node_id)
+    except NotReproducible as error:
+        return Handled(request, None, f"not reproducible: {error}")
+    return Handled(request, result, f"{result.status} (run {result.run_id})")
+
+
+class KafkaRunner:
+    """Consumes ``run-requested`` from Kafka in the consumer group ``<app id>-runner-<name>``."""
+
+    def __init__(
+        self, settings: KafkaSettings, node_id: str, hardware_revision: str | None = None, name: str | None = None
+    ) -> None:
+        self.settings = settings
+        self.node_id = node_id
+        self.hardware_revision = hardware_revision
+        self.group = f"{settings.app_id}-runner-{name or node_id}"
+
+    def run_once(self, progress: Callable[[Handled], None] | None = None) -> list[Handled]:
+        """Handle every request published up to now that this runner's group has not handled."""
+        return asyncio.run(self._consume(follow=False, progress=progress))
+
+    def follow(self, progress: Callable[[Handled], None] | None = None) -> None:
+        asyncio.run(self._consume(follow=True, progress=progress))
+
+    async def _consume(self, follow: bool, progress: Callable[[Handled], None] | None) -> list[Handled]:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+        from fastci.core.codec import encode
+        from fastci.runtime.kafka_io import ensure_topics
+
+        settings = self.settings
+        await ensure_topics(settings, [RunRequested.TOPIC, ResultEvent.TOPIC])
+        consumer = AIOKafkaConsumer(
+            settings.topic(RunRequested.TOPIC),
+            group_id=self.group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **settings.client_options(),
+        )
+        producer = AIOKafkaProducer(acks="all", enable_idempotence=True, **settings.client_options())
+        await consumer.start()
+        await producer.start()
+        handled: list[Handled] = []
         try:
-            result = execute(request, self.node_id)
-        except NotReproducible as error:
-            return Handled(request, None, f"not reproducible: {error}")
-        return Handled(request, result, f"{result.status} (run {result.run_id})")
+            ends: dict[TopicPartition, int] | None = None
+            while True:
+                batches = await consumer.getmany(timeout_ms=1000)
+                if ends is None and consumer.assignment():
+                    ends = await consumer.end_offsets(list(consumer.assignment()))
+                for tp, records in batches.items():
+                    for record in records:
+                        outcome = await self._one(record.value or b"")
+                        if outcome is not None:
+                            if outcome.result is not None:
+                                await producer.send_and_wait(
+                                    settings.topic(ResultEvent.TOPIC),
+                                    value=encode(outcome.result),
+                                    key=outcome.result.key.encode(),
+                                )
+                            handled.append(outcome)
+                            if progress:
+                                progress(outcome)
+                        await consumer.commit({tp: record.offset + 1})
+                if not follow and ends is not None:
+                    positions = [await consumer.position(tp) for tp in ends]
+                    if all(position >= ends[tp] for position, tp in zip(positions, ends)):
+                        return handled
+        finally:
+            await producer.stop()
+            await consumer.stop()
+
+    async def _one(self, payload: bytes) -> Handled | None:
+        try:
+            event = decode(RunRequested.TOPIC, payload)
+        except InvalidEvent:
+            return None  # the processors dead-letter it; nothing to run
+        assert isinstance(event, RunRequested)
+        # A run takes seconds of CPU: off the event loop, so the group's heartbeats go on.
+        return await asyncio.to_thread(handle, event, self.node_id, self.hardware_revision)
