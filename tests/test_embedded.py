@@ -128,3 +128,30 @@ def test_one_runtime_at_a_time_processes_a_data_dir_and_a_later_run_sees_what_an
     runtime.close()
     assert stats.events == 0
     assert DataDir(tmp_path).log.topic("test-status-changed").end().offset == 1
+
+
+def test_a_plain_repositorys_results_go_through_every_processor_without_a_dead_letter(tmp_path):
+    """No bundle, no hardware revision: history, flakiness, node health, selection and planning take
+    them; the stack's gates, detector and bisect leave them alone."""
+    statuses = ["passed", "failed", "flaky", "error", "passed", "failed"]
+    events = [
+        result(
+            f"tests/test_plain.py::test_{n}",
+            f"run-{run}",
+            repo="acme/plain",
+            bundle=None,
+            hardware_revision=None,
+            node_id=f"runner-{run % 3}",
+            status=statuses[(n + run) % len(statuses)],
+            duration_s=0.01,
+        )
+        for run in range(6)
+        for n in range(5)
+    ]
+    publish_embedded(tmp_path, events)
+    runtime = EmbeddedRuntime(tmp_path, SYSTEM)
+    stats = runtime.run()
+    runtime.close()
+    assert stats.by_processor["test-history"].events == len(events)
+    assert list(DataDir(tmp_path).log.topic("dead-letters").read()) == []
+    assert DataDir(tmp_path).log.topic("test-status-changed").end().offset > 0

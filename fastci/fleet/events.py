@@ -98,8 +98,8 @@ class NodeAttribution(Event):
     result_id: str = Field(max_length=64, description="The result judged.")
     cause_id: str = Field(max_length=64, description="The event whose arrival decided it.")
     test_id: Name
-    bundle: Bundle
-    hardware_revision: Name
+    bundle: Bundle | None = Field(description="The stack the runs compared share; None for a plain repository.")
+    hardware_revision: Name | None = Field(description="Their hardware revision; None for a plain repository.")
     time: Timestamp | None = Field(default=None, description="When the judged result ran.")
     failing_nodes: int = Field(default=0, ge=0, description="Distinct nodes failing the test on the bundle (window).")
     passing_nodes: int = Field(default=0, ge=0, description="Distinct other nodes passing it.")

@@ -71,8 +71,8 @@ class Failure(Record):
 class Group(Record):
     """One test on one bundle, hardware revision and config: who passed when, and what failed."""
 
-    bundle: Bundle
-    hardware_revision: str
+    bundle: Bundle | None  # None: a plain repository's runs
+    hardware_revision: str | None
     passed: dict[str, datetime | None] = Field(default_factory=dict, max_length=MAX_NODES)  # node -> newest pass
     failures: tuple[Failure, ...] = Field(default=(), max_length=MAX_FAILURES)
     metrics: tuple[str, ...] = Field(default=(), max_length=MAX_METRICS)  # those with a levels key
@@ -93,7 +93,8 @@ class AttributionState(Record):
 
 def group_digest(event: ResultEvent) -> str:
     identity = orjson.dumps(
-        [event.bundle.model_dump(), event.hardware_revision, event.config], option=orjson.OPT_SORT_KEYS
+        [event.bundle.model_dump() if event.bundle else None, event.hardware_revision, event.config],
+        option=orjson.OPT_SORT_KEYS,
     )
     return hashlib.sha256(identity).hexdigest()[:20]
 

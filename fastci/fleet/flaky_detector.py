@@ -61,9 +61,7 @@ def test_key(test_id: str) -> str:
 
 
 def outcomes_digest(event: ResultEvent) -> str:
-    identity = orjson.dumps(
-        [event.commit, event.bundle.model_dump(), event.config, event.seed], option=orjson.OPT_SORT_KEYS
-    )
+    identity = orjson.dumps([event.commit, _bundle(event), event.config, event.seed], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(identity).hexdigest()[:20]
 
 
@@ -222,3 +220,7 @@ def _verdict(event: ResultEvent, flaky: bool, rule: str, reason: str, outcomes) 
             RunOutcome(result_id=o.result_id, node_id=o.node_id, status=o.status, trigger=o.trigger) for o in outcomes
         )[-32:],
     )
+
+
+def _bundle(event: ResultEvent) -> dict | None:
+    return event.bundle.model_dump() if event.bundle is not None else None  # a plain repository names none

@@ -169,8 +169,10 @@ class _Work:
         self._reassess()
 
     def result(self, event: ResultEvent) -> None:
-        self.held = self.held.model_copy(update={"hardware_revision": event.hardware_revision, "pool": event.pool})
-        if event.status in FAILING:
+        revision = event.hardware_revision or self.held.hardware_revision
+        self.held = self.held.model_copy(update={"hardware_revision": revision, "pool": event.pool})
+        # A rerun repeats a run on its stack and hardware: a plain repository's results name neither.
+        if event.status in FAILING and event.bundle is not None and event.hardware_revision is not None:
             failed = FailedRun(
                 result_id=event.id,
                 run_id=event.run_id,

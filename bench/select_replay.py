@@ -1,0 +1,250 @@
+"""Replay a real repository's history through ``pytest --fastci-select`` itself, as CI jobs run it.
+
+Not the replay's internal selection call (``bench/selection_replay.py``): here every decision goes
+through the product's own door, the pytest plugin, its plan request and the embedded runtime in a
+data dir of the replay. At the base commit a nightly job collects evidence; then, for each
+first-parent commit C:
+
+1. the presubmit job at C: ``pytest --fastci-select --fastci-results --junitxml`` (what it ran and
+   deselected, its wall time, its summary line);
+2. mutants (``--mutants-per-commit``, of the library functions C changed, ``bench/replay_mutants.py``):
+   each amended into C (parent C^, so the job sees C's change with the fault in it), then
+   ``pytest --fastci-select -x`` (does the job fail?) and ``pytest -x`` (does the full suite?);
+3. the nightly job at C: ``pytest --fastci-select --fastci-select-mode shadow --fastci-results
+   --fastci-evidence --fastci-evidence-method tracing --junitxml``: every test (ground truth and
+   durations), fresh evidence for the next commit, and each result marked kept or not, from which
+   fastci's own audit finds the misses.
+
+Share of suite time per commit = the nightly's measured durations of the tests the presubmit job
+ran / all of them. A miss = a test that failed in the nightly and was deselected by the presubmit
+job; the audit's own count (``selection_audit``) is printed beside it.
+
+    .venv/bin/python bench/select_replay.py [--mirror PATH] [--workdir /tmp/select-replay]
+        [--commits 100] [--base SHA] [--mutants-per-commit 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from selection_replay import (
+    DEFAULT_BASE,
+    DEFAULT_MIRROR,
+    MUTANT_MEMORY_BYTES,
+    SuiteRun,
+    commit_range,
+    git,
+    mutants_for,
+    pytest_env,
+    run_pytest,
+)
+
+from fastci.runtime.embedded import DataDir
+from fastci.selection.changes import analyze_commit
+from fastci.topology import decode
+
+REPO = "more-itertools"
+HANG_FACTOR = 5  # a run taking five times the base suite's wall time is hung: the mutant is killed
+SUMMARY = re.compile(r"^fastci: (?:commit|\d+ commits) .*$", re.MULTILINE)  # the --fastci-select line
+
+
+@dataclass
+class Row:
+    sha: str
+    title: str
+    ran: set[str] = field(default_factory=set)
+    deselected: int = 0
+    run_all: bool = False
+    line: str = ""
+    job_s: float = 0.0
+    nightly_s: float = 0.0
+    mutants_s: float = 0.0
+    share: float = 1.0
+    misses: list[str] = field(default_factory=list)
+    mutants: list[tuple[str, bool, bool]] = field(default_factory=list)  # (description, job killed, full killed)
+
+
+def job(
+    checkout: Path, data: Path, trigger: str, args: list[str], junit: Path | None = None, timeout_s: float | None = None
+) -> tuple[SuiteRun, str]:
+    env = pytest_env(checkout, {"FASTCI_DATA_DIR": str(data), "FASTCI_REPO": REPO, "FASTCI_TRIGGER": trigger})
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", *args]
+    if junit is not None:
+        command.append(f"--junitxml={junit}")
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:  # a mutant that hangs the suite: killed, as a CI timeout would
+        return SuiteRun(returncode=-1, timed_out=True, wall_s=time.perf_counter() - started), ""
+    run = SuiteRun(returncode=done.returncode, wall_s=time.perf_counter() - started)
+    if junit is not None and junit.exists():
+        from selection_replay import read_junit
+
+        read_junit(junit, checkout, run)
+    line = (SUMMARY.findall(done.stdout) or [""])[-1]
+    return run, line
+
+
+def nightly(checkout: Path, data: Path, junit: Path) -> tuple[SuiteRun, str]:
+    return job(
+        checkout,
+        data,
+        "nightly",
+        [
+            "--fastci-select",
+            "--fastci-select-mode",
+            "shadow",
+            "--fastci-results",
+            "--fastci-evidence",
+            "--fastci-evidence-method",
+            "tracing",
+        ],
+        junit,
+    )
+
+
+def amend_with(checkout: Path, path: str, source: bytes) -> None:
+    (checkout / path).write_bytes(source)
+    git(
+        checkout,
+        "-c",
+        "user.name=replay",
+        "-c",
+        "user.email=replay@example.com",
+        "commit",
+        "-q",
+        "-a",
+        "--amend",
+        "--no-edit",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mirror", type=Path, default=DEFAULT_MIRROR)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/select-replay"))
+    parser.add_argument("--commits", type=int, default=100)
+    parser.add_argument("--base", default=DEFAULT_BASE)
+    parser.add_argument("--mutants-per-commit", type=int, default=2)
+    args = parser.parse_args()
+
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    args.workdir.mkdir(parents=True)
+    checkout, data, out = args.workdir / "checkout", args.workdir / "data", args.workdir / "out"
+    out.mkdir()
+    subprocess.run(["git", "clone", "-q", str(args.mirror), str(checkout)], check=True)
+    base = git(checkout, "rev-parse", args.base)
+    shas = commit_range(checkout, base, args.commits)
+    started = time.perf_counter()
+    git(checkout, "checkout", "-q", base)
+    base_run, _ = nightly(checkout, data, out / "nightly-base.xml")
+    print(f"base {base[:12]}: nightly of {len(base_run.status)} tests in {base_run.wall_s:.1f} s", flush=True)
+
+    rows: list[Row] = []
+    for number, sha in enumerate(shas, 1):
+        git(checkout, "checkout", "-q", sha)
+        title = git(checkout, "log", "-1", "--format=%s")
+        row = Row(sha, title)
+        presubmit, row.line = job(
+            checkout, data, "presubmit", ["--fastci-select", "--fastci-results"], out / f"{sha}-job.xml"
+        )
+        row.ran = set(presubmit.status)
+        row.job_s = presubmit.wall_s
+        row.run_all = "running all" in row.line
+        commit = analyze_commit(checkout, sha, REPO)
+        mutated = time.perf_counter()
+        for mutant in mutants_for(checkout, commit, args.mutants_per_commit):
+            git(checkout, "checkout", "-q", "-B", "mutant", sha)
+            amend_with(checkout, mutant.path, mutant.source)
+            limit = HANG_FACTOR * base_run.wall_s
+            killed_by_job = job(checkout, data, "dev", ["--fastci-select", "-x"], timeout_s=limit)[0].red
+            killed = run_pytest(checkout, ["-x"], timeout_s=limit, memory_limit=MUTANT_MEMORY_BYTES).red
+            row.mutants.append((mutant.description, killed_by_job, killed))
+            git(checkout, "checkout", "-q", "-f", sha)
+        row.mutants_s = time.perf_counter() - mutated
+        truth, _ = nightly(checkout, data, out / f"{sha}-nightly.xml")
+        row.nightly_s = truth.wall_s
+        total = sum(truth.duration.values()) or 1.0
+        row.share = sum(truth.duration.get(t, 0.0) for t in row.ran) / total
+        row.deselected = len(set(truth.status) - row.ran)
+        row.misses = sorted(truth.failed - row.ran)
+        rows.append(row)
+        print(
+            f"{number:3d} {sha[:10]} share {row.share:6.1%} ran {len(row.ran):3d} "
+            f"misses {len(row.misses)} mutants {sum(j for _, j, _ in row.mutants)}/{sum(k for *_, k in row.mutants)} "
+            f"job {row.job_s:4.1f} s, mutants {row.mutants_s:4.1f} s, nightly {row.nightly_s:4.1f} s "
+            f"| {row.line[len('fastci: ') :][:100]}",
+            flush=True,
+        )
+
+    audits = [decode("selection-audit", r.payload) for r in DataDir(data).log.topic("selection-audit").read()]
+    with open(out / "commits.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            ["sha", "share", "ran", "deselected", "run_all", "misses", "mutants_job", "mutants_full", "line"]
+        )
+        for r in rows:
+            writer.writerow(
+                [
+                    r.sha,
+                    f"{r.share:.4f}",
+                    len(r.ran),
+                    r.deselected,
+                    r.run_all,
+                    len(r.misses),
+                    sum(j for _, j, _ in r.mutants),
+                    sum(k for *_, k in r.mutants),
+                    r.line,
+                ]
+            )
+    killed_full = sum(k for r in rows for *_, k in r.mutants)
+    killed_job = sum(j for r in rows for _, j, k in r.mutants if k)
+    shares = [r.share for r in rows]
+    suite = sum(1 for r in rows if r.run_all)
+    print()
+    print(f"repository: {REPO}, {len(rows)} first-parent commits {shas[0][:12]}..{shas[-1][:12]} (base {base[:12]})")
+    print(f"replay took {time.perf_counter() - started:.0f} s; per-commit table in {out / 'commits.csv'}")
+    print()
+    print(
+        "| strategy | share of the suite's test time | misses (full-run failures not run) "
+        "| mutants killed / killed by the full suite |"
+    )
+    print("|---|---|---|---|")
+    mutants = f"{killed_job} / {killed_full} ({killed_job / killed_full:.0%})" if killed_full else "-"
+    print(
+        f"| pytest --fastci-select | {statistics.fmean(shares):.1%} (median {statistics.median(shares):.1%}) "
+        f"| {sum(len(r.misses) for r in rows)} | {mutants} |"
+    )
+    print(f"| run-all | 100% | 0 | {killed_full} / {killed_full} |")
+    print()
+    print(
+        f"commits that ran the whole suite: {suite} of {len(rows)}; median wall time of the presubmit job "
+        f"{statistics.median(r.job_s for r in rows):.1f} s, of the traced shadow nightly "
+        f"{statistics.median(r.nightly_s for r in rows):.1f} s"
+    )
+    print(
+        f"the audit (selection_audit): {sum(a.kind == 'audited' for a in audits)} commits audited, "
+        f"{sum(a.kind == 'miss' for a in audits)} misses"
+    )
+    for r in rows:
+        for missed in r.misses:
+            print(f"miss: {r.sha[:10]} {missed}")
+        for description, job_killed, full_killed in r.mutants:
+            if full_killed and not job_killed:
+                print(f"mutant survived the job: {r.sha[:10]} {description}")
+
+
+if __name__ == "__main__":
+    main()
