@@ -190,6 +190,15 @@ class Selector:
             return "new"
         return "skipped"
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
+        # The plan needs none of the collected tests (a docs-only change): that is a success, not
+        # pytest's "no tests collected" (exit 5), which would fail the job.
+        counts = self.counts
+        kept = counts.get("planned", 0) + counts.get("always", 0) + counts.get("new", 0)
+        if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and counts.get("skipped") and not kept:
+            session.exitstatus = pytest.ExitCode.OK
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         terminalreporter.write_line(self.line())
 
@@ -217,6 +226,8 @@ class Selector:
         if self.mode == "subset-and-rest":
             rest = counts["skipped"]
             return f"fastci: {what}: ran the plan's {kept} tests first ({kept_text}{share}), then the other {rest}"
+        if not kept:
+            return f"fastci: {what}: nothing to run: the change reaches none of the {plan.tests_known} known tests"
         return f"fastci: {what}: running {kept_text}{share}; {counts['skipped']} deselected"
 
 
