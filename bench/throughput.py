@@ -44,7 +44,7 @@ from fastci.runtime.embedded import EmbeddedRuntime, RunStats
 from fastci.runtime.kafka_io import ensure_topics, group_lag, publish, topic_partitions
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import ALL_PROCESSORS, SYSTEM, TOPICS
-from streams.app import repartition_topics
+from streams.app import internal_topics
 
 INPUTS = ["commits", "results", "evidence", "node-health"]
 PARTS = ("raw", "naive", "worker1", "worker2", "embedded", "replay")
@@ -353,9 +353,7 @@ def main() -> None:
         if f"worker{count}" not in parts:
             continue
         app = f"fastci-x{count}"
-        internal = sorted(
-            {name for p in ALL_PROCESSORS for name in repartition_topics(replace(base, app=app), p).values()}
-        )
+        internal = sorted({name for p in ALL_PROCESSORS for name in internal_topics(replace(base, app=app), p)})
         probe = None
         if count == 1 and args.probes:
 

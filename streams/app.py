@@ -19,6 +19,13 @@ every record has exactly one channel.
 faust can still deliver a record past a range it skipped around a rebalance; every
 route keeps its own position per partition (``fastci.runtime.positions``) and the agent
 seeks back when a route sees a gap.
+
+No producer's partitioner is assumed. A key's state lives in the changelog partition our own
+partitioner (murmur2, as Java's and aiokafka's) gives its owner, so a record is applied where it
+is consumed only when it sits in that partition. A record another partitioner put elsewhere
+(librdkafka's default, consistent_random, does for most keys) is forwarded to the worker's own
+topic for that input, keyed by the field its processors partition by, and applied from there; a
+topic its processors partition by another field is forwarded whole, as faust's ``group_by`` does.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from fastci.core.processor import Processor, owner_of
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.positions import Positions, Verdict, position_partition
-from fastci.topology import DEAD_LETTERS, SYSTEM, build_processors
+from fastci.topology import DEAD_LETTERS, SYSTEM, TOPICS, build_processors
 
 AGENT = "fastci"
 BATCH = 2000  # records per take; one Table write per key per batch
@@ -207,16 +214,28 @@ class Decoded:
     """A consumed record's event, decoded on first use and shared by every processor reading it
     (four read ``results`` straight from the topic): validating it once instead of four times."""
 
-    __slots__ = ("message", "_item")
+    __slots__ = ("message", "_item", "_in_place")
 
     def __init__(self, message: Any) -> None:
         self.message = message
         self._item: Event | InvalidEvent | None = None
+        self._in_place: bool | None = None
 
     def item(self, topic: str) -> Event | InvalidEvent:
         if self._item is None:
             self._item = SYSTEM.decode_or_refusal(topic, self.message.value or b"")
         return self._item
+
+    def in_place(self, topic: str, partitions: int) -> bool:
+        """Whether the record sits in the partition our partitioner gives its event's key: where the
+        state of that key lives. A record that does not decode counts as in place (it is dead-lettered
+        there; it has no state)."""
+        if self._in_place is None:
+            event = self.item(topic)
+            self._in_place = isinstance(event, InvalidEvent) or (
+                partition_of(event.key.encode(), partitions) == self.message.partition
+            )
+        return self._in_place
 
 
 RAW = faust.Schema(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
@@ -238,23 +257,43 @@ def repartition_topics(settings: KafkaSettings, processor: Processor) -> dict[st
     return {topic: internal_topic(settings, topic, field) for topic, field in sorted(processor.partition_by.items())}
 
 
+def misplaced_topics(settings: KafkaSettings, processor: Processor) -> dict[str, str]:
+    """Input topic (read by its own key) -> the internal topic its misplaced records come back through."""
+    return {
+        topic: internal_topic(settings, topic, TOPICS[topic].KEY)
+        for topic in processor.inputs
+        if topic not in processor.partition_by
+    }
+
+
+def internal_topics(settings: KafkaSettings, processor: Processor) -> list[str]:
+    """Every internal topic the processor's routes read (the worker creates them before it starts)."""
+    return sorted({*repartition_topics(settings, processor).values(), *misplaced_topics(settings, processor).values()})
+
+
 def forwarder_route(topic: str, field: str) -> str:
     return f"forward:{topic}:by-{field}"
 
 
 def route_names(settings: KafkaSettings, processor: Processor) -> list[tuple[str, str, str]]:
     """(route, wire topic it consumes, Table its positions are stored in) for each route a processor
-    needs: the forwarders of the topics it repartitions (shared by the app), then its inputs."""
+    needs: the forwarders of the topics it repartitions or may receive misplaced (shared by the app),
+    then its inputs, then the internal topics its misplaced records come back through."""
     rekeyed = repartition_topics(settings, processor)
+    misplaced = misplaced_topics(settings, processor)
+    fields = {**{t: TOPICS[t].KEY for t in misplaced}, **processor.partition_by}
     forwarders = [
-        (forwarder_route(topic, field), settings.topic(topic), FORWARDERS)
-        for topic, field in sorted(processor.partition_by.items())
+        (forwarder_route(topic, field), settings.topic(topic), FORWARDERS) for topic, field in sorted(fields.items())
     ]
     inputs = [
         (f"{processor.name}:{topic}", settings.topic(rekeyed.get(topic, topic)), processor.name)
         for topic in processor.inputs
     ]
-    return forwarders + inputs
+    returned = [
+        (f"{processor.name}:{topic}:misplaced", settings.topic(internal), processor.name)
+        for topic, internal in sorted(misplaced.items())
+    ]
+    return forwarders + inputs + returned
 
 
 def _raw_table(app: faust.App, settings: KafkaSettings, name: str) -> Any:
@@ -277,27 +316,49 @@ def _wire(
     """Add the processor's routes (its inputs, and the forwarders of topics it repartitions, unless
     another processor added them) and return its driver with the Table it persists to."""
     rekeyed = repartition_topics(settings, processor)
+    misplaced = misplaced_topics(settings, processor)
     sinks = {t: app.topic(settings.topic(t), schema=RAW) for t in (*processor.outputs, DEAD_LETTERS)}
     table = _raw_table(app, settings, processor.name)
     store = TableStore(table)
     driver = Driver(processor, store)
-    for topic, field in sorted(processor.partition_by.items()):
+    forwarded = {t: (TOPICS[t].KEY, internal, True) for t, internal in misplaced.items()}
+    forwarded |= {t: (field, rekeyed[t], False) for t, field in processor.partition_by.items()}
+    for topic, (field, internal, only_misplaced) in sorted(forwarded.items()):
         name = forwarder_route(topic, field)
         if name not in forwarders:
-            handle = _forwarder(app, settings, topic, field, rekeyed[topic])
+            handle = _forwarder(app, settings, topic, field, internal, only_misplaced)
             forwarders[name] = Route(handle, Positions(name, TableStore(forwarder_table)), forwarder_table)
             routes.setdefault(settings.topic(topic), []).append(forwarders[name])
+
+    def drive(message: Any, decoded: Decoded, topic: str, origin: Origin) -> list[Send]:
+        outputs = driver.handle_decoded(decoded.item(topic), origin)
+        return [Send(sinks[o.TOPIC], o.key.encode(), encode(o)) for o in outputs]
+
+    partitions = settings.partitions
     for topic in processor.inputs:
-        forwarded = topic in rekeyed
+        if topic in rekeyed:  # every record comes through the worker's own topic, keyed by the field
 
-        def drive(message: Any, decoded: Decoded, topic: str = topic, forwarded: bool = forwarded) -> list[Send]:
-            origin = _origin(message) if forwarded else Origin(f"{topic}/{message.partition}", message.offset)
-            outputs = driver.handle_decoded(decoded.item(topic), origin)
-            return [Send(sinks[o.TOPIC], o.key.encode(), encode(o)) for o in outputs]
+            def from_internal(message: Any, decoded: Decoded, topic: str = topic) -> list[Send]:
+                return drive(message, decoded, topic, _origin(message))
 
-        route = f"{processor.name}:{topic}"
-        wire_topic = settings.topic(rekeyed.get(topic, topic))
-        routes.setdefault(wire_topic, []).append(Route(drive, Positions(route, store), table))
+            wire = settings.topic(rekeyed[topic])
+            routes.setdefault(wire, []).append(
+                Route(from_internal, Positions(f"{processor.name}:{topic}", store), table)
+            )
+            continue
+
+        def in_place(message: Any, decoded: Decoded, topic: str = topic) -> list[Send]:
+            if not decoded.in_place(topic, partitions):
+                return []  # its forwarder sends it where its key's state is
+            return drive(message, decoded, topic, Origin(f"{topic}/{message.partition}", message.offset))
+
+        def returned(message: Any, decoded: Decoded, topic: str = topic) -> list[Send]:
+            return drive(message, decoded, topic, _origin(message))
+
+        own = Route(in_place, Positions(f"{processor.name}:{topic}", store), table)
+        back = Route(returned, Positions(f"{processor.name}:{topic}:misplaced", store), table)
+        routes.setdefault(settings.topic(topic), []).append(own)
+        routes.setdefault(settings.topic(misplaced[topic]), []).append(back)
     return driver, table
 
 
@@ -309,14 +370,18 @@ def _table_partition(key: str, partitions: int) -> int:
 
 
 def _forwarder(
-    app: faust.App, settings: KafkaSettings, topic: str, field: str, internal: str
+    app: faust.App, settings: KafkaSettings, topic: str, field: str, internal: str, only_misplaced: bool
 ) -> Callable[[Any, Decoded], list[Send]]:
     """Forward ``topic`` to ``internal``, keyed by ``field`` (faust's group_by, spelled out so the
-    bytes pass through untouched). Undecodable records keep their key; the processors reading the
-    internal topic dead-letter them."""
+    bytes pass through untouched): every record, or (``only_misplaced``) those not in the partition
+    of their key. Undecodable records keep their key; the processors reading the internal topic
+    dead-letter them."""
     sink = app.topic(settings.topic(internal), schema=RAW)
+    partitions = settings.partitions
 
     def forward(message: Any, decoded: Decoded) -> list[Send]:
+        if only_misplaced and decoded.in_place(topic, partitions):
+            return []
         value = message.value or b""
         key = _field_of(value, field)
         origin = f"{topic}/{message.partition}/{message.offset}".encode()

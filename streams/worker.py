@@ -14,7 +14,7 @@ from fastci.core.config import KafkaSettings
 from fastci.core.processor import Processor
 from fastci.runtime.kafka_io import ensure_topics
 from fastci.topology import TOPICS, build_processors
-from streams.app import create_app, repartition_topics
+from streams.app import create_app, internal_topics
 
 
 def run_worker(settings: KafkaSettings, processor_names: list[str] | None = None, loglevel: str = "warn") -> None:
@@ -22,7 +22,7 @@ def run_worker(settings: KafkaSettings, processor_names: list[str] | None = None
 
 
 def run_processors(settings: KafkaSettings, processors: list[Processor], loglevel: str = "warn") -> None:
-    internal = sorted({name for p in processors for name in repartition_topics(settings, p).values()})
+    internal = sorted({name for p in processors for name in internal_topics(settings, p)})
     asyncio.run(ensure_topics(settings, [*TOPICS, *internal]))
     app = create_app(settings, processors)
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from fastci.cli import (
     demo,
     evidence,
+    kafka,
     pipeline,
     plan,
     pool,
@@ -41,6 +42,7 @@ COMMAND_GROUPS = (
     release,
     reproduce,
     pool,
+    kafka,
     simulate,
 )
 

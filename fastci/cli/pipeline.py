@@ -114,13 +114,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from fastci.runtime.kafka_io import TopicMismatch
     from streams.worker import run_worker
 
     settings = kafka_settings(args)
     console.print(
         f"faust worker {settings.app_id} on {settings.bootstrap} (session timeout {settings.session_timeout_s:g} s)"
     )
-    run_worker(settings, args.processor, loglevel=args.log_level)
+    try:
+        run_worker(settings, args.processor, loglevel=args.log_level)
+    except TopicMismatch as mismatch:
+        raise UsageError(f"{mismatch} ('fastci kafka topics' lists every topic)") from None
     return 0
 
 

@@ -35,8 +35,10 @@ async def ensure_topics(settings: KafkaSettings, names: Iterable[str]) -> list[s
         for name, count in counts.items():
             if count != settings.partitions:
                 raise TopicMismatch(
-                    f"topic {name} has {count} partitions but FASTCI_KAFKA_PARTITIONS is {settings.partitions}; "
-                    "use the same count everywhere (or a fresh namespace)"
+                    f"topic {name} has {count} partitions but FASTCI_KAFKA_PARTITIONS is {settings.partitions}: "
+                    "state is placed by key hash modulo that count, so every fastci topic needs it; recreate the "
+                    "topic with that count (a producer that wrote first to a broker creating topics on first use "
+                    "made it with the broker's default), or set FASTCI_KAFKA_PARTITIONS for the whole deployment"
                 )
         wanted = [n for n in names if n not in existing]
         if wanted:
