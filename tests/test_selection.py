@@ -236,3 +236,31 @@ def test_deleted_and_renamed_tests_are_forgotten():
 def test_a_new_class_selects_nothing_by_itself():
     selection = selection_for(history(), commit(("fw/model.py", "Cache.<body>", "added")))
     assert selection.kept == () and not selection.run_all
+
+
+def test_a_docstring_edit_changes_no_unit_and_keeps_only_the_files_doctests(tmp_path):
+    """Docstrings are not code, except to a doctest: a docstring-only commit runs the changed file's
+    doctests and nothing else."""
+    import subprocess
+
+    from fastci.selection.changes import analyze_commit
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "fw").mkdir()
+    (tmp_path / "fw" / "attention.py").write_text('def attention(x):\n    """Scores."""\n    return x\n')
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "one")
+    (tmp_path / "fw" / "attention.py").write_text(
+        'def attention(x):\n    """Attention scores, >>> doc."""\n    return x\n'
+    )
+    git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-am", "docs")
+    change = analyze_commit(tmp_path, "HEAD", REPO)
+    assert change.changed_functions == () and [f.path for f in change.changed_files] == ["fw/attention.py"]
+    doctest = "fw/attention.py::fw.attention.attention"
+    ran = evidence(doctest, stack(("fw/attention.py", "attention")))
+    selection = selection_for([*history(), result(doctest, duration_s=0.1, repo=REPO), ran], change)
+    assert not selection.run_all and kept_ids(selection) == [doctest]
+    assert selection.kept[0].reason == "changed-test"

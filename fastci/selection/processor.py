@@ -382,6 +382,14 @@ def select(
     for tid, entry in catalog.items():
         if not entry.evidence:
             reasons[tid] = "no-evidence"
+    # A doctest is the one test a docstring is code to: a changed library file keeps its doctests.
+    changed_modules = tuple(
+        f"{f.path}::" for f in commit.changed_files if f.path.endswith(".py") and not is_test_file(f.path)
+    )
+    if changed_modules:
+        for tid, entry in catalog.items():
+            if entry.test_id.startswith(changed_modules):
+                _mark(reasons, tid, "changed-test")
     if widened:
         for path in widening.files:  # type: ignore[union-attr]
             for tid in (state.get(file_key(repo, path)) or SelectionState()).file_tests or ():

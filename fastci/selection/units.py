@@ -6,9 +6,10 @@ sampling agree), a class body (``Model.<body>``: class attributes, bases, decora
 or the module's own top-level code (``<module>``). A def's decorators belong to the
 def: changing ``@torch.no_grad()`` changes what the function does.
 
-Each unit has a *fingerprint*: its AST without positions and without the bodies of
-the units nested in it, so moving code, reformatting or editing a comment changes no
-fingerprint, and editing an inner function does not mark its outer one modified.
+Each unit has a *fingerprint*: its AST without positions, without its docstring and without
+the bodies of the units nested in it, so moving code, reformatting, editing a comment or a
+docstring changes no fingerprint, and editing an inner function does not mark its outer one
+modified. (A docstring is code only to a doctest: selection keeps a changed file's doctests.)
 """
 
 from __future__ import annotations
@@ -129,12 +130,14 @@ def _without_methods(node: ast.ClassDef) -> ast.ClassDef:
     return shape
 
 
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
 def _is_metadata(node: ast.stmt) -> bool:
     """A module docstring or a literal ``__all__``: runs no code a test could depend on. (Names
     leaving ``__all__`` can break ``import *``; change analysis compares ``exports`` for that.)"""
-    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-        return True
-    return _literal_all(node) is not None
+    return _is_docstring(node) or _literal_all(node) is not None
 
 
 def _literal_all(node: ast.stmt) -> list[str] | None:
@@ -179,6 +182,8 @@ def _fingerprint(nodes: list[ast.stmt], unit: ast.stmt | None = None) -> str:
         if unit is None and isinstance(node, _DEFS):
             continue
         copied = copy.deepcopy(node)  # the transformer edits in place; the tree is still walked
+        if isinstance(copied, _DEFS) and copied.body and _is_docstring(copied.body[0]):
+            copied.body = copied.body[1:]
         parts.append(
             ast.dump(_StripNested(copied if unit is not None else None).visit(copied), include_attributes=False)
         )
