@@ -130,13 +130,21 @@ class WorkloadEvidence(Record):
 
 
 class EvidenceEvent(Event):
-    """What one test executed during one run. Key: test_id."""
+    """What one test executed during one run (``kind`` "test"), or what one project module executed
+    while it was imported (``kind`` "import": ``test_id`` is the module's path, ``importers`` the test
+    files whose imports reach it, each of which depends on that code). Key: test_id."""
 
     TOPIC: ClassVar[str] = "evidence"
     KEY: ClassVar[str] = "test_id"
     IDENTITY: ClassVar[tuple[str, ...]] = ("test_id", "run_id")
 
-    test_id: Name
+    test_id: Name = Field(description="The test's node id, or the module's path for import evidence.")
+    kind: Literal["test", "import"] = "test"
+    importers: tuple[Name, ...] = Field(
+        default=(),
+        max_length=100_000,
+        description="Import evidence: the test files (paths) whose import closure reaches the module.",
+    )
     run_id: Name
     repo: Name = Field(description="Repository whose code the test exercised (joins with commits).")
     commit: Sha

@@ -162,10 +162,10 @@ def run_pytest(root: Path, data: Path, *args: str, **env: str) -> subprocess.Com
     )
 
 
-def evidence(data: Path) -> dict[str, dict]:
-    return {
-        doc["test_id"]: doc for doc in (orjson.loads(r.payload) for r in DataDir(data).log.topic("evidence").read())
-    }
+def evidence(data: Path, kind: str = "test") -> dict[str, dict]:
+    """The evidence events of ``kind``: each test's ("test"), or each imported module's ("import")."""
+    events = (orjson.loads(r.payload) for r in DataDir(data).log.topic("evidence").read())
+    return {doc["test_id"]: doc for doc in events if doc["kind"] == kind}
 
 
 def units(event: dict) -> set[tuple[str, str]]:
@@ -245,6 +245,15 @@ def test_tracing_records_every_call_exactly_and_shares_the_results_run_id(sample
         assert {s["count"] for s in event["stacks"]} == {1}
     results = [orjson.loads(r.payload) for r in DataDir(tmp_path / "data").log.topic("results").read()]
     assert {r["run_id"] for r in results} == {e["run_id"] for e in found.values()}  # one run, joinable
+    # What ran while modules were imported (the conftest imports pkg.mod before any test file):
+    # per module, with the test files whose imports reach it.
+    imports = evidence(tmp_path / "data", kind="import")
+    assert set(imports) == {"pkg/__init__.py", "pkg/mod.py", "tests/conftest.py", "tests/test_mod.py"}
+    assert {m: e["importers"] for m, e in imports.items()} == dict.fromkeys(imports, ["tests/test_mod.py"])
+    assert {s["stack"] for s in imports["pkg/mod.py"]["stacks"]} == {
+        "<module> (pkg/mod.py:0)",
+        "<module> (pkg/mod.py:0);Model.<body> (pkg/mod.py:24)",  # a class statement runs its body at import
+    }
 
 
 def test_when_py_spy_cannot_sample_the_tests_still_run_and_the_summary_says_why(sample, tmp_path):

@@ -42,6 +42,8 @@ def evidence_event(
     rate_hz: float | None = None,
     config: dict[str, Any] | None = None,
     workload: Any = None,
+    kind: str = "test",
+    importers: list[str] | tuple[str, ...] = (),
 ) -> EvidenceEvent:
     """The event, with its stacks shortened when it would not fit in one Kafka message."""
     if sum(len(stack) + 24 for stack, _ in stacks) > STACK_BUDGET:
@@ -57,6 +59,8 @@ def evidence_event(
         stacks=tuple(FoldedStack(stack=stack, count=count) for stack, count in stacks),
         config=config or {},
         workload=workload,
+        kind=kind,
+        importers=tuple(importers),
     )
 
 

@@ -26,6 +26,13 @@ Workload (tracing only): a test marked ``@pytest.mark.fastci_workload(scope={...
 ``fastci.evidence.dimensions.at`` gets a ``workload`` block on its evidence: its declaration and,
 per unit, the minimal (step, layer...) points it first ran at (``fastci.planning.shrink``).
 
+Import time, whatever the method: what runs while project modules are imported (conftests,
+test modules and what they import, from before the initial conftests load until collection ends)
+is traced once, and published per module as ``import`` evidence: the stacks under the module's own
+``<module>`` frame, and the test files whose imports reach it (``fastci.evidence.imports``). Such
+code runs once per process, under whichever test imported the module first, so no test's own
+evidence shows it; a change to it selects every test of those files.
+
 Events are published at the end of the session (the results plugin's spool and targets; the
 results' run id when ``--fastci-results`` is on too, so both join on it).
 """
@@ -43,6 +50,7 @@ import pytest
 METHODS = ("sampling", "tracing")
 TARGETS = ("embedded", "kafka")
 PHASES = frozenset({"setup", "call", "teardown"})
+MODULE_FRAME = "<module>"  # fastci.selection.units.MODULE: a module's own top-level code
 DEFAULT_RATE_HZ = 200.0  # see bench/evidence_overhead.py: the overhead and recall of each rate
 
 
@@ -93,6 +101,43 @@ def addoption(group: Any) -> None:
 
 
 WORKLOAD_MARKER = "fastci_workload"
+IMPORT_WINDOW = pytest.StashKey["ImportWindow"]()
+
+
+class ImportWindow:
+    """The trace of what runs while modules are imported, from the earliest hook pytest gives a
+    plugin (before the initial conftests load) until collection ends."""
+
+    def __init__(self, root: Path, cwd: Path) -> None:
+        from fastci.evidence.stacks import UnitsCache
+        from fastci.evidence.tracing import Tracer
+
+        self.root, self.cwd, self.units = root, cwd, UnitsCache()
+        self.tracer = Tracer(lambda filename: self.units.relpath(filename, root, cwd) is not None, max_stacks=50_000)
+        self.stacks: set[Any] | None = None
+
+    def start(self) -> None:
+        self.tracer.start()
+
+    def stop(self) -> set[Any]:
+        if self.stacks is None:
+            self.stacks = self.tracer.stop()
+        return self.stacks
+
+
+def early(early_config: Any) -> None:
+    """Start the import window when the session collects evidence (not in an xdist controller,
+    which imports no test module)."""
+    namespace = early_config.known_args_namespace
+    if not getattr(namespace, "fastci_evidence", False):
+        return
+    if getattr(namespace, "numprocesses", None) and not hasattr(early_config, "workerinput"):
+        return
+    root = getattr(namespace, "fastci_evidence_root", None) or _work_tree(Path(str(early_config.rootpath)))
+    window = ImportWindow(Path(root).resolve(), Path(str(early_config.invocation_params.dir)))
+    early_config.stash[IMPORT_WINDOW] = window
+    early_config.add_cleanup(window.stop)  # whatever happens to the session, tracing ends with it
+    window.start()
 
 
 def configure(config: Any) -> None:
@@ -139,6 +184,7 @@ def configure(config: Any) -> None:
         commit,
         _run_id(config),
         producer,
+        config.stash.get(IMPORT_WINDOW, None),
     )
     config.pluginmanager.register(collector, "fastci-evidence")
     collector.wrap_phases()
@@ -173,12 +219,15 @@ class EvidenceCollector:
         commit: str,
         run_id: str,
         producer: Any,
+        imports: ImportWindow | None = None,
     ) -> None:
         from fastci.evidence.stacks import UnitsCache
 
         self.method, self.rate_hz, self.nonblocking, self.root, self.cwd = method, rate_hz, nonblocking, root, cwd
         self.repo, self.commit, self.run_id, self.producer = repo, commit, run_id, producer
         self.units = UnitsCache()
+        self.imports = imports
+        self.import_evidence: list[tuple[str, list[str], list[str]]] = []  # (module, stacks, importers)
         self.test_ids: list[str] = []  # by test index (a marker's number)
         self.phase_runner: Callable[[Callable[[], Any]], Any] | None = None  # set while a test runs
         self.problem: str | None = None  # why there is no evidence, when there is none
@@ -249,6 +298,37 @@ class EvidenceCollector:
                     )
                 self._workload(item.nodeid, marker.kwargs, {})
 
+    def pytest_collection_finish(self, session: Any) -> None:
+        """End the import window: each imported module's import-time stacks, and the test files
+        whose imports reach it."""
+        if self.imports is None:
+            return
+        from fastci.evidence.imports import ImportGraph
+        from fastci.evidence.stacks import Frame, to_project_stack
+
+        window, raw_stacks = self.imports, self.imports.stop()
+        by_module: dict[str, set[str]] = {}
+        for raw in raw_stacks:
+            stack = to_project_stack([Frame("", f, n) for f, n in raw], window.root, window.units, window.cwd)
+            frames = stack.split(";") if stack else []
+            starts = [i for i, frame in enumerate(frames) if frame.startswith(f"{MODULE_FRAME} (")]
+            if starts:  # the code under the innermost module being imported ran for that import
+                module = frames[starts[-1]].rsplit(" (", 1)[1].rsplit(":", 1)[0]
+                by_module.setdefault(module, set()).add(";".join(frames[starts[-1] :]))
+        graph = ImportGraph(self.root)
+        test_files = sorted({str(Path(str(item.path)).resolve()) for item in session.items})
+        importers: dict[str, set[str]] = {}
+        for path in test_files:
+            relative = self.units.relpath(path, self.root, self.cwd)
+            if relative is None:
+                continue
+            for module in graph.closure_of_test_file(Path(path)):
+                importers.setdefault(module, set()).add(relative)
+        every_file = sorted({f for files in importers.values() for f in files})
+        for module, stacks in sorted(by_module.items()):
+            # Imported where the sources do not say (importlib, a plugin): every test may depend on it.
+            self.import_evidence.append((module, sorted(stacks), sorted(importers.get(module, every_file))))
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any):
         index = len(self.test_ids)
@@ -298,6 +378,21 @@ class EvidenceCollector:
             self.test_ids[index]: self._workload(self.test_ids[index], *declared)
             for index, declared in self._workloads.items()
         }
+        for module, module_stacks, importers in self.import_evidence:
+            self.producer.publish(
+                evidence_event(
+                    module,
+                    self.run_id,
+                    self.repo,
+                    self.commit,
+                    "tracing",
+                    [(stack, 1) for stack in module_stacks],
+                    None,
+                    {},
+                    kind="import",
+                    importers=importers,
+                )
+            )
         for test_id, (stacks, config) in self._evidence().items():
             if not stacks and self.method == "sampling":
                 self.without_evidence += 1

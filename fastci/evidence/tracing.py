@@ -78,6 +78,18 @@ class Tracer:
             node = self._parents[node]
         return tuple(reversed(frames[: self.max_depth]))
 
+    def start(self) -> None:
+        """Trace every project call from here until ``stop``, with no boundary frame: the window in
+        which modules are imported (conftests, collection), where no test phase wraps the calls."""
+        self.begin_test()
+        self._boundary = None
+        sys.setprofile(self._profile)
+
+    def stop(self) -> set[RawStack]:
+        """End ``start``'s window; its distinct stacks, root first."""
+        sys.setprofile(None)
+        return self.end_test()
+
     def run(self, func: Callable[[], T]) -> T:
         """Run ``func`` (a test phase) traced into the current test's stacks."""
         self._boundary = sys._getframe()
@@ -136,13 +148,20 @@ class Tracer:
         if caller is None or caller is boundary:
             callers = _ROOT
         else:
-            key = (self._callers.get(id(caller), _ROOT), caller.f_code.co_filename, caller.f_lineno)
+            key = (self._callers.get(id(caller), _ROOT), caller.f_code.co_filename, _line(caller))
             callers = nodes.get(key) or self._new_node(key)  # every project caller was seen called
         self._callers[id(frame)] = callers  # an id reused by a later frame is set again at its call
-        key = (callers, filename, frame.f_lineno)
+        key = (callers, filename, _line(frame))
         leaf = nodes.get(key) or self._new_node(key)
         if leaf not in self._leaves:
             if len(self._leaves) >= self.max_stacks:
                 self.overflowed = True
                 return
             self._leaves.add(leaf)
+
+
+def _line(frame: Any) -> int:
+    """The frame's line, except 0 for a module's own code: its lines run inside a decorator or a
+    class statement as often as not, and a module frame must read as ``<module>`` (import time), not
+    as the def whose decorator it is executing."""
+    return 0 if frame.f_code.co_name == "<module>" else frame.f_lineno

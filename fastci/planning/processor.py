@@ -156,6 +156,8 @@ def _config_scale(profile: WorkloadEvidence | None, config: dict) -> float:
 
 
 def _record_evidence(state: StateReader[PlanState], event: EvidenceEvent) -> dict[str, PlanState | None]:
+    if event.kind == "import":
+        return {}  # a module's import-time evidence: not a test
     key = workload_key(event.repo, event.test_id)
     writes: dict[str, PlanState | None] = {}
     if event.workload is not None:
@@ -202,7 +204,9 @@ def plan(
         kept = {k.test_id: (k.reason, k.functions, k.estimated_s) for k in selection.kept}
 
     functions = {
-        t: names for t, (reason, names, _) in kept.items() if reason in ("executes-changed-code", "module-code")
+        t: names
+        for t, (reason, names, _) in kept.items()
+        if reason in ("executes-changed-code", "module-code", "import-time")
     }
     exposure = riskmath.exposures(functions)
     unknown = sum(exposure.values()) / len(exposure) if exposure else NO_EVIDENCE_EXPOSURE

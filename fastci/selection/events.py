@@ -14,7 +14,17 @@ from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text, Time
 # seen what it executes; 'changed-test': the commit adds or edits the test function itself (a new
 # test is known to no one yet); 'non-python-change': a file that is not Python (and not docs) changed.
 # 'widened': after an audited miss, every test of the files the missed change touched runs for a while.
-Reason = Literal["executes-changed-code", "module-code", "no-evidence", "changed-test", "non-python-change", "widened"]
+# 'import-time': the change is to code that runs while a module is imported (a registration, a
+# dispatch table); every test whose imports reach that module depends on it.
+Reason = Literal[
+    "executes-changed-code",
+    "module-code",
+    "no-evidence",
+    "changed-test",
+    "non-python-change",
+    "widened",
+    "import-time",
+]
 MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)
 MAX_COVERED_BY = 8  # kept tests named per pruned test

@@ -104,6 +104,8 @@ class SelectionState(Record):
     catalog: dict[str, CatalogEntry] | None = None
     widening: Widening | None = None
     widen_commits: int | None = None
+    modules: tuple[str, ...] | None = Field(default=None, description="import unit: the modules it ran at import of")
+    importers: tuple[str, ...] | None = Field(default=None, description="module: the test files that import it")
 
 
 # compound_key(repo, kind, name), spelled out: these are built for every unit of every evidence event.
@@ -121,6 +123,14 @@ def file_key(repo: str, path: str) -> str:
 
 def catalog_key(repo: str, bucket: int) -> str:
     return f"{repo}{KEY_SEPARATOR}catalog{KEY_SEPARATOR}{bucket}"
+
+
+def import_key(repo: str, module: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}import{KEY_SEPARATOR}{module}"
+
+
+def import_unit_key(repo: str, uid: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}import-unit{KEY_SEPARATOR}{uid}"
 
 
 def widening_key(repo: str) -> str:
@@ -155,6 +165,8 @@ class SelectionProcessor(Processor[SelectionState]):
         self.run_everything = run_everything
 
     def process(self, state: StateReader[SelectionState], event: Event) -> Step[SelectionState]:
+        if isinstance(event, EvidenceEvent) and event.kind == "import":
+            return Step(writes=_record_import(state, event))
         if isinstance(event, EvidenceEvent):
             return Step(writes=_record_evidence(state, event))
         if isinstance(event, ResultEvent):
@@ -202,6 +214,23 @@ def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -
     if entry is None or not entry.evidence:  # the usual case, a test's next evidence, writes nothing here
         updated = (entry or CatalogEntry(test_id=event.test_id)).model_copy(update={"evidence": True})
         tx.set(bucket_key, _catalog_state(_with(catalog, tid, updated)))
+    return tx.writes
+
+
+def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState | None]:
+    """A module's import evidence replaces its last: the units it ran at import (their postings name
+    the module) and the test files that import it. Not a test: the catalog does not count it."""
+    units, _ = _executed(tuple(s.stack for s in event.stacks))
+    tx = Transaction(state)
+    key = import_key(event.repo, event.test_id)
+    old = tx.get(key) or SelectionState()
+    tx.set(key, _state(units={uid: () for uid in sorted(units)}, importers=tuple(event.importers)))
+    for uid in (old.units or {}).keys() | units.keys():
+        posting = import_unit_key(event.repo, uid)
+        modules = set((tx.get(posting) or SelectionState()).modules or ())
+        wanted = modules | {event.test_id} if uid in units else modules - {event.test_id}
+        if wanted != modules:
+            tx.set(posting, _state(modules=tuple(sorted(wanted))) if wanted else None)
     return tx.writes
 
 
@@ -355,16 +384,28 @@ def select(
             "audited commit(s)"
         )
     run_all_reason = "every test runs on every commit (selection off)" if run_everything else _non_python_change(commit)
+    importers = _Importers(state, repo, catalog)
     for change in commit.changed_functions:
         if change.qualname.endswith(f".{BODY}") and change.change == "added":
             continue  # a new class: no test ran it yet (its new tests are changed tests)
         if change.qualname == MODULE or change.qualname.endswith(f".{BODY}"):
-            for tid in (state.get(file_key(repo, change.path)) or SelectionState()).file_tests or ():
+            # Module code runs at import: the tests that ran code of the file, and every test whose
+            # imports reach it (a registration made at import is used by code elsewhere).
+            found = set((state.get(file_key(repo, change.path)) or SelectionState()).file_tests or ())
+            for tid in sorted(found | importers.tests_of_module(change.path)):
                 if tid in gone_ids:
                     continue
                 _mark(reasons, tid, "module-code")
                 functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
             continue
+        if change.change != "added":
+            # A function that ran while a module was imported: every test importing that module.
+            uid = short_id(unit_name(change.path, change.qualname))
+            for module in (state.get(import_unit_key(repo, uid)) or SelectionState()).modules or ():
+                for tid in sorted(importers.tests_of_module(module)):
+                    if tid not in gone_ids:
+                        _mark(reasons, tid, "import-time")
+                        functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
         test = test_of(change.path, change.qualname) if change.change != "deleted" else None
         if test is not None:
             tid = short_id(test)
@@ -467,6 +508,24 @@ def select(
         pruned=pruned_tests,
         metrics=metrics,
     )
+
+
+class _Importers:
+    """The tests whose files import a module, by its import evidence (read once per module)."""
+
+    def __init__(self, state: StateReader[SelectionState], repo: str, catalog: dict[str, CatalogEntry]) -> None:
+        self.state, self.repo, self.catalog = state, repo, catalog
+        self._by_file: dict[str, set[str]] | None = None
+
+    def tests_of_module(self, module: str) -> set[str]:
+        files = (self.state.get(import_key(self.repo, module)) or SelectionState()).importers or ()
+        if not files:
+            return set()
+        if self._by_file is None:
+            self._by_file = {}
+            for tid, entry in self.catalog.items():
+                self._by_file.setdefault(entry.test_id.split("::", 1)[0], set()).add(tid)
+        return set().union(*(self._by_file.get(path, set()) for path in files))
 
 
 def _mark(reasons: dict[str, Reason], tid: str, reason: Reason) -> None:

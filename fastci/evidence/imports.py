@@ -1,0 +1,124 @@
+"""Which project modules a test depends on through imports: the static import closure of its file.
+
+Code that runs while a module is imported (a registration decorator's body, a dispatch table being
+filled) runs once per process, under whichever test file imported the module first; every test
+whose file imports the module, directly or through other modules, depends on it all the same. So
+the closure is read from the source, not from what one session happened to execute: every
+``import`` and ``from ... import`` anywhere in the file (a function-level import counts too: it may
+run), resolved to files of the project (the repository root and ``src/``, and a test file's own
+directory, where pytest's default import mode finds sibling helpers), followed through those files,
+plus the ``conftest.py`` files pytest loads for it (its directory and every parent up to the root).
+
+A module the source names through ``importlib`` or a string is not seen; the selection's other
+rules (and the import-time stacks of the modules that are seen) still hold for it.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+SOURCE_ROOTS = (".", "src")
+
+
+class ImportGraph:
+    """Project-relative paths of the modules each file imports, transitively, with a cache."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+        self._closures: dict[Path, frozenset[str]] = {}
+
+    def closure_of_test_file(self, path: Path) -> frozenset[str]:
+        """The modules a test file depends on: its own closure and its conftests' (the file itself too)."""
+        path = Path(path).resolve()
+        found = set(self._closure(path))
+        directory = path.parent
+        while True:
+            conftest = directory / "conftest.py"
+            if conftest.is_file():
+                found |= self._closure(conftest.resolve())
+            if directory == self.root or self.root not in directory.parents:
+                break
+            directory = directory.parent
+        return frozenset(found)
+
+    def _closure(self, start: Path) -> frozenset[str]:
+        done = self._closures.get(start)
+        if done is not None:
+            return done
+        seen: set[Path] = set()
+        pending = [start]
+        while pending:
+            path = pending.pop()
+            if path in seen:
+                continue
+            seen.add(path)
+            pending.extend(p for p in _imported_files(path, self.root) if p not in seen)
+        closure = frozenset(str(p.relative_to(self.root)) for p in seen if self.root in p.parents)
+        self._closures[start] = closure
+        return closure
+
+
+@lru_cache(maxsize=4096)
+def _imported_files(path: Path, root: Path) -> tuple[Path, ...]:
+    """The project files ``path`` imports directly (each package ``__init__`` on the way included)."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    package = _package_of(path, root)
+    found: list[Path] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found += _resolve(alias.name.split("."), path, root)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the file's package, up level - 1
+                if package is None:
+                    continue
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if package else []
+                parts = base + (node.module.split(".") if node.module else [])
+            else:
+                parts = node.module.split(".") if node.module else []
+            found += _resolve(parts, path, root)
+            for alias in node.names:  # ``from pkg import sub``: sub may be a module
+                if alias.name != "*":
+                    found += _resolve([*parts, alias.name], path, root, only_last=True)
+    return tuple(dict.fromkeys(found))
+
+
+def _resolve(parts: list[str], importer: Path, root: Path, only_last: bool = False) -> list[Path]:
+    """The files ``import a.b.c`` executes: a/__init__.py, a/b/__init__.py, a/b/c.py (or its __init__)."""
+    if not parts:
+        return []
+    for base in (*(root / r for r in SOURCE_ROOTS), importer.parent):
+        files: list[Path] = []
+        directory = base
+        for index, part in enumerate(parts):
+            module, package = directory / f"{part}.py", directory / part / "__init__.py"
+            last = index == len(parts) - 1
+            if package.is_file():
+                if last or not only_last:
+                    files.append(package.resolve())
+                directory = directory / part
+            elif module.is_file() and last:
+                files.append(module.resolve())
+            elif (directory / part).is_dir() and not last:  # a namespace package
+                directory = directory / part
+            else:
+                files = []
+                break
+        if files:
+            return [f for f in files if root in f.parents]
+    return []
+
+
+def _package_of(path: Path, root: Path) -> str | None:
+    """The dotted package a file belongs to (by ``__init__.py`` files up from it), or None."""
+    parts: list[str] = []
+    directory = path.parent
+    while (directory / "__init__.py").is_file() and directory != root:
+        parts.append(directory.name)
+        directory = directory.parent
+    return ".".join(reversed(parts)) if parts else ("" if path.parent == root else None)
