@@ -57,12 +57,13 @@ TEST_A = ("tests/test_model.py", "test_forward")
 TEST_B = ("tests/test_model.py", "test_backward")
 TEST_C = ("tests/test_data.py", "test_loader")
 FORWARD = ("fw/model.py", "Model.forward")
+BLOCK = ("fw/model.py", "Block.forward")
 ATTN = ("fw/attention.py", "attention")
 LOADER = ("fw/data.py", "load")
 
 
-def selection_for(events, change: CommitEvent) -> Selection:
-    outputs = feed(SelectionProcessor(), Store(), [*events, change])
+def selection_for(events, change: CommitEvent, **settings) -> Selection:
+    outputs = feed(SelectionProcessor(**settings), Store(), [*events, change])
     (selection,) = of_topic(outputs, "selection")
     return selection
 
@@ -77,8 +78,8 @@ def history():
         result(a, duration_s=10.0, repo=REPO, chips=8),
         result(b, duration_s=30.0, repo=REPO, chips=8),
         result(c, duration_s=5.0, repo=REPO),
-        evidence(a, stack(TEST_A, FORWARD, ATTN)),
-        evidence(b, stack(TEST_B, FORWARD, ATTN)),
+        evidence(a, stack(TEST_A, FORWARD, BLOCK, ATTN)),
+        evidence(b, stack(TEST_B, FORWARD, BLOCK, ATTN)),
         evidence(c, stack(TEST_C, LOADER)),
     ]
 
@@ -99,7 +100,8 @@ def test_a_changed_function_selects_the_tests_that_ran_it_and_prunes_the_costlie
 
 def test_a_different_calling_context_keeps_both_tests():
     events = history()
-    events[4] = evidence("tests/test_model.py::test_backward", stack(TEST_B, ("fw/model.py", "Model.backward"), ATTN))
+    backward = ("fw/model.py", "Model.backward")
+    events[4] = evidence("tests/test_model.py::test_backward", stack(TEST_B, backward, BLOCK, ATTN))
     selection = selection_for(events, commit((*ATTN, "modified")))
     assert kept_ids(selection) == ["tests/test_model.py::test_forward", "tests/test_model.py::test_backward"]
     assert selection.pruned == ()
@@ -154,10 +156,30 @@ def test_the_selection_id_derives_from_the_commit():
 
 
 def test_contexts_are_the_bounded_caller_chain():
-    units, files = executions([stack(TEST_A, FORWARD, ATTN), stack(TEST_A, ATTN)])
+    units, files = executions([stack(TEST_A, FORWARD, BLOCK, ATTN), stack(TEST_A, ATTN)])
     attention = short_id(unit_name(*ATTN))
     assert len(units[attention]) == 2  # called from forward, and directly from the test
     assert files == {"tests/test_model.py", "fw/model.py", "fw/attention.py"}
+
+
+def test_a_unit_reached_through_one_wrapper_keeps_the_test_in_its_context():
+    """A thin public wrapper over a private helper: each test calling the wrapper tests the helper
+    with its own inputs (the error path only one of them takes), so neither is pruned; two library
+    frames deep, the path alone is the context, and the costlier test is pruned."""
+    wrapper = ("fw/zip.py", "zip_equal")
+    helper = ("fw/zip.py", "_zip_equal")
+    equal, unequal = ("tests/test_zip.py", "test_equal"), ("tests/test_zip.py", "test_unequal")
+    ids = [f"{p}::{q}" for p, q in (equal, unequal)]
+    events = [
+        result(ids[0], duration_s=1.0, repo=REPO),
+        result(ids[1], duration_s=2.0, repo=REPO),
+        evidence(ids[0], stack(equal, wrapper, helper)),
+        evidence(ids[1], stack(unequal, wrapper, helper)),
+    ]
+    assert kept_ids(selection_for(events, commit((*helper, "modified")))) == ids
+    assert kept_ids(selection_for(events, commit((*helper, "modified")), direct_hops=0)) == ids[:1]
+    deep = [*events[:2], *(evidence(t, stack(f, FORWARD, wrapper, helper)) for t, f in zip(ids, (equal, unequal)))]
+    assert kept_ids(selection_for(deep, commit((*helper, "modified")))) == ids[:1]
 
 
 # Pruning: the kept set covers exactly what all candidates cover, and each pruned test names

@@ -5,8 +5,11 @@ project's own frames (the collector resolves QUALNAME from the source, see
 ``fastci.selection.units``). A unit is ``PATH::QUALNAME``; its calling context in one execution
 is the chain of the ``CONTEXT_DEPTH`` units that called it, leaving out test code (test files
 and conftest.py): two tests that reach ``attention`` through ``Model.forward`` exercise it in
-the same context, whichever test function made the call; a unit a test calls directly has that
-test as its context. Ids are short hashes, so the graph
+the same context, whichever test function made the call. A unit a test calls directly, or through
+at most ``DIRECT_HOPS`` library frames (a thin public wrapper over a private helper), has the test
+in its context too: such a test exercises it with inputs of its own, and is not pruned for another
+(a pruned test that reached ``_zip_equal`` through ``zip_equal`` with unequal inputs was the only
+one to catch a fault there). Ids are short hashes, so the graph
 stores 12 hex characters per unit, test or context instead of their names.
 """
 
@@ -19,6 +22,7 @@ from collections.abc import Iterable
 from fastci.selection.units import is_test_file
 
 CONTEXT_DEPTH = 3  # callers kept per context: deep enough to tell call paths apart, bounded
+DIRECT_HOPS = 1  # library frames between a test and a unit within which the test is part of its context
 MAX_CONTEXTS = 32  # per (test, unit): a recursive or very polymorphic unit stays bounded
 
 
@@ -50,12 +54,15 @@ def _frame_unit(frame: str) -> tuple[str, str, bool] | None:
     return path, short_id(unit_name(path, qualname)), is_test_file(path)
 
 
-def executions(stacks: Iterable[str]) -> tuple[dict[str, set[str]], set[str]]:
-    """Unit id -> ids of the contexts it ran in; and the files whose code ran."""
+def executions(stacks: Iterable[str], direct_hops: int = DIRECT_HOPS) -> tuple[dict[str, set[str]], set[str]]:
+    """Unit id -> ids of the contexts it ran in; and the files whose code ran. ``direct_hops`` 0 is
+    the rule before wrappers counted as direct calls (kept to replay recordings made with it)."""
     units: dict[str, set[str]] = {}
     files: set[str] = set()
     for stack in stacks:
-        calls, paths = _stack_calls(stack) if len(stack) <= _CACHED_STACK_CHARS else _calls_of(stack)
+        calls, paths = (
+            _stack_calls(stack, direct_hops) if len(stack) <= _CACHED_STACK_CHARS else _calls_of(stack, direct_hops)
+        )
         files.update(paths)
         for uid, context in calls:
             contexts = units.setdefault(uid, set())
@@ -68,11 +75,11 @@ _CACHED_STACK_CHARS = 4096  # longer stacks are rare, and would make the cache's
 
 
 @functools.lru_cache(maxsize=1 << 14)  # a test's stacks recur run after run; parsing them was most of its cost
-def _stack_calls(stack: str) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
-    return _calls_of(stack)
+def _stack_calls(stack: str, direct_hops: int) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
+    return _calls_of(stack, direct_hops)
 
 
-def _calls_of(stack: str) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
+def _calls_of(stack: str, direct_hops: int = DIRECT_HOPS) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
     """The (unit id, context id) pairs of one folded stack, root first, and the files it ran."""
     calls: list[tuple[str, str]] = []
     files: set[str] = set()
@@ -87,10 +94,14 @@ def _calls_of(stack: str) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
         if chain and chain[-1] == uid:
             continue  # direct recursion adds no new context
         callers = chain[-CONTEXT_DEPTH:]
-        # Called straight from test code, the test itself is the context: a test that calls a
-        # function directly is testing it, with inputs of its own, and is never pruned for another
-        # such test. Reached through library code, the call path is the context.
-        calls.append((uid, short_id(";".join(callers)) if callers else short_id(f"test:{test_frame}")))
+        # Called straight from test code, or through a thin wrapper, the test is in the context: it
+        # tests the function with inputs of its own, and is never pruned for another such test.
+        # Reached through deeper library code, the call path alone is the context.
+        if len(chain) <= direct_hops:
+            context = short_id(f"test:{test_frame};{';'.join(callers)}" if callers else f"test:{test_frame}")
+        else:
+            context = short_id(";".join(callers))
+        calls.append((uid, context))
         if test_code:
             test_frame = uid
         else:

@@ -43,7 +43,7 @@ from fastci.selection.events import (
     SelectionMetrics,
     SelectionPolicy,
 )
-from fastci.selection.graph import executions, short_id, unit_name
+from fastci.selection.graph import DIRECT_HOPS, executions, short_id, unit_name
 from fastci.selection.pruning import prune
 from fastci.selection.units import BODY, MODULE, is_test_file
 
@@ -158,17 +158,20 @@ class SelectionProcessor(Processor[SelectionState]):
     state_model: ClassVar[type[Record]] = SelectionState
     partition_by = {EvidenceEvent.TOPIC: "repo", ResultEvent.TOPIC: "repo"}
 
-    def __init__(self, pruning: bool = True, run_everything: bool = False) -> None:
+    def __init__(self, pruning: bool = True, run_everything: bool = False, direct_hops: int = DIRECT_HOPS) -> None:
         """The defaults are what runs in production; the simulator's ablation turns pruning off
-        (keep every selected test) or selection off (every commit runs every known test)."""
+        (keep every selected test) or selection off (every commit runs every known test);
+        ``direct_hops`` 0 prunes as recordings made before wrappers counted as direct calls did
+        (``fastci.selection.graph``)."""
         self.pruning = pruning
         self.run_everything = run_everything
+        self.direct_hops = direct_hops
 
     def process(self, state: StateReader[SelectionState], event: Event) -> Step[SelectionState]:
         if isinstance(event, EvidenceEvent) and event.kind == "import":
             return Step(writes=_record_import(state, event))
         if isinstance(event, EvidenceEvent):
-            return Step(writes=_record_evidence(state, event))
+            return Step(writes=_record_evidence(state, event, self.direct_hops))
         if isinstance(event, ResultEvent):
             return Step(writes=_record_result(state, event))
         if isinstance(event, CommitEvent):
@@ -203,8 +206,10 @@ def _widen(state: StateReader[SelectionState], audit: SelectionAudit) -> dict[st
     return {widening_key(audit.repo): _state(widening=widened)}
 
 
-def _record_evidence(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState | None]:
-    units, files = _executed(tuple(s.stack for s in event.stacks))
+def _record_evidence(
+    state: StateReader[SelectionState], event: EvidenceEvent, direct_hops: int = DIRECT_HOPS
+) -> dict[str, SelectionState | None]:
+    units, files = _executed(tuple(s.stack for s in event.stacks), direct_hops)
     tx = Transaction(state)
     _set_evidence(tx, event.repo, event.test_id, units, files)
     tid = short_id(event.test_id)
@@ -235,9 +240,11 @@ def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> 
 
 
 @functools.lru_cache(maxsize=1024)  # a traced test's evidence repeats run after run until its code changes
-def _executed(stacks: tuple[str, ...]) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+def _executed(
+    stacks: tuple[str, ...], direct_hops: int = DIRECT_HOPS
+) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
     """Unit id -> its sorted context ids, and the files that ran; shared, never mutated."""
-    units, files = executions(stacks)
+    units, files = executions(stacks, direct_hops)
     return {u: tuple(sorted(c)) for u, c in units.items()}, frozenset(files)
 
 

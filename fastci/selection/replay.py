@@ -169,12 +169,15 @@ def load(name: str = "more-itertools") -> Replay:
     return replay
 
 
-def replay_selections(replay: Replay) -> Iterator[tuple[ReplayCommit, Event]]:
-    """Each commit with the ``selection`` the real selection processor makes for it, fed exactly
-    as the live replay fed it (Driver over an in-memory store)."""
+def replay_selections(
+    replay: Replay, processor: SelectionProcessor | None = None
+) -> Iterator[tuple[ReplayCommit, Event]]:
+    """Each commit with the ``selection`` the real selection processor (``processor``, default the
+    production one) makes for it, fed exactly as the live replay fed it (Driver over an in-memory
+    store)."""
 
     store: dict[str, bytes] = {}
-    driver = Driver(SelectionProcessor(), store)
+    driver = Driver(processor or SelectionProcessor(), store)
 
     def feed(events: Iterable[Event]) -> None:
         for event in events:
@@ -280,14 +283,15 @@ class ReplayWriter:
 # ----- checking a recording: python -m fastci.selection.replay [NAME]
 
 
-def check(name: str = "more-itertools") -> dict[str, Any]:
+def check(name: str = "more-itertools", processor: SelectionProcessor | None = None) -> dict[str, Any]:
     """Replay the recording through the real selection processor and measure what the live run
-    measured: the share of the suite's test time kept, and whether every kept set is the same."""
+    measured: the share of the suite's test time kept, whether every kept set is the same, and
+    the mutants the kept sets catch of those the full suite catches."""
     replay = load(name)
     kept_s = full_s = 0.0
     differing: list[str] = []
-    run_all = 0
-    for step, selection in replay_selections(replay):
+    run_all = caught = 0
+    for step, selection in replay_selections(replay, processor):
         durations = step.durations
         tests = set(durations)
         kept = tests if selection.run_all else {k.test_id for k in selection.kept} & tests
@@ -296,6 +300,7 @@ def check(name: str = "more-itertools") -> dict[str, Any]:
         full_s += sum(durations.values())
         if step.recorded is not None and tuple(sorted(kept)) != step.recorded.kept:
             differing.append(step.commit.sha)
+        caught += sum(1 for f in step.faults if f.failing & kept)
     faults = [f for step in replay.commits for f in step.faults]
     return {
         "commits": len(replay.commits),
@@ -306,6 +311,7 @@ def check(name: str = "more-itertools") -> dict[str, Any]:
         "differing": differing,
         "faults": len(faults),
         "faults_detected": sum(1 for f in faults if f.failing),
+        "faults_caught": caught,
         "base_tests": len(replay.base_results),
     }
 
