@@ -21,6 +21,13 @@ class ChangedFile(Record):
     path: Name
     change: Literal["added", "modified", "deleted", "renamed"]
     old_path: Name | None = Field(default=None, description="Previous path of a renamed file.")
+    effect: Literal["code", "none", "readers", "suite"] | None = Field(
+        default=None,
+        description="What the change can do to the tests, as change analysis judged it (a config or CI file "
+        "read by section): none, the tests that read the file, or the whole suite; None: not judged "
+        "(selection then goes by the file's path, fastci.selection.files).",
+    )
+    detail: Text = Field(default="", description="Why, e.g. 'only [flake8] changed in setup.cfg'.")
 
 
 class ChangedFunction(Record):
@@ -144,6 +151,12 @@ class EvidenceEvent(Event):
         default=(),
         max_length=100_000,
         description="Import evidence: the test files (paths) whose import closure reaches the module.",
+    )
+    reads: tuple[Name, ...] | None = Field(
+        default=None,
+        max_length=10_000,
+        description="Project files (not Python sources) it opened for reading, as paths; None when the "
+        "collector did not record reads (then a changed data file cannot be traced to its readers).",
     )
     run_id: Name
     repo: Name = Field(description="Repository whose code the test exercised (joins with commits).")

@@ -143,7 +143,7 @@ def test_fastci_plan_prints_json_and_node_ids_with_documented_exit_codes(tmp_pat
     repo, data = make_repo(tmp_path), tmp_path / "data"
     root = fastci_in(repo, data, "--data-dir", str(data), "plan", "--format", "lines")
     assert root.returncode == 3 and root.stdout == "", root.stderr  # the first commit adds a data file
-    assert "run everything: non-Python file changed: pkg/data/table.json" in root.stderr
+    assert "run everything: data file changed: pkg/data/table.json (no evidence yet records" in root.stderr
     edit(repo, "pkg/text.py", 'return word.upper() + "!"', 'return word.upper() + "!!"[:1]', "shout")
     first = fastci_in(repo, data, "--data-dir", str(data), "plan", "--format", "lines")
     assert first.returncode == 3 and first.stdout == "", first.stderr  # no evidence yet: run everything
@@ -223,3 +223,15 @@ def test_shadow_mode_catches_a_planted_miss_and_the_next_selection_widens(tmp_pa
     assert audits[1]["evidence"].startswith("not selected: its recorded evidence executes none of the changed code")
     report = fastci_in(repo, data, "--data-dir", str(data), "report", "nightly")
     assert "1 audited, 1 with a miss (100.0%)" in report.stdout + report.stderr
+
+
+def test_a_data_file_change_runs_only_the_tests_that_read_it_and_a_readme_runs_none(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    collect_evidence(repo, data)
+    edit(repo, "pkg/data/table.json", '"answer": 42', '"answer": 43', "a wrong value")
+    run = select(repo, data)
+    assert run.returncode == 1, run.stdout + run.stderr  # the test that reads it catches the value
+    assert "1 failed, 6 deselected" in run.stdout and "FAILED tests/test_stats.py::test_table" in run.stdout
+    edit(repo, "README.md", "# plain", "# plain: statistics", "docs")
+    readme = select(repo, data)
+    assert readme.returncode == 0 and "nothing to run" in readme.stdout, readme.stdout

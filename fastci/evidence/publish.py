@@ -44,6 +44,7 @@ def evidence_event(
     workload: Any = None,
     kind: str = "test",
     importers: list[str] | tuple[str, ...] = (),
+    reads: list[str] | tuple[str, ...] | None = None,
 ) -> EvidenceEvent:
     """The event, with its stacks shortened when it would not fit in one Kafka message."""
     if sum(len(stack) + 24 for stack, _ in stacks) > STACK_BUDGET:
@@ -61,6 +62,7 @@ def evidence_event(
         workload=workload,
         kind=kind,
         importers=tuple(importers),
+        reads=None if reads is None else tuple(reads),
     )
 
 

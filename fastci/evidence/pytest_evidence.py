@@ -109,19 +109,26 @@ class ImportWindow:
     plugin (before the initial conftests load) until collection ends."""
 
     def __init__(self, root: Path, cwd: Path) -> None:
+        from fastci.core import config as fastci_config
+        from fastci.evidence import reads
         from fastci.evidence.stacks import UnitsCache
         from fastci.evidence.tracing import Tracer
 
         self.root, self.cwd, self.units = root, cwd, UnitsCache()
         self.tracer = Tracer(lambda filename: self.units.relpath(filename, root, cwd) is not None, max_stacks=50_000)
         self.stacks: set[Any] | None = None
+        self.reads = reads.Reads(root, cwd, excluded=(str(fastci_config.data_dir()),))
+        self.reads.module_of = reads.importing_module(lambda filename: self.units.relpath(filename, root, cwd))
+        reads.install(self.reads)
 
     def start(self) -> None:
+        self.reads.importing = True
         self.tracer.start()
 
     def stop(self) -> set[Any]:
         if self.stacks is None:
             self.stacks = self.tracer.stop()
+            self.reads.importing = False
         return self.stacks
 
 
@@ -227,7 +234,16 @@ class EvidenceCollector:
         self.repo, self.commit, self.run_id, self.producer = repo, commit, run_id, producer
         self.units = UnitsCache()
         self.imports = imports
-        self.import_evidence: list[tuple[str, list[str], list[str]]] = []  # (module, stacks, importers)
+        # (module, stacks, importers, files read at import)
+        self.import_evidence: list[tuple[str, list[str], list[str], list[str]]] = []
+        if imports is not None:
+            self.reads = imports.reads
+        else:  # no import window (an xdist worker started otherwise): record the tests' reads alone
+            from fastci.core import config as fastci_config
+            from fastci.evidence import reads
+
+            self.reads = reads.Reads(root, cwd, excluded=(str(fastci_config.data_dir()),))
+            reads.install(self.reads)
         self.test_ids: list[str] = []  # by test index (a marker's number)
         self.phase_runner: Callable[[Callable[[], Any]], Any] | None = None  # set while a test runs
         self.problem: str | None = None  # why there is no evidence, when there is none
@@ -325,14 +341,19 @@ class EvidenceCollector:
             for module in graph.closure_of_test_file(Path(path)):
                 importers.setdefault(module, set()).add(relative)
         every_file = sorted({f for files in importers.values() for f in files})
-        for module, stacks in sorted(by_module.items()):
+        read_at_import = window.reads.by_module
+        for module in sorted(by_module.keys() | read_at_import.keys()):
             # Imported where the sources do not say (importlib, a plugin): every test may depend on it.
-            self.import_evidence.append((module, sorted(stacks), sorted(importers.get(module, every_file))))
+            files = sorted(importers.get(module, every_file))
+            self.import_evidence.append(
+                (module, sorted(by_module.get(module, ())), files, sorted(read_at_import.get(module, ())))
+            )
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any):
         index = len(self.test_ids)
         self.test_ids.append(item.nodeid)
+        self.reads.test = index
         workload = item.get_closest_marker(WORKLOAD_MARKER)
         if self.method == "tracing":
             self.tracer.dimensions = workload is not None  # a point per call costs: only where declared
@@ -344,6 +365,7 @@ class EvidenceCollector:
             yield
         finally:
             self.phase_runner = None
+            self.reads.test = None
             if self.method == "tracing":
                 self._traced[index] = (self.tracer.end_test(), self.tracer.overflowed)
                 if workload is not None:
@@ -378,7 +400,7 @@ class EvidenceCollector:
             self.test_ids[index]: self._workload(self.test_ids[index], *declared)
             for index, declared in self._workloads.items()
         }
-        for module, module_stacks, importers in self.import_evidence:
+        for module, module_stacks, importers, read in self.import_evidence:
             self.producer.publish(
                 evidence_event(
                     module,
@@ -391,8 +413,12 @@ class EvidenceCollector:
                     {},
                     kind="import",
                     importers=importers,
+                    reads=read,
                 )
             )
+        read_by_test: dict[str, set[str]] = {}
+        for index, test_id in enumerate(self.test_ids):
+            read_by_test.setdefault(test_id, set()).update(self.reads.by_test.get(index, ()))
         for test_id, (stacks, config) in self._evidence().items():
             if not stacks and self.method == "sampling":
                 self.without_evidence += 1
@@ -408,6 +434,7 @@ class EvidenceCollector:
                     self.rate_hz,
                     config,
                     workloads.get(test_id),
+                    reads=sorted(read_by_test.get(test_id, ())),
                 )
             )
             self.published += 1

@@ -221,7 +221,9 @@ def plan(
         counts = riskmath.weighted_counts(record.statuses if record else ())
         history = riskmath.history_risk(counts)
         flaky = riskmath.flaky_rate(counts)
-        share = {"changed-test": 1.0, "no-evidence": unknown, "run-all": 0.0}.get(reason, exposure.get(test_id, 0.0))
+        share = {"changed-test": 1.0, "reads-changed-file": 1.0, "no-evidence": unknown, "run-all": 0.0}.get(
+            reason, exposure.get(test_id, 0.0)
+        )
         expected_s = next(
             s
             for s in (record.expected_s if record else None, typical_s, selection_s, DEFAULT_DURATION_S)

@@ -15,7 +15,8 @@ from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text, Time
 # test is known to no one yet); 'non-python-change': a file that is not Python (and not docs) changed.
 # 'widened': after an audited miss, every test of the files the missed change touched runs for a while.
 # 'import-time': the change is to code that runs while a module is imported (a registration, a
-# dispatch table); every test whose imports reach that module depends on it.
+# dispatch table); every test whose imports reach that module depends on it. 'reads-changed-file':
+# the test (or a module it imports, while importing) read a data file the commit changed.
 Reason = Literal[
     "executes-changed-code",
     "module-code",
@@ -24,6 +25,7 @@ Reason = Literal[
     "non-python-change",
     "widened",
     "import-time",
+    "reads-changed-file",
 ]
 MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)

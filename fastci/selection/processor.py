@@ -22,7 +22,7 @@ cheapest set covering every changed (unit, context) pair the selection covers
 from __future__ import annotations
 
 import functools
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -43,28 +43,13 @@ from fastci.selection.events import (
     SelectionMetrics,
     SelectionPolicy,
 )
+from fastci.selection.files import effect_of
 from fastci.selection.graph import DIRECT_HOPS, executions, short_id, unit_name
 from fastci.selection.pruning import prune
 from fastci.selection.units import BODY, MODULE, is_test_file
 
 BUCKETS = 64
 DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
-# Files that never execute: documentation and type stubs (not .txt: requirements.txt matters).
-INERT_SUFFIXES = (".md", ".rst", ".pyi")
-INERT_DIRS = ("docs/", "doc/", ".github/ISSUE_TEMPLATE/")
-INERT_NAMES = (
-    "LICENSE",
-    "LICENSE.txt",
-    "AUTHORS",
-    "CHANGELOG",
-    ".gitignore",
-    ".gitattributes",
-    ".mailmap",
-    ".readthedocs.yaml",
-    ".readthedocs.yml",  # the docs build's config
-)
-
-
 RECENT_RUNS = 8  # durations kept per test; their mean is its expected duration
 
 
@@ -105,6 +90,8 @@ class SelectionState(Record):
     widening: Widening | None = None
     widen_commits: int | None = None
     modules: tuple[str, ...] | None = Field(default=None, description="import unit: the modules it ran at import of")
+    reads: tuple[str, ...] | None = Field(default=None, description="evidence: the files the test read")
+    reads_tracked: bool | None = Field(default=None, description="repo: some evidence records file reads")
     importers: tuple[str, ...] | None = Field(default=None, description="module: the test files that import it")
 
 
@@ -131,6 +118,18 @@ def import_key(repo: str, module: str) -> str:
 
 def import_unit_key(repo: str, uid: str) -> str:
     return f"{repo}{KEY_SEPARATOR}import-unit{KEY_SEPARATOR}{uid}"
+
+
+def reads_key(repo: str, path: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}reads{KEY_SEPARATOR}{path}"
+
+
+def import_reads_key(repo: str, path: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}import-reads{KEY_SEPARATOR}{path}"
+
+
+def reads_tracked_key(repo: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}reads-tracked"
 
 
 def widening_key(repo: str) -> str:
@@ -211,7 +210,9 @@ def _record_evidence(
 ) -> dict[str, SelectionState | None]:
     units, files = _executed(tuple(s.stack for s in event.stacks), direct_hops)
     tx = Transaction(state)
-    _set_evidence(tx, event.repo, event.test_id, units, files)
+    _set_evidence(tx, event.repo, event.test_id, units, files, event.reads)
+    if event.reads is not None and not (tx.get(reads_tracked_key(event.repo)) or SelectionState()).reads_tracked:
+        tx.set(reads_tracked_key(event.repo), _state(reads_tracked=True))
     tid = short_id(event.test_id)
     bucket_key = catalog_key(event.repo, bucket_of(tid))
     catalog = (tx.get(bucket_key) or SelectionState()).catalog or {}
@@ -229,7 +230,9 @@ def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> 
     tx = Transaction(state)
     key = import_key(event.repo, event.test_id)
     old = tx.get(key) or SelectionState()
-    tx.set(key, _state(units={uid: () for uid in sorted(units)}, importers=tuple(event.importers)))
+    read = tuple(sorted(set(event.reads or ())))
+    tx.set(key, _state(units={uid: () for uid in sorted(units)}, importers=tuple(event.importers), reads=read))
+    _set_postings(tx, import_reads_key, event.repo, event.test_id, set(old.reads or ()), set(read), "modules")
     for uid in (old.units or {}).keys() | units.keys():
         posting = import_unit_key(event.repo, uid)
         modules = set((tx.get(posting) or SelectionState()).modules or ())
@@ -268,12 +271,16 @@ def _set_evidence(
     test: str,
     new_units: dict[str, tuple[str, ...]],
     files: set[str] | frozenset[str],
+    reads: tuple[str, ...] | None = None,
 ) -> None:
-    """Replace what ``test`` executed, keeping the unit and file postings in step with it."""
+    """Replace what ``test`` executed (and the files it read, when recorded), keeping the unit,
+    file and read postings in step with it."""
     tid = short_id(test)
     old = tx.get(evidence_key(repo, test)) or SelectionState()
     old_units, old_files = old.units or {}, set(old.files or ())
-    tx.set(evidence_key(repo, test), _state(units=new_units, files=tuple(sorted(files))))
+    kept_reads = tuple(sorted(set(reads))) if reads else None
+    tx.set(evidence_key(repo, test), _state(units=new_units, files=tuple(sorted(files)), reads=kept_reads))
+    _set_postings(tx, reads_key, repo, tid, set(old.reads or ()), set(reads or ()), "file_tests")
     # A posting is rewritten only when its entry for this test differs: a popular unit's posting
     # lists thousands of tests, and a test's next evidence mostly repeats its last. The check reads
     # the posting itself, not the test's old evidence, so a replay after a crash that persisted only
@@ -290,6 +297,18 @@ def _set_evidence(
         if (tid in members) != (path in files):
             updated = set(members) | {tid} if path in files else set(members) - {tid}
             tx.set(key, _state(file_tests=tuple(sorted(updated))))
+
+
+def _set_postings(
+    tx: Transaction[SelectionState], key_of: Any, repo: str, member: str, old: set[str], new: set[str], field: str
+) -> None:
+    """Keep ``member`` in the ``field`` posting of exactly the paths in ``new`` (left ``old``)."""
+    for path in old | new:
+        key = key_of(repo, path)
+        members = getattr(tx.get(key) or SelectionState(), field) or ()
+        if (member in members) != (path in new):
+            updated = set(members) | {member} if path in new else set(members) - {member}
+            tx.set(key, _state(**{field: tuple(sorted(updated))}) if updated else None)
 
 
 def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> dict[str, SelectionState]:
@@ -381,6 +400,7 @@ def select(
     functions: dict[str, list[str]] = {}
     pairs: dict[str, set[tuple[str, str]]] = {}
 
+    importers = _Importers(state, repo, catalog)
     widening = (state.get(widening_key(repo)) or SelectionState()).widening
     widened = ""
     if widening is not None and widening.remaining > 0:
@@ -390,8 +410,23 @@ def select(
             f"{len(widening.files)} file(s) the missed change touched, for {widening.remaining} more clean "
             "audited commit(s)"
         )
-    run_all_reason = "every test runs on every commit (selection off)" if run_everything else _non_python_change(commit)
-    importers = _Importers(state, repo, catalog)
+    run_all_reason = "every test runs on every commit (selection off)" if run_everything else None
+    for changed in commit.changed_files if run_all_reason is None else ():
+        effect, why = effect_of(changed)
+        if effect == "suite":
+            run_all_reason = why
+            break
+        if effect != "readers":
+            continue
+        if not (state.get(reads_tracked_key(repo)) or SelectionState()).reads_tracked:
+            run_all_reason = f"data file changed: {changed.path} (no evidence yet records which tests read files)"
+            break
+        for path in {changed.path, changed.old_path or changed.path}:
+            readers = set((state.get(reads_key(repo, path)) or SelectionState()).file_tests or ())
+            for module in (state.get(import_reads_key(repo, path)) or SelectionState()).modules or ():
+                readers |= importers.tests_of_module(module)
+            for tid in sorted(readers - gone_ids):
+                _mark(reasons, tid, "reads-changed-file")
     for change in commit.changed_functions:
         if change.qualname.endswith(f".{BODY}") and change.change == "added":
             continue  # a new class: no test ran it yet (its new tests are changed tests)
@@ -553,18 +588,6 @@ def test_of(path: str, qualname: str) -> str | None:
     if not parts[-1].startswith("test"):
         return None
     return "::".join([path, *parts])
-
-
-def _non_python_change(commit: CommitEvent) -> str | None:
-    """The conservative rule: a changed file that is neither Python nor inert (documentation, type
-    stubs) may change anything (a kernel, a build file, a config), so the whole suite runs."""
-    for changed in commit.changed_files:
-        path = changed.path
-        inert = path.endswith(INERT_SUFFIXES) or path.startswith(INERT_DIRS) or path.rsplit("/", 1)[-1] in INERT_NAMES
-        if path.endswith(".py") or inert:
-            continue
-        return f"non-Python file changed: {path}"
-    return None
 
 
 def _duration(entry: CatalogEntry | None) -> float:
