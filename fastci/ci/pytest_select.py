@@ -79,7 +79,7 @@ def configure(config: Any) -> None:
     )
     if not config.getoption("fastci_select"):
         return
-    from fastci.ci.settings import SettingsError, load
+    from fastci.selection.settings import SettingsError, load
 
     root = _work_tree(Path(str(config.rootpath)))
     try:

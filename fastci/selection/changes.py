@@ -21,6 +21,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from fastci.inputs import LAYERS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
+from fastci.selection.config_changes import judge
+from fastci.selection.settings import RepoSettings, SettingsError, from_text
 from fastci.selection.units import MODULE, Units
 
 PYTHON_SUFFIX = ".py"
@@ -66,9 +68,20 @@ def analyze_commit(
     parent_list = parents.split()
     base = parent_list[0] if parent_list else _empty_tree(repo)
     diffs = _diff(repo, base, sha)
-    blobs = _read_blobs(repo, [blob for d in diffs for blob in d.python_blobs()])
+    judged = [d for d in diffs if not d.path.endswith(PYTHON_SUFFIX)]
+    settings_blob = _tree_blob(repo, sha, "pyproject.toml")
+    blobs = _read_blobs(
+        repo,
+        [blob for d in diffs for blob in d.python_blobs()]
+        + [b for d in judged for b in (d.old_blob, d.new_blob) if not _absent(b)]
+        + ([settings_blob] if settings_blob else []),
+    )
+    try:
+        settings = from_text(blobs[settings_blob].decode(), "pyproject.toml") if settings_blob else RepoSettings()
+    except (SettingsError, UnicodeDecodeError, KeyError):
+        settings = RepoSettings()  # a malformed table is the job's error to report; analysis stays safe
     try:  # a path or a title the event contract refuses (too long...) is a clear error, not a traceback
-        files = [d.changed_file() for d in diffs]
+        files = [_judged(d, blobs, settings) for d in diffs]
         functions = [
             ChangedFunction(path=d.path, qualname=qualname, change=change)
             for d in diffs
@@ -155,6 +168,23 @@ class _FileDiff:
         ]
 
 
+def _judged(diff: _FileDiff, blobs: dict[str, bytes], settings: RepoSettings) -> ChangedFile:
+    """The changed file, with what it can do to the tests when analysis can tell from its contents
+    (a config or CI file, by part) or from the repository's ``[tool.fastci] inert`` paths."""
+    changed = diff.changed_file()
+    if diff.path.endswith(PYTHON_SUFFIX):
+        return changed
+    if settings.is_inert(diff.path) and (diff.old_path == diff.path or settings.is_inert(diff.old_path)):
+        return changed.model_copy(update={"effect": "none", "detail": f"{diff.path}: inert by [tool.fastci] inert"})
+    old = None if _absent(diff.old_blob) else blobs.get(diff.old_blob)
+    new = None if _absent(diff.new_blob) else blobs.get(diff.new_blob)
+    verdict = judge(diff.path, old, new)
+    if verdict is None:
+        return changed
+    effect, detail = verdict
+    return changed.model_copy(update={"effect": effect, "detail": detail[:_MAX_TEXT]})
+
+
 def _function_changes(diff: _FileDiff, blobs: dict[str, bytes]) -> list[tuple[str, Change]]:
     if not (diff.old_is_python() or diff.new_is_python()):
         return []  # a side that is not Python (absent, a symlink, another suffix) has no units
@@ -192,6 +222,17 @@ def _resolve(repo: Path, rev: str) -> str:
     if run.returncode != 0:
         raise ChangeAnalysisError(f"unknown revision {rev!r} in {repo}: {_stderr(run)}")
     return run.stdout.decode().strip()
+
+
+def _absent(blob: str) -> bool:
+    """git's all-zero name for the side of a diff that does not exist (an added or deleted file)."""
+    return not blob.strip("0")
+
+
+def _tree_blob(repo: Path, sha: str, path: str) -> str | None:
+    """The blob of ``path`` in ``sha``'s tree, or None when it has none."""
+    run = _run(repo, "rev-parse", "--verify", "--quiet", f"{sha}:{path}")
+    return run.stdout.decode().strip() or None if run.returncode == 0 else None
 
 
 def _empty_tree(repo: Path) -> str:

@@ -3,7 +3,11 @@
 ```toml
 [tool.fastci]
 always = ["tests/test_smoke.py::*", "tests/e2e/*"]   # node-id patterns never deselected
+inert = ["benchmarks/**", "*.ipynb"]                 # paths whose changes change no test
 ```
+
+``always`` is read by the CI job (``pytest --fastci-select``), ``inert`` by change analysis, from
+the commit being analysed.
 
 A key fastci does not know, or a value of the wrong type, is refused naming the key: a typo must
 not quietly turn a safety net off.
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-KNOWN_KEYS = ("always",)
+KNOWN_KEYS = ("always", "inert")
 
 
 class SettingsError(ValueError):
@@ -27,22 +31,31 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class RepoSettings:
     always: tuple[str, ...] = ()  # fnmatch patterns of pytest node ids
+    inert: tuple[str, ...] = ()  # fnmatch patterns of repository paths
 
     def always_runs(self, node_id: str) -> bool:
         return any(fnmatch.fnmatchcase(node_id, pattern) for pattern in self.always)
+
+    def is_inert(self, path: str) -> bool:
+        return any(fnmatch.fnmatchcase(path, pattern) for pattern in self.inert)
 
 
 def load(root: Path) -> RepoSettings:
     """The settings in ``root/pyproject.toml`` (defaults when there is no file or no table)."""
     path = Path(root) / "pyproject.toml"
     try:
-        document = tomllib.loads(path.read_text())
+        return from_text(path.read_text(), str(path))
     except FileNotFoundError:
         return RepoSettings()
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise SettingsError(f"{path}: not valid TOML ({error})") from None
-    table = document.get("tool", {}).get("fastci", {})
-    return parse(table, str(path))
+
+
+def from_text(text: str, where: str = "pyproject.toml") -> RepoSettings:
+    """The settings in the text of a ``pyproject.toml``."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(f"{where}: not valid TOML ({error})") from None
+    return parse(document.get("tool", {}).get("fastci", {}), where)
 
 
 def parse(table: Any, where: str = "pyproject.toml") -> RepoSettings:
@@ -53,9 +66,10 @@ def parse(table: Any, where: str = "pyproject.toml") -> RepoSettings:
         raise SettingsError(
             f"{where}: [tool.fastci] key(s) {', '.join(unknown)}: unknown (known: {', '.join(KNOWN_KEYS)})"
         )
-    always = table.get("always", [])
-    if not isinstance(always, list) or not all(isinstance(p, str) and p for p in always):
-        raise SettingsError(
-            f"{where}: [tool.fastci] always: must be a list of pytest node-id patterns (got {always!r})"
-        )
-    return RepoSettings(always=tuple(always))
+    lists = {}
+    for key, what in (("always", "pytest node-id patterns"), ("inert", "path patterns")):
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+            raise SettingsError(f"{where}: [tool.fastci] {key}: must be a list of {what} (got {value!r})")
+        lists[key] = tuple(value)
+    return RepoSettings(**lists)

@@ -1,0 +1,270 @@
+"""Config and CI files read by section, job and target: which part of a change can alter how the
+tests run, and which cannot.
+
+A changed ``setup.cfg``, ``tox.ini``, ``pyproject.toml``, ``Makefile``, GitHub workflow or
+``.gitlab-ci.yml`` is compared part by part with its previous version. Parts that cannot change a
+test's outcome (a linter's settings, a docs or release job, a version bump, the project's
+description) change nothing; parts that can (pytest's own settings, the test job's command and
+environment, dependencies, the build) run the whole suite, and the reason names the part. A part
+fastci does not know, or a file that does not parse, runs the suite: safe by default.
+
+``judge(path, old, new)`` returns ``(effect, detail)`` with effect ``none`` or ``suite``, or None
+for a file that is not one of these (the path rules of ``fastci.selection.files`` then apply).
+"""
+
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import re
+import tomllib
+from collections.abc import Callable
+from typing import Any
+
+# What a test run reads from these files: pytest's settings, dependencies, the build, the test env.
+_INI_HARMLESS = (
+    "flake8",
+    "pycodestyle",
+    "pydocstyle",
+    "pylint*",
+    "isort",
+    "tool:isort",
+    "mypy",
+    "mypy-*",
+    "coverage:*",
+    "bdist_wheel",
+    "metadata",
+    "sdist",
+    "check-manifest",
+    "bumpversion*",
+    "codespell",
+    "doc8",
+    "build_sphinx",
+    "testenv:docs",
+    "testenv:lint*",
+    "testenv:flake8",
+    "testenv:mypy",
+    "testenv:type*",
+    "testenv:format*",
+)
+_TOML_HARMLESS = (
+    "tool.ruff*",
+    "tool.black",
+    "tool.isort",
+    "tool.mypy*",
+    "tool.pyright",
+    "tool.pylint*",
+    "tool.coverage*",
+    "tool.codespell",
+    "tool.towncrier*",
+    "tool.bumpversion*",
+    "tool.check-manifest",
+    "tool.fastci",  # read by the job itself (fastci.selection.settings)
+    "tool.interrogate",
+    "tool.pydocstyle",
+    "project.version",
+    "project.description",
+    "project.readme",
+    "project.urls",
+    "project.authors",
+    "project.maintainers",
+    "project.keywords",
+    "project.classifiers",
+    "project.license",
+    "project.license-files",
+)
+_TEST_COMMAND = re.compile(r"\b(pytest|py\.test|tox|nox|unittest|make\s+(test|check)|hatch\s+test|\.ci/run)\b")
+_GITLAB_RESERVED = ("stages", "variables", "default", "include", "workflow", "image", "services", "cache")
+_GITLAB_HARMLESS = ("stages", "workflow")
+_MAKE_TARGET = re.compile(r"^([A-Za-z0-9_./%-][A-Za-z0-9_./% -]*)\s*:(?![=:])")
+_MAKE_VARIABLE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(?:[:?+!]?=)")
+
+Verdict = tuple[str, str]
+
+
+def judge(path: str, old: bytes | None, new: bytes | None) -> Verdict | None:
+    """What a change to ``path`` (``old`` -> ``new``; None: absent) can do, or None when the file
+    is not a config or CI file read by parts."""
+    name = path.rsplit("/", 1)[-1]
+    handler: Callable[[str, str, str], Verdict] | None = None
+    if name in ("setup.cfg", "tox.ini"):
+        handler = _ini
+    elif name == "pyproject.toml":
+        handler = _pyproject
+    elif name == "Makefile" or name.endswith(".mk"):
+        handler = _makefile
+    elif fnmatch.fnmatchcase(path, ".github/workflows/*.y*ml"):
+        handler = _github_workflow
+    elif name == ".gitlab-ci.yml":
+        handler = _gitlab
+    if handler is None:
+        return None
+    if old is None or new is None:
+        return "suite", f"{path} {'added' if old is None else 'deleted'}"
+    try:
+        return handler(path, old.decode("utf-8"), new.decode("utf-8"))
+    except (ValueError, TypeError, KeyError, AttributeError, configparser.Error, tomllib.TOMLDecodeError) as error:
+        return "suite", f"{path} changed and could not be read by section ({type(error).__name__})"
+
+
+def _verdict(path: str, changed: list[str], harmful: list[str], what: str = "") -> Verdict:
+    if not changed:
+        return "none", f"{path}: nothing a test reads changed (formatting, comments)"
+    if harmful:
+        more = f" and {len(harmful) - 3} more" if len(harmful) > 3 else ""
+        return "suite", f"{path}: {what}{', '.join(harmful[:3])}{more} changed"
+    return "none", f"{path}: only {', '.join(changed[:3])} changed (nothing a test run reads)"
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+# ----- INI: setup.cfg, tox.ini
+
+
+def _ini(path: str, old: str, new: str) -> Verdict:
+    before, after = _read_ini(old), _read_ini(new)
+    changed = sorted(s for s in before.keys() | after.keys() if before.get(s) != after.get(s))
+    harmful = [s for s in changed if not _matches(s, _INI_HARMLESS)]
+    return _verdict(path, [f"[{s}]" for s in changed], [f"[{s}]" for s in harmful], "section(s) ")
+
+
+def _read_ini(text: str) -> dict[str, dict[str, str]]:
+    parser = configparser.RawConfigParser(strict=False, interpolation=None)
+    parser.read_string(text)
+    return {section: dict(parser.items(section)) for section in parser.sections()}
+
+
+# ----- pyproject.toml
+
+
+def _pyproject(path: str, old: str, new: str) -> Verdict:
+    before, after = _toml_parts(tomllib.loads(old)), _toml_parts(tomllib.loads(new))
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    harmful = [k for k in changed if not _matches(k, _TOML_HARMLESS)]
+    return _verdict(path, changed, harmful, "table(s) ")
+
+
+def _toml_parts(document: dict[str, Any]) -> dict[str, Any]:
+    """``project.dependencies``, ``tool.ruff``, ``build-system``...: top level, and one level in
+    under ``project`` and ``tool`` (where one table holds unrelated settings)."""
+    parts: dict[str, Any] = {}
+    for key, value in document.items():
+        if key in ("project", "tool") and isinstance(value, dict):
+            parts.update({f"{key}.{inner}": part for inner, part in value.items()})
+        else:
+            parts[key] = value
+    return parts
+
+
+# ----- Makefile
+
+
+def _makefile(path: str, old: str, new: str) -> Verdict:
+    before, after = _make_parts(old), _make_parts(new)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    targets = {**before, **after}
+    testing = _testing_targets({k: v for k, v in targets.items() if k.startswith("target ")})
+    harmful = [k for k in changed if not k.startswith("target ") or k in testing]
+    return _verdict(path, changed, harmful)
+
+
+def _make_parts(text: str) -> dict[str, str]:
+    """``target NAME`` -> its prerequisites and recipe; ``variable NAME`` -> its assignments; the rest
+    (conditionals, includes) as ``other``."""
+    parts: dict[str, list[str]] = {}
+    current = "other"
+    for line in text.replace("\\\n", " ").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line.startswith("\t") and current.startswith("target "):
+            parts[current].append(line.strip())
+            continue
+        variable = _MAKE_VARIABLE.match(line)
+        target = _MAKE_TARGET.match(line)
+        if variable and not target:
+            current = f"variable {variable[1]}"
+            parts.setdefault(current, []).append(line.strip())
+            current = "other"
+        elif target:
+            for name in target[1].split():
+                parts.setdefault(f"target {name}", []).append(line.strip())
+            current = f"target {target[1].split()[0]}"
+        else:
+            parts.setdefault("other", []).append(line.strip())
+            current = "other"
+    return {name: "\n".join(lines) for name, lines in parts.items()}
+
+
+def _testing_targets(targets: dict[str, str]) -> set[str]:
+    """Targets that run tests (by name or command), and every target they depend on."""
+    testing = {
+        name for name, body in targets.items() if re.search(r"test|check", name[7:]) or _TEST_COMMAND.search(body)
+    }
+    pending = list(testing)
+    while pending:
+        body = targets.get(pending.pop(), "")
+        first = body.splitlines()[0] if body else ""
+        for dependency in first.partition(":")[2].split():
+            key = f"target {dependency}"
+            if key in targets and key not in testing:
+                testing.add(key)
+                pending.append(key)
+    return testing
+
+
+# ----- CI definitions
+
+
+def _github_workflow(path: str, old: str, new: str) -> Verdict:
+    before, after = _yaml(old), _yaml(new)
+    changed: list[str] = []
+    harmful: list[str] = []
+    for key in sorted({*before, *after} - {"jobs"}, key=str):
+        if before.get(key) != after.get(key):
+            label = "on" if key is True else str(key)  # YAML 1.1 reads the key 'on' as True
+            changed.append(label)
+            if label in ("env", "defaults"):
+                harmful.append(label)
+    jobs_before, jobs_after = before.get("jobs") or {}, after.get("jobs") or {}
+    for job in sorted(jobs_before.keys() | jobs_after.keys()):
+        if jobs_before.get(job) != jobs_after.get(job):
+            changed.append(f"job {job}")
+            if _runs_tests(jobs_before.get(job)) or _runs_tests(jobs_after.get(job)):
+                harmful.append(f"the test job {job}")
+    return _verdict(path, changed, harmful)
+
+
+def _gitlab(path: str, old: str, new: str) -> Verdict:
+    before, after = _yaml(old), _yaml(new)
+    changed: list[str] = []
+    harmful: list[str] = []
+    for key in sorted(before.keys() | after.keys(), key=str):
+        if before.get(key) == after.get(key):
+            continue
+        changed.append(str(key))
+        if key in _GITLAB_RESERVED:
+            if key not in _GITLAB_HARMLESS:
+                harmful.append(str(key))
+        elif _runs_tests(before.get(key)) or _runs_tests(after.get(key)) or str(key).startswith("."):
+            harmful.append(f"the test job {key}")  # a hidden job (.name) is a template others extend
+    return _verdict(path, changed, harmful)
+
+
+def _runs_tests(job: Any) -> bool:
+    """A job whose commands run tests, or that calls another workflow (which may)."""
+    if not isinstance(job, dict):
+        return False
+    if "uses" in job:
+        return True
+    return bool(_TEST_COMMAND.search(str(job)))
+
+
+def _yaml(text: str) -> dict[Any, Any]:
+    import yaml
+
+    document = yaml.safe_load(text)
+    if not isinstance(document, dict):
+        raise ValueError("not a mapping")
+    return document
