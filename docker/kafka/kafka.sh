@@ -251,7 +251,9 @@ write_server_properties() {
     [[ "$mode" == *tls ]] && tls_properties broker
     echo "log.dirs=$DATA/logs"
     echo "num.partitions=1"
-    echo "auto.create.topics.enable=true"
+    echo "# fastci creates its topics (fastci kafka topics --apply, the worker, the producers' targets):"
+    echo "# a record for a topic nobody made is refused, not parked in a topic of the default size."
+    echo "auto.create.topics.enable=false"
     echo "offsets.topic.replication.factor=1"
     echo "offsets.topic.num.partitions=1"
     echo "transaction.state.log.replication.factor=1"
