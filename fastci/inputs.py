@@ -152,6 +152,12 @@ class EvidenceEvent(Event):
         max_length=100_000,
         description="Import evidence: the test files (paths) whose import closure reaches the module.",
     )
+    fixtures: tuple[Name, ...] = Field(
+        default=(),
+        max_length=1_000,
+        description="The project fixtures in the test's fixture closure, as 'path::qualname' of their functions: "
+        "a session- or module-scoped one runs for the first of its tests only, yet every test using it depends on it.",
+    )
     reads: tuple[Name, ...] | None = Field(
         default=None,
         max_length=10_000,

@@ -45,6 +45,7 @@ def evidence_event(
     kind: str = "test",
     importers: list[str] | tuple[str, ...] = (),
     reads: list[str] | tuple[str, ...] | None = None,
+    fixtures: list[str] | tuple[str, ...] = (),
 ) -> EvidenceEvent:
     """The event, with its stacks shortened when it would not fit in one Kafka message."""
     if sum(len(stack) + 24 for stack, _ in stacks) > STACK_BUDGET:
@@ -63,6 +64,7 @@ def evidence_event(
         kind=kind,
         importers=tuple(importers),
         reads=None if reads is None else tuple(reads),
+        fixtures=tuple(fixtures),
     )
 
 

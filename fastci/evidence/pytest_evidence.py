@@ -245,6 +245,7 @@ class EvidenceCollector:
             self.reads = reads.Reads(root, cwd, excluded=(str(fastci_config.data_dir()),))
             reads.install(self.reads)
         self.test_ids: list[str] = []  # by test index (a marker's number)
+        self.fixtures: dict[str, list[str]] = {}  # by test id: its fixture closure's project fixtures
         self.phase_runner: Callable[[Callable[[], Any]], Any] | None = None  # set while a test runs
         self.problem: str | None = None  # why there is no evidence, when there is none
         self.published = self.without_evidence = 0
@@ -353,6 +354,7 @@ class EvidenceCollector:
     def pytest_runtest_protocol(self, item: Any, nextitem: Any):
         index = len(self.test_ids)
         self.test_ids.append(item.nodeid)
+        self.fixtures.setdefault(item.nodeid, self._fixtures_of(item))
         self.reads.test = index
         workload = item.get_closest_marker(WORKLOAD_MARKER)
         if self.method == "tracing":
@@ -370,6 +372,20 @@ class EvidenceCollector:
                 self._traced[index] = (self.tracer.end_test(), self.tracer.overflowed)
                 if workload is not None:
                     self._workloads[index] = (workload.kwargs, self.tracer.points)
+
+    def _fixtures_of(self, item: Any) -> list[str]:
+        """The project fixtures in the test's closure, as units (``path::qualname`` of their functions)."""
+        info = getattr(item, "_fixtureinfo", None)  # pytest's own per-item record of its fixture closure
+        found: set[str] = set()
+        for definitions in getattr(info, "name2fixturedefs", {}).values():
+            for definition in definitions:
+                code = getattr(getattr(definition, "func", None), "__code__", None)
+                if code is None:
+                    continue
+                relative = self.units.relpath(code.co_filename, self.root, self.cwd)
+                if relative is not None:
+                    found.add(f"{relative}::{code.co_qualname}")
+        return sorted(found)
 
     def pytest_sessionfinish(self, session: Any) -> None:
         from fastci.evidence.pyspy import PySpyError
@@ -435,6 +451,7 @@ class EvidenceCollector:
                     config,
                     workloads.get(test_id),
                     reads=sorted(read_by_test.get(test_id, ())),
+                    fixtures=self.fixtures.get(test_id, ()),
                 )
             )
             self.published += 1

@@ -17,6 +17,7 @@ from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text, Time
 # 'import-time': the change is to code that runs while a module is imported (a registration, a
 # dispatch table); every test whose imports reach that module depends on it. 'reads-changed-file':
 # the test (or a module it imports, while importing) read a data file the commit changed.
+# 'uses-changed-fixture': a fixture in the test's closure changed (it may have run for another test).
 Reason = Literal[
     "executes-changed-code",
     "module-code",
@@ -26,6 +27,7 @@ Reason = Literal[
     "widened",
     "import-time",
     "reads-changed-file",
+    "uses-changed-fixture",
 ]
 MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)

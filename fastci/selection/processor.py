@@ -91,6 +91,7 @@ class SelectionState(Record):
     widen_commits: int | None = None
     modules: tuple[str, ...] | None = Field(default=None, description="import unit: the modules it ran at import of")
     reads: tuple[str, ...] | None = Field(default=None, description="evidence: the files the test read")
+    fixtures: tuple[str, ...] | None = Field(default=None, description="evidence: its fixtures' unit ids")
     reads_tracked: bool | None = Field(default=None, description="repo: some evidence records file reads")
     importers: tuple[str, ...] | None = Field(default=None, description="module: the test files that import it")
 
@@ -126,6 +127,10 @@ def reads_key(repo: str, path: str) -> str:
 
 def import_reads_key(repo: str, path: str) -> str:
     return f"{repo}{KEY_SEPARATOR}import-reads{KEY_SEPARATOR}{path}"
+
+
+def fixture_key(repo: str, uid: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}fixture{KEY_SEPARATOR}{uid}"
 
 
 def reads_tracked_key(repo: str) -> str:
@@ -210,7 +215,7 @@ def _record_evidence(
 ) -> dict[str, SelectionState | None]:
     units, files = _executed(tuple(s.stack for s in event.stacks), direct_hops)
     tx = Transaction(state)
-    _set_evidence(tx, event.repo, event.test_id, units, files, event.reads)
+    _set_evidence(tx, event.repo, event.test_id, units, files, event.reads, event.fixtures)
     if event.reads is not None and not (tx.get(reads_tracked_key(event.repo)) or SelectionState()).reads_tracked:
         tx.set(reads_tracked_key(event.repo), _state(reads_tracked=True))
     tid = short_id(event.test_id)
@@ -272,6 +277,7 @@ def _set_evidence(
     new_units: dict[str, tuple[str, ...]],
     files: set[str] | frozenset[str],
     reads: tuple[str, ...] | None = None,
+    fixtures: tuple[str, ...] = (),
 ) -> None:
     """Replace what ``test`` executed (and the files it read, when recorded), keeping the unit,
     file and read postings in step with it."""
@@ -279,8 +285,14 @@ def _set_evidence(
     old = tx.get(evidence_key(repo, test)) or SelectionState()
     old_units, old_files = old.units or {}, set(old.files or ())
     kept_reads = tuple(sorted(set(reads))) if reads else None
-    tx.set(evidence_key(repo, test), _state(units=new_units, files=tuple(sorted(files)), reads=kept_reads))
+    kept_fixtures = tuple(sorted({short_id(f) for f in fixtures})) or None
+    tx.set(
+        evidence_key(repo, test),
+        _state(units=new_units, files=tuple(sorted(files)), reads=kept_reads, fixtures=kept_fixtures),
+    )
     _set_postings(tx, reads_key, repo, tid, set(old.reads or ()), set(reads or ()), "file_tests")
+    new_fixtures = {short_id(f) for f in fixtures}
+    _set_postings(tx, fixture_key, repo, tid, set(old.fixtures or ()), new_fixtures, "file_tests")
     # A posting is rewritten only when its entry for this test differs: a popular unit's posting
     # lists thousands of tests, and a test's next evidence mostly repeats its last. The check reads
     # the posting itself, not the test's old evidence, so a replay after a crash that persisted only
@@ -441,8 +453,13 @@ def select(
                 functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
             continue
         if change.change != "added":
-            # A function that ran while a module was imported: every test importing that module.
             uid = short_id(unit_name(change.path, change.qualname))
+            # A fixture: every test whose closure uses it (a wider-scoped one ran for the first only).
+            for tid in (state.get(fixture_key(repo, uid)) or SelectionState()).file_tests or ():
+                if tid not in gone_ids:
+                    _mark(reasons, tid, "uses-changed-fixture")
+                    functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
+            # A function that ran while a module was imported: every test importing that module.
             for module in (state.get(import_unit_key(repo, uid)) or SelectionState()).modules or ():
                 for tid in sorted(importers.tests_of_module(module)):
                     if tid not in gone_ids:
