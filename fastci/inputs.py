@@ -17,17 +17,24 @@ Digest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 SignalKind = Literal["xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic", "diagnostic_started"]
 
 
+MAX_DISTRIBUTIONS = 1_000
+
+
 class ChangedFile(Record):
     path: Name
     change: Literal["added", "modified", "deleted", "renamed"]
     old_path: Name | None = Field(default=None, description="Previous path of a renamed file.")
-    effect: Literal["code", "none", "readers", "suite"] | None = Field(
+    effect: Literal["code", "none", "readers", "dependencies", "suite"] | None = Field(
         default=None,
         description="What the change can do to the tests, as change analysis judged it (a config or CI file "
-        "read by section): none, the tests that read the file, or the whole suite; None: not judged "
-        "(selection then goes by the file's path, fastci.selection.files).",
+        "read by section, dependency pins pin by pin): none, the tests that read the file, the tests that "
+        "import the changed distributions, or the whole suite; None: not judged (selection then goes by the "
+        "file's path, fastci.selection.files).",
     )
     detail: Text = Field(default="", description="Why, e.g. 'only [flake8] changed in setup.cfg'.")
+    distributions: tuple[Name, ...] = Field(
+        default=(), max_length=MAX_DISTRIBUTIONS, description="effect 'dependencies': the distributions re-pinned."
+    )
 
 
 class ChangedFunction(Record):
@@ -151,6 +158,12 @@ class EvidenceEvent(Event):
         default=(),
         max_length=100_000,
         description="Import evidence: the test files (paths) whose import closure reaches the module.",
+    )
+    distributions: tuple[Name, ...] = Field(
+        default=(),
+        max_length=10_000,
+        description="Import evidence of a test file: the third-party distributions its imports reach (normalized "
+        "names, their requirements included), so a changed pin selects the tests that import it.",
     )
     fixtures: tuple[Name, ...] = Field(
         default=(),

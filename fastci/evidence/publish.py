@@ -46,6 +46,7 @@ def evidence_event(
     importers: list[str] | tuple[str, ...] = (),
     reads: list[str] | tuple[str, ...] | None = None,
     fixtures: list[str] | tuple[str, ...] = (),
+    distributions: list[str] | tuple[str, ...] = (),
 ) -> EvidenceEvent:
     """The event, with its stacks shortened when it would not fit in one Kafka message."""
     if sum(len(stack) + 24 for stack, _ in stacks) > STACK_BUDGET:
@@ -65,6 +66,7 @@ def evidence_event(
         importers=tuple(importers),
         reads=None if reads is None else tuple(reads),
         fixtures=tuple(fixtures),
+        distributions=tuple(distributions),
     )
 
 

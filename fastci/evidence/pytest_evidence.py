@@ -234,8 +234,8 @@ class EvidenceCollector:
         self.repo, self.commit, self.run_id, self.producer = repo, commit, run_id, producer
         self.units = UnitsCache()
         self.imports = imports
-        # (module, stacks, importers, files read at import)
-        self.import_evidence: list[tuple[str, list[str], list[str], list[str]]] = []
+        # (module, stacks, importers, files read at import, distributions a test file's imports reach)
+        self.import_evidence: list[tuple[str, list[str], list[str], list[str], list[str]]] = []
         if imports is not None:
             self.reads = imports.reads
         else:  # no import window (an xdist worker started otherwise): record the tests' reads alone
@@ -335,19 +335,28 @@ class EvidenceCollector:
         graph = ImportGraph(self.root)
         test_files = sorted({str(Path(str(item.path)).resolve()) for item in session.items})
         importers: dict[str, set[str]] = {}
+        distributions: dict[str, list[str]] = {}  # test file -> the third-party distributions it reaches
         for path in test_files:
             relative = self.units.relpath(path, self.root, self.cwd)
             if relative is None:
                 continue
-            for module in graph.closure_of_test_file(Path(path)):
+            closure = graph.closure_of_test_file(Path(path))
+            distributions[relative] = sorted(graph.distributions_of(closure))
+            for module in closure:
                 importers.setdefault(module, set()).add(relative)
         every_file = sorted({f for files in importers.values() for f in files})
         read_at_import = window.reads.by_module
-        for module in sorted(by_module.keys() | read_at_import.keys()):
+        for module in sorted(by_module.keys() | read_at_import.keys() | distributions.keys()):
             # Imported where the sources do not say (importlib, a plugin): every test may depend on it.
             files = sorted(importers.get(module, every_file))
             self.import_evidence.append(
-                (module, sorted(by_module.get(module, ())), files, sorted(read_at_import.get(module, ())))
+                (
+                    module,
+                    sorted(by_module.get(module, ())),
+                    files,
+                    sorted(read_at_import.get(module, ())),
+                    distributions.get(module, []),
+                )
             )
 
     @pytest.hookimpl(hookwrapper=True)
@@ -416,7 +425,7 @@ class EvidenceCollector:
             self.test_ids[index]: self._workload(self.test_ids[index], *declared)
             for index, declared in self._workloads.items()
         }
-        for module, module_stacks, importers, read in self.import_evidence:
+        for module, module_stacks, importers, read, distributions in self.import_evidence:
             self.producer.publish(
                 evidence_event(
                     module,
@@ -430,6 +439,7 @@ class EvidenceCollector:
                     kind="import",
                     importers=importers,
                     reads=read,
+                    distributions=distributions,
                 )
             )
         read_by_test: dict[str, set[str]] = {}

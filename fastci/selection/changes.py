@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from fastci.inputs import LAYERS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
+from fastci.inputs import LAYERS, MAX_DISTRIBUTIONS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
 from fastci.selection.config_changes import judge
 from fastci.selection.settings import RepoSettings, SettingsError, from_text
 from fastci.selection.units import MODULE, Units
@@ -181,8 +181,10 @@ def _judged(diff: _FileDiff, blobs: dict[str, bytes], settings: RepoSettings) ->
     verdict = judge(diff.path, old, new)
     if verdict is None:
         return changed
-    effect, detail = verdict
-    return changed.model_copy(update={"effect": effect, "detail": detail[:_MAX_TEXT]})
+    effect, detail, distributions = verdict
+    return changed.model_copy(
+        update={"effect": effect, "detail": detail[:_MAX_TEXT], "distributions": distributions[:MAX_DISTRIBUTIONS]}
+    )
 
 
 def _function_changes(diff: _FileDiff, blobs: dict[str, bytes]) -> list[tuple[str, Change]]:

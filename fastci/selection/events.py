@@ -18,6 +18,7 @@ from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text, Time
 # dispatch table); every test whose imports reach that module depends on it. 'reads-changed-file':
 # the test (or a module it imports, while importing) read a data file the commit changed.
 # 'uses-changed-fixture': a fixture in the test's closure changed (it may have run for another test).
+# 'dependency-changed': the pin of a distribution the test's imports reach changed.
 Reason = Literal[
     "executes-changed-code",
     "module-code",
@@ -28,6 +29,7 @@ Reason = Literal[
     "import-time",
     "reads-changed-file",
     "uses-changed-fixture",
+    "dependency-changed",
 ]
 MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)

@@ -92,6 +92,7 @@ class SelectionState(Record):
     modules: tuple[str, ...] | None = Field(default=None, description="import unit: the modules it ran at import of")
     reads: tuple[str, ...] | None = Field(default=None, description="evidence: the files the test read")
     fixtures: tuple[str, ...] | None = Field(default=None, description="evidence: its fixtures' unit ids")
+    distributions: tuple[str, ...] | None = Field(default=None, description="test file: distributions it imports")
     reads_tracked: bool | None = Field(default=None, description="repo: some evidence records file reads")
     importers: tuple[str, ...] | None = Field(default=None, description="module: the test files that import it")
 
@@ -131,6 +132,14 @@ def import_reads_key(repo: str, path: str) -> str:
 
 def fixture_key(repo: str, uid: str) -> str:
     return f"{repo}{KEY_SEPARATOR}fixture{KEY_SEPARATOR}{uid}"
+
+
+def dist_key(repo: str, distribution: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}dist{KEY_SEPARATOR}{distribution}"
+
+
+def dists_tracked_key(repo: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}dists-tracked"
 
 
 def reads_tracked_key(repo: str) -> str:
@@ -236,8 +245,22 @@ def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> 
     key = import_key(event.repo, event.test_id)
     old = tx.get(key) or SelectionState()
     read = tuple(sorted(set(event.reads or ())))
-    tx.set(key, _state(units={uid: () for uid in sorted(units)}, importers=tuple(event.importers), reads=read))
+    distributions = tuple(sorted(set(event.distributions)))
+    tx.set(
+        key,
+        _state(
+            units={uid: () for uid in sorted(units)},
+            importers=tuple(event.importers),
+            reads=read,
+            distributions=distributions or None,
+        ),
+    )
     _set_postings(tx, import_reads_key, event.repo, event.test_id, set(old.reads or ()), set(read), "modules")
+    # A test file's distributions: a re-pinned one selects the tests of the files that import it.
+    old_dists, new_dists = set(old.distributions or ()), set(distributions)
+    _set_postings(tx, dist_key, event.repo, event.test_id, old_dists, new_dists, "importers")
+    if not (tx.get(dists_tracked_key(event.repo)) or SelectionState()).reads_tracked:
+        tx.set(dists_tracked_key(event.repo), _state(reads_tracked=True))
     for uid in (old.units or {}).keys() | units.keys():
         posting = import_unit_key(event.repo, uid)
         modules = set((tx.get(posting) or SelectionState()).modules or ())
@@ -428,6 +451,15 @@ def select(
         if effect == "suite":
             run_all_reason = why
             break
+        if effect == "dependencies":
+            if not (state.get(dists_tracked_key(repo)) or SelectionState()).reads_tracked:
+                run_all_reason = f"{why} (no evidence yet records which tests import which distributions)"
+                break
+            for distribution in changed.distributions:
+                files = (state.get(dist_key(repo, distribution)) or SelectionState()).importers or ()
+                for tid in sorted(importers.tests_of_files(files) - gone_ids):
+                    _mark(reasons, tid, "dependency-changed")
+            continue
         if effect != "readers":
             continue
         if not (state.get(reads_tracked_key(repo)) or SelectionState()).reads_tracked:
@@ -577,7 +609,9 @@ class _Importers:
         self._by_file: dict[str, set[str]] | None = None
 
     def tests_of_module(self, module: str) -> set[str]:
-        files = (self.state.get(import_key(self.repo, module)) or SelectionState()).importers or ()
+        return self.tests_of_files((self.state.get(import_key(self.repo, module)) or SelectionState()).importers or ())
+
+    def tests_of_files(self, files: tuple[str, ...] | list[str]) -> set[str]:
         if not files:
             return set()
         if self._by_file is None:
