@@ -24,7 +24,7 @@ class ChangedFile(Record):
     path: Name
     change: Literal["added", "modified", "deleted", "renamed"]
     old_path: Name | None = Field(default=None, description="Previous path of a renamed file.")
-    effect: Literal["code", "none", "readers", "dependencies", "suite"] | None = Field(
+    effect: Literal["code", "none", "readers", "dependencies", "extensions", "suite"] | None = Field(
         default=None,
         description="What the change can do to the tests, as change analysis judged it (a config or CI file "
         "read by section, dependency pins pin by pin): none, the tests that read the file, the tests that "
@@ -34,6 +34,12 @@ class ChangedFile(Record):
     detail: Text = Field(default="", description="Why, e.g. 'only [flake8] changed in setup.cfg'.")
     distributions: tuple[Name, ...] = Field(
         default=(), max_length=MAX_DISTRIBUTIONS, description="effect 'dependencies': the distributions re-pinned."
+    )
+    extensions: tuple[Name, ...] = Field(
+        default=(),
+        max_length=64,
+        description="effect 'extensions': path patterns of the extension modules built from this native source "
+        "([tool.fastci] build).",
     )
 
 

@@ -20,6 +20,7 @@ turn (their declared requirements), so a pin of numpy reaches a test that import
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import importlib.metadata
 import re
 import sys
@@ -164,6 +165,8 @@ def _resolve(parts: list[str], importer: Path, root: Path, only_last: bool = Fal
                 directory = directory / part
             elif module.is_file() and last:
                 files.append(module.resolve())
+            elif last and (extension := _extension(directory, part)) is not None:
+                files.append(extension)  # a compiled module (built from native source)
             elif (directory / part).is_dir() and not last:  # a namespace package
                 directory = directory / part
             else:
@@ -172,6 +175,16 @@ def _resolve(parts: list[str], importer: Path, root: Path, only_last: bool = Fal
         if files:
             return [f for f in files if root in f.parents]
     return []
+
+
+def _extension(directory: Path, name: str) -> Path | None:
+    """The extension module ``name`` in ``directory`` (``name.cpython-311-x86_64-linux-gnu.so``,
+    ``name.abi3.so``, ``name.pyd``), if one is built there."""
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = directory / f"{name}{suffix}"
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
 
 
 def _package_of(path: Path, root: Path) -> str | None:

@@ -320,6 +320,8 @@ class EvidenceCollector:
         whose imports reach it."""
         if self.imports is None:
             return
+        import importlib.machinery
+
         from fastci.evidence.imports import ImportGraph
         from fastci.evidence.stacks import Frame, to_project_stack
 
@@ -346,7 +348,9 @@ class EvidenceCollector:
                 importers.setdefault(module, set()).add(relative)
         every_file = sorted({f for files in importers.values() for f in files})
         read_at_import = window.reads.by_module
-        for module in sorted(by_module.keys() | read_at_import.keys() | distributions.keys()):
+        # Extension modules run no traced frame: their import evidence is who imports them.
+        extensions = {m for m in importers if m.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))}
+        for module in sorted(by_module.keys() | read_at_import.keys() | distributions.keys() | extensions):
             # Imported where the sources do not say (importlib, a plugin): every test may depend on it.
             files = sorted(importers.get(module, every_file))
             self.import_evidence.append(

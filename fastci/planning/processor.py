@@ -225,6 +225,7 @@ def plan(
             "changed-test": 1.0,
             "reads-changed-file": 1.0,
             "dependency-changed": 1.0,
+            "native-code-changed": 1.0,
             "no-evidence": unknown,
             "run-all": 0.0,
         }.get(reason, exposure.get(test_id, 0.0))

@@ -88,6 +88,7 @@ def analyze_commit(
             for qualname, change in _function_changes(d, blobs)
         ]
         layers = layers_of([p for f in files for p in (f.path, f.old_path) if p], layer_rules)
+        native = any(f.effect == "extensions" for f in files)  # compiled code: what runs on the accelerator
         return CommitEvent(
             repo=repo_name or _default_repo_name(repo),
             sha=sha,
@@ -98,7 +99,7 @@ def analyze_commit(
             changed_files=tuple(files),
             changed_functions=tuple(functions),
             layers=layers,
-            hardware_path=any(layer in HARDWARE_LAYERS for layer in layers),
+            hardware_path=native or any(layer in HARDWARE_LAYERS for layer in layers),
         )
     except ValidationError as error:
         raise ChangeAnalysisError(f"commit {sha} in {repo} does not make a valid commits event: {error}") from None
@@ -176,6 +177,10 @@ def _judged(diff: _FileDiff, blobs: dict[str, bytes], settings: RepoSettings) ->
         return changed
     if settings.is_inert(diff.path) and (diff.old_path == diff.path or settings.is_inert(diff.old_path)):
         return changed.model_copy(update={"effect": "none", "detail": f"{diff.path}: inert by [tool.fastci] inert"})
+    extensions = tuple(dict.fromkeys(settings.extensions_of(diff.path) + settings.extensions_of(diff.old_path)))
+    if extensions:
+        detail = f"{diff.path}: native source of {', '.join(extensions)} ([tool.fastci] build)"
+        return changed.model_copy(update={"effect": "extensions", "detail": detail, "extensions": extensions})
     old = None if _absent(diff.old_blob) else blobs.get(diff.old_blob)
     new = None if _absent(diff.new_blob) else blobs.get(diff.new_blob)
     verdict = judge(diff.path, old, new)

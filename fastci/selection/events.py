@@ -19,6 +19,7 @@ from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text, Time
 # the test (or a module it imports, while importing) read a data file the commit changed.
 # 'uses-changed-fixture': a fixture in the test's closure changed (it may have run for another test).
 # 'dependency-changed': the pin of a distribution the test's imports reach changed.
+# 'native-code-changed': native source ([tool.fastci] build) of an extension module its imports reach.
 Reason = Literal[
     "executes-changed-code",
     "module-code",
@@ -30,6 +31,7 @@ Reason = Literal[
     "reads-changed-file",
     "uses-changed-fixture",
     "dependency-changed",
+    "native-code-changed",
 ]
 MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)

@@ -21,6 +21,7 @@ cheapest set covering every changed (unit, context) pair the selection covers
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 from typing import Any, ClassVar
 
@@ -49,6 +50,7 @@ from fastci.selection.pruning import prune
 from fastci.selection.units import BODY, MODULE, is_test_file
 
 BUCKETS = 64
+EXTENSION_SUFFIXES = (".so", ".pyd")  # compiled modules (import evidence names them by file)
 DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
 RECENT_RUNS = 8  # durations kept per test; their mean is its expected duration
 
@@ -132,6 +134,10 @@ def import_reads_key(repo: str, path: str) -> str:
 
 def fixture_key(repo: str, uid: str) -> str:
     return f"{repo}{KEY_SEPARATOR}fixture{KEY_SEPARATOR}{uid}"
+
+
+def extensions_key(repo: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}extensions"
 
 
 def dist_key(repo: str, distribution: str) -> str:
@@ -256,6 +262,10 @@ def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> 
         ),
     )
     _set_postings(tx, import_reads_key, event.repo, event.test_id, set(old.reads or ()), set(read), "modules")
+    if event.test_id.endswith(EXTENSION_SUFFIXES):  # the repo's known extension modules, for the build map
+        known = set((tx.get(extensions_key(event.repo)) or SelectionState()).importers or ())
+        if event.test_id not in known:
+            tx.set(extensions_key(event.repo), _state(importers=tuple(sorted(known | {event.test_id}))))
     # A test file's distributions: a re-pinned one selects the tests of the files that import it.
     old_dists, new_dists = set(old.distributions or ()), set(distributions)
     _set_postings(tx, dist_key, event.repo, event.test_id, old_dists, new_dists, "importers")
@@ -451,6 +461,16 @@ def select(
         if effect == "suite":
             run_all_reason = why
             break
+        if effect == "extensions":
+            known = (state.get(extensions_key(repo)) or SelectionState()).importers or ()
+            built = [m for m in known if any(fnmatch.fnmatchcase(m, pattern) for pattern in changed.extensions)]
+            if not built:
+                run_all_reason = f"{why}: no evidence yet of a test importing {', '.join(changed.extensions)}"
+                break
+            for module in built:
+                for tid in sorted(importers.tests_of_module(module) - gone_ids):
+                    _mark(reasons, tid, "native-code-changed")
+            continue
         if effect == "dependencies":
             if not (state.get(dists_tracked_key(repo)) or SelectionState()).reads_tracked:
                 run_all_reason = f"{why} (no evidence yet records which tests import which distributions)"
