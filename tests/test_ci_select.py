@@ -135,7 +135,7 @@ def test_bad_options_and_settings_stop_the_job_naming_the_option(tmp_path):
     assert "--fastci-select-base: 'origin/nowhere' is not a commit of" in no_base.stderr
     commit(repo, {"pyproject.toml": "[tool.fastci]\nalways = 'tests/*'\nalwys = []\n"}, "typo")
     bad = select(repo, data)
-    assert bad.returncode == 4 and "[tool.fastci] key(s) alwys: unknown (known: always, inert)" in bad.stderr
+    assert bad.returncode == 4 and "[tool.fastci] key(s) alwys: unknown (known: always, inert, build)" in bad.stderr
     assert not (data / "log" / "results").exists()  # nothing ran
 
 
