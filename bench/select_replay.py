@@ -288,9 +288,8 @@ def main() -> None:
     shares = [r.share for r in rows]
     suite = sum(1 for r in rows if r.run_all)
     print()
-    print(
-        f"repository: {args.repo_name}, {len(rows)} first-parent commits {shas[0][:12]}..{shas[-1][:12]} (base {base[:12]})"
-    )
+    span = f"{shas[0][:12]}..{shas[-1][:12]} (base {base[:12]})"
+    print(f"repository: {args.repo_name}, {len(rows)} first-parent commits {span}")
     print(f"replay took {time.perf_counter() - started:.0f} s; per-commit table in {out / 'commits.csv'}")
     print()
     print(
