@@ -37,6 +37,7 @@ MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event sta
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)
 MAX_COVERED_BY = 8  # kept tests named per pruned test
 MAX_FUNCTIONS = 16  # changed functions named per kept test
+MAX_UNEVIDENCED_LISTED = 16  # changed units no evidence contains, named per selection
 
 
 class KeptTest(Record):
@@ -72,8 +73,19 @@ class SelectionMetrics(Record):
     changed_units: int = Field(ge=0)
     pairs_covered_by_all: int = Field(ge=0, description="Changed (function, context) pairs the full suite executes.")
     pairs_covered_by_kept: int = Field(ge=0)
+    unevidenced_units: int = Field(
+        default=0,
+        ge=0,
+        description="Changed units no test's evidence shows running (at test time, import or as a fixture).",
+    )
+    unevidenced: tuple[Name, ...] = Field(
+        default=(), max_length=MAX_UNEVIDENCED_LISTED, description="The first of them, as 'path::qualname'."
+    )
     coverage_retention: FiniteFloat = Field(
-        ge=0, le=1, description="pairs_covered_by_kept / pairs_covered_by_all (1 when the suite covers none)."
+        ge=0,
+        le=1,
+        description="pairs_covered_by_kept / (pairs_covered_by_all + unevidenced_units): a changed unit no "
+        "evidence contains is a pair nobody covers (1 when nothing is to cover, or everything runs).",
     )
 
 

@@ -36,6 +36,7 @@ from fastci.selection.events import (
     MAX_FUNCTIONS,
     MAX_KEPT,
     MAX_PRUNED_LISTED,
+    MAX_UNEVIDENCED_LISTED,
     KeptTest,
     PrunedTest,
     Reason,
@@ -491,6 +492,7 @@ def select(
                 readers |= importers.tests_of_module(module)
             for tid in sorted(readers - gone_ids):
                 _mark(reasons, tid, "reads-changed-file")
+    unevidenced: list[str] = []  # changed units no evidence shows running
     for change in commit.changed_functions:
         if change.qualname.endswith(f".{BODY}") and change.change == "added":
             continue  # a new class: no test ran it yet (its new tests are changed tests)
@@ -525,12 +527,20 @@ def select(
         if change.change == "added":
             continue  # nothing ran it yet: the tests that call it changed too (or are new), and select
         uid = short_id(unit_name(change.path, change.qualname))
-        for tid, contexts in ((state.get(unit_key(repo, uid)) or SelectionState()).tests or {}).items():
+        posting = (state.get(unit_key(repo, uid)) or SelectionState()).tests or {}
+        for tid, contexts in posting.items():
             if tid in gone_ids:
                 continue
             _mark(reasons, tid, "executes-changed-code")
             functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
             pairs.setdefault(tid, set()).update((uid, context) for context in contexts)
+        if not posting and not is_test_file(change.path) and not _evidenced_elsewhere(state, repo, uid):
+            # A blind spot: no test's evidence ran it, at test time, at import or as a fixture. It is
+            # named, counts against coverage, and every test whose imports reach its module runs.
+            unevidenced.append(unit_name(change.path, change.qualname))
+            for tid in sorted(importers.tests_of_module(change.path) - gone_ids):
+                _mark(reasons, tid, "import-time")
+                functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
     for tid, entry in catalog.items():
         if not entry.evidence:
             reasons[tid] = "no-evidence"
@@ -582,8 +592,13 @@ def select(
         saved_gpu_s=max(0.0, all_gpu - kept_gpu),
         changed_units=len(commit.changed_functions),
         pairs_covered_by_all=len(everything),
+        unevidenced_units=len(unevidenced),
+        unevidenced=tuple(unevidenced[:MAX_UNEVIDENCED_LISTED]),
         pairs_covered_by_kept=len(everything) if run_all else len(kept_pairs),
-        coverage_retention=1.0 if run_all or not everything else len(kept_pairs) / len(everything),
+        # Each unevidenced unit is a pair no test is known to cover: a blind spot is never perfect coverage.
+        coverage_retention=1.0
+        if run_all or not (everything or unevidenced)
+        else len(kept_pairs) / (len(everything) + len(unevidenced)),
     )
     kept = (
         ()
@@ -639,6 +654,14 @@ class _Importers:
             for tid, entry in self.catalog.items():
                 self._by_file.setdefault(entry.test_id.split("::", 1)[0], set()).add(tid)
         return set().union(*(self._by_file.get(path, set()) for path in files))
+
+
+def _evidenced_elsewhere(state: StateReader[SelectionState], repo: str, uid: str) -> bool:
+    """Whether evidence shows the unit running at import or as a fixture (not at test time)."""
+    return bool(
+        (state.get(import_unit_key(repo, uid)) or SelectionState()).modules
+        or (state.get(fixture_key(repo, uid)) or SelectionState()).file_tests
+    )
 
 
 def _mark(reasons: dict[str, Reason], tid: str, reason: Reason) -> None:
