@@ -174,9 +174,32 @@ def test_adding_a_method_adds_it_and_modifies_the_class_body(repo):
     }
 
 
-def test_a_module_constant_change_modifies_module_code(repo):
+def test_a_module_constant_change_modifies_the_units_that_read_it(repo):
     event = analyze_commit(repo.path, two_commits(repo, MODEL, MODEL.replace("HIDDEN = 128", "HIDDEN = 256")))
+    assert functions(event) == {("pkg/model.py", "Model.__init__", "modified")}  # not every importer's test
+
+
+def test_a_constant_another_module_imports_modifies_its_readers_there_too(repo):
+    repo.write(
+        "pkg/train.py", "from pkg.model import HIDDEN\n\nWIDTH = HIDDEN * 2\n\n\ndef steps():\n    return HIDDEN\n"
+    )
+    event = analyze_commit(repo.path, two_commits(repo, MODEL, MODEL.replace("HIDDEN = 128", "HIDDEN = 256")))
+    assert functions(event) == {
+        ("pkg/model.py", "Model.__init__", "modified"),
+        ("pkg/train.py", "steps", "modified"),
+        ("pkg/train.py", MODULE, "modified"),  # its own module code computes with it (WIDTH)
+    }
+
+
+def test_module_code_that_does_more_than_bind_names_is_module_code_as_before(repo):
+    registered = MODEL + "\nregister(Model)\n"
+    event = analyze_commit(
+        repo.path, two_commits(repo, registered, registered.replace("register(Model)", "register(build)"))
+    )
     assert functions(event) == {("pkg/model.py", MODULE, "modified")}
+    computed = MODEL.replace("HIDDEN = 128", "HIDDEN = load()")
+    event = analyze_commit(repo.path, two_commits(repo, MODEL, computed))
+    assert functions(event) == {("pkg/model.py", MODULE, "modified")}  # a call at import may do anything
 
 
 def test_editing_a_property_getter_is_seen_although_the_setter_shares_its_name(repo):

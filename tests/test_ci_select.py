@@ -235,3 +235,14 @@ def test_a_data_file_change_runs_only_the_tests_that_read_it_and_a_readme_runs_n
     edit(repo, "README.md", "# plain", "# plain: statistics", "docs")
     readme = select(repo, data)
     assert readme.returncode == 0 and "nothing to run" in readme.stdout, readme.stdout
+
+
+def test_a_module_level_constant_change_runs_the_tests_of_the_functions_that_read_it(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    edit(repo, "pkg/stats.py", "def spread(values):\n", "OFFSET = 0\n\n\ndef spread(values):\n", "a constant")
+    edit(repo, "pkg/stats.py", "return max(values) - min(values)", "return max(values) - min(values) + OFFSET", "use")
+    collect_evidence(repo, data)
+    edit(repo, "pkg/stats.py", "OFFSET = 0", "OFFSET = 1", "a wrong offset")
+    run = select(repo, data)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "1 failed, 6 deselected" in run.stdout and "FAILED tests/test_stats.py::test_spread" in run.stdout
