@@ -11,7 +11,8 @@ suite: 2.3x its wall time, 1.8x now), so stacks are kept as a tree: a call's sta
 nearest project caller's stack (the node recorded when that caller was called, plus the line it
 is at now) plus itself; finding that caller is usually one step up. What remains is CPython's:
 with any profile function set, 3.11 runs every bytecode on its slow path (pure-Python loops
-about 2x slower), which ``sys.monitoring`` (3.12) ends.
+about 2x slower), which ``sys.monitoring`` (3.12) ends: ``fastci.evidence.monitoring`` records the
+same calls there, and ``new_tracer`` picks it wherever the interpreter has it.
 
 setprofile rather than settrace: it leaves ``sys.settrace`` to coverage and debuggers. Threads
 a test starts are traced too (``threading.setprofile``) and count for that test.
@@ -31,13 +32,26 @@ from fastci.evidence import dimensions as _dimensions
 from fastci.planning.shrink import add_point
 
 T = TypeVar("T")
+ProjectTest = Callable[[str], bool]  # co_filename -> is it the project's own code?
 RawStack = tuple[tuple[str, int], ...]  # (filename, line) root first
 _ROOT = 0
 
 
+def new_tracer(is_project: ProjectTest, **options: Any) -> Tracer:
+    """The tracer this interpreter runs cheapest: on ``sys.monitoring`` (3.12+), else on
+    ``sys.setprofile``. Both record the same stacks; close it (or use ``with``) when done."""
+    if hasattr(sys, "monitoring"):
+        from fastci.evidence.monitoring import MonitoringTracer
+
+        return MonitoringTracer(is_project, **options)
+    return Tracer(is_project, **options)
+
+
 class Tracer:
+    MECHANISM = "sys.setprofile"  # named in pytest's summary
+
     def __init__(
-        self, is_project: Callable[[str], bool], max_depth: int = 16, max_stacks: int = 20_000, dimensions: bool = False
+        self, is_project: ProjectTest, max_depth: int = 16, max_stacks: int = 20_000, dimensions: bool = False
     ) -> None:
         self.is_project = is_project
         self.dimensions = dimensions
@@ -57,6 +71,15 @@ class Tracer:
         self._leaves: set[int] = set()
         self._points: dict[tuple[str, int], list[dict[str, int]]] = {}
         self._last_point: dict[tuple[str, int], tuple] = {}  # the point object a call was last seen at
+
+    def close(self) -> None:
+        """Nothing to release here: the profile function is only set inside ``run``."""
+
+    def __enter__(self) -> Tracer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def begin_test(self) -> None:
         self._reset()
@@ -111,18 +134,22 @@ class Tracer:
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
         if event != "call":
             return
-        project = self._project
         filename = frame.f_code.co_filename
-        keep = project.get(filename)
+        keep = self._project.get(filename)
         if keep is None:
-            keep = project[filename] = self.is_project(filename)
-        if not keep or not self._recording:
-            return
+            keep = self._project[filename] = self.is_project(filename)
+        if keep and self._recording:
+            self._record(frame, filename)
+
+    def _record(self, frame: Any, filename: str) -> None:
+        """Keep a call into project code (``frame`` just started or resumed): its point, and its
+        stack as a node of the tree. Shared with ``fastci.evidence.monitoring``."""
         if self.dimensions:
             self._record_point(filename, frame.f_lineno)
         if self.overflowed:
             return
         # The nearest project caller, below the frame tracing started in.
+        project = self._project
         caller, boundary = frame.f_back, self._boundary
         while caller is not None and caller is not boundary:
             name = caller.f_code.co_filename
