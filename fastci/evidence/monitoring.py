@@ -17,8 +17,10 @@ interpreter runs that location as if nobody were watching. How this collector us
   ``sys.monitoring.restart_events`` (which would wake every disabled location) is never needed.
   PY_THROW cannot be disabled; it is rare.
 - One tool id (``PROFILER_ID``, else any free one) with its events is held from construction to
-  ``close``. Switching the events off and on between phases would re-instrument every code object
-  and forget what was disabled, paying the first events of pytest's own code again every test.
+  ``close``, and construction calls ``restart_events``: a location stays disabled after its tool
+  is freed and registered again, and what an earlier tracer found outside its project may be
+  inside this one's. Within one tracer nothing is restarted, so pytest's own code costs its
+  first events once per session, not once per test.
 - Events are per interpreter, the profile function was per thread. So a callback records only in
   the thread inside ``run`` and in threads started while one ran (``threading.setprofile``
   installs a hook there that marks its thread and removes itself), as the setprofile tracer does.
@@ -63,6 +65,9 @@ class MonitoringTracer(Tracer):
         }
         for event, callback in self._events.items():
             monitoring.register_callback(self.tool, event, callback)
+        # What an earlier tracer disabled (its non-project code) stays disabled through free_tool_id
+        # and a new registration; this tracer's project may differ.
+        monitoring.restart_events()
         monitoring.set_events(self.tool, sum(self._events))
 
     def close(self) -> None:
