@@ -263,6 +263,8 @@ class EvidenceCollector:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any):
+        from fastci.evidence.stacks import frame_folder
+
         index = len(self.test_ids)
         self.test_ids.append(item.nodeid)
         workload = item.get_closest_marker(WORKLOAD_MARKER)
@@ -277,7 +279,8 @@ class EvidenceCollector:
         finally:
             self.phase_runner = None
             if self.method == "tracing":
-                self._traced[index] = (self.tracer.end_test(), self.tracer.overflowed)
+                fold = frame_folder(self.root, self.units, self.cwd)
+                self._traced[index] = (self.tracer.end_test(fold), self.tracer.overflowed)
                 if workload is not None:
                     self._workloads[index] = (workload.kwargs, self.tracer.points)
 
@@ -366,7 +369,7 @@ class EvidenceCollector:
 
     def _evidence(self) -> dict[str, tuple[list[tuple[str, int]], dict[str, Any]]]:
         """Merged stacks and config by test id (a test run twice in the session counts once)."""
-        from fastci.evidence.stacks import Frame, merge, to_project_stack
+        from fastci.evidence.stacks import merge, to_project_stack
 
         pairs: dict[str, list[tuple[str | None, int]]] = {}
         config: dict[str, dict[str, Any]] = {}
@@ -380,10 +383,7 @@ class EvidenceCollector:
                 config.setdefault(test_id, {"samples": 0})["samples"] += sum(count for _, count in sampled)
             else:
                 traced, overflowed = self._traced.get(index, (set(), False))
-                found += [
-                    (to_project_stack([Frame("", f, n) for f, n in raw], self.root, self.units, self.cwd), 1)
-                    for raw in traced
-                ]
+                found += [(stack, 1) for stack in traced]  # folded at the end of the test
                 config[test_id] = {"stack_limit_reached": True} if overflowed else {}
         merged = {test_id: merge(found) for test_id, found in pairs.items()}
         if self.method == "tracing":  # distinct stacks, once each, however many phases ran them

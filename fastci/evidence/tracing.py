@@ -86,20 +86,28 @@ class Tracer:
         self.overflowed = False  # the test hit max_stacks; later stacks were not kept
         self._recording = True
 
-    def end_test(self) -> set[RawStack]:
-        """The distinct stacks of the test since ``begin_test`` (innermost max_depth frames)."""
+    def end_test(self, fold: Callable[[tuple[str, int]], str | None] | None = None) -> set[Any]:
+        """The distinct stacks of the test since ``begin_test`` (innermost max_depth frames): raw, or
+        folded with ``fold`` (a frame as folded stacks write it, None to drop it; empty stacks go).
+        Each node's stack is built once, from its parent's: a test can have thousands of stacks."""
         self._recording = False
-        stacks = {self._stack(leaf) for leaf in self._leaves}
+        parents, frames, depth = self._parents, self._frames, self.max_depth
+        built: dict[int, tuple] = {_ROOT: ()}
+        for leaf in self._leaves:
+            path, node = [], leaf
+            while node not in built:
+                path.append(node)
+                node = parents[node]
+            stack = built[node]
+            for node in reversed(path):
+                frame = frames[node] if fold is None else fold(frames[node])
+                stack = built[node] = (*stack, frame)[-depth:]
+        stacks: set[Any] = {built[leaf] for leaf in self._leaves}
+        if fold is not None:
+            stacks = {folded for stack in stacks if (folded := ";".join(filter(None, stack)))}
         self.points = self._points
         self._reset()
         return stacks
-
-    def _stack(self, node: int) -> RawStack:
-        frames = []
-        while node != _ROOT:
-            frames.append(self._frames[node])
-            node = self._parents[node]
-        return tuple(reversed(frames[: self.max_depth]))
 
     def run(self, func: Callable[[], T]) -> T:
         """Run ``func`` (a test phase) traced into the current test's stacks."""
@@ -143,14 +151,14 @@ class Tracer:
 
     def _record(self, frame: Any, filename: str) -> None:
         """Keep a call into project code (``frame`` just started or resumed): its point, and its
-        stack as a node of the tree. Shared with ``fastci.evidence.monitoring``."""
+        stack as a node of the tree. Shared with ``fastci.evidence.monitoring``; runs at every
+        project call, hence the locals."""
         if self.dimensions:
             self._record_point(filename, frame.f_lineno)
         if self.overflowed:
             return
         # The nearest project caller, below the frame tracing started in.
-        project = self._project
-        caller, boundary = frame.f_back, self._boundary
+        project, boundary, caller = self._project, self._boundary, frame.f_back
         while caller is not None and caller is not boundary:
             name = caller.f_code.co_filename
             known = project.get(name)
@@ -159,17 +167,18 @@ class Tracer:
             if known:
                 break
             caller = caller.f_back
-        nodes = self._nodes  # node ids start at 1: "get(key) or new" is the fast path
+        nodes, callers_of = self._nodes, self._callers  # node ids start at 1: "get(key) or new" is the fast path
         if caller is None or caller is boundary:
             callers = _ROOT
         else:
-            key = (self._callers.get(id(caller), _ROOT), caller.f_code.co_filename, caller.f_lineno)
+            key = (callers_of.get(id(caller), _ROOT), name, caller.f_lineno)
             callers = nodes.get(key) or self._new_node(key)  # every project caller was seen called
-        self._callers[id(frame)] = callers  # an id reused by a later frame is set again at its call
+        callers_of[id(frame)] = callers  # an id reused by a later frame is set again at its call
         key = (callers, filename, frame.f_lineno)
         leaf = nodes.get(key) or self._new_node(key)
-        if leaf not in self._leaves:
-            if len(self._leaves) >= self.max_stacks:
+        leaves = self._leaves
+        if leaf not in leaves:
+            if len(leaves) >= self.max_stacks:
                 self.overflowed = True
                 return
-            self._leaves.add(leaf)
+            leaves.add(leaf)

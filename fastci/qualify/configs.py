@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from fastci.evidence.dimensions import first_executions
-from fastci.evidence.stacks import Frame, UnitsCache, to_project_stack
+from fastci.evidence.stacks import UnitsCache, folded_stack
 from fastci.evidence.tracing import new_tracer
 from fastci.inputs import EvidenceEvent, FirstExecution, WorkloadDimension, WorkloadEvidence
 from fastci.planning.shrink import Dimension
@@ -111,9 +111,7 @@ def traced_training(
         tracer.run(lambda: train(family, backend, seed, RuntimeConfig(), data=data, steps=steps))
         raw_stacks = tracer.end_test()
     seconds = time.perf_counter() - started
-    stacks = sorted(
-        {s for raw in raw_stacks if (s := to_project_stack([Frame("", f, n) for f, n in raw], PROJECT_ROOT, cache))}
-    )
+    stacks = sorted({s for raw in raw_stacks if (s := folded_stack(raw, PROJECT_ROOT, cache))})
     units = frozenset(
         f"{p}::{q}"
         for stack in stacks
