@@ -37,7 +37,7 @@ $(STAMP312): pyproject.toml
 	touch $(STAMP312)
 
 test-evidence-312: $(STAMP) $(STAMP312)
-	FASTCI_EVIDENCE_OTHER_PYTHON=$(VENV)/bin/python $(VENV312)/bin/pytest tests/test_evidence_*.py
+	FASTCI_EVIDENCE_OTHER_PYTHON=$(abspath $(VENV))/bin/python $(VENV312)/bin/pytest tests/test_evidence_*.py
 
 clean:
 	rm -rf $(VENV) $(VENV312) .fastci .pytest_cache .hypothesis

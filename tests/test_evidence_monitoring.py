@@ -123,7 +123,7 @@ def other_python() -> str:
     if given:
         if not Path(given).is_file():
             pytest.fail(f"${OTHER_PYTHON}={given}: no such interpreter")
-        return given
+        return os.path.abspath(given)  # the sessions run in the project's directory; a venv's link stays
     default = ROOT / (".venv" if MONITORING else ".venv312") / "bin" / "python"
     if not default.is_file():
         pytest.skip(f"no {default.relative_to(ROOT)} (make install, make test-evidence-312) and no ${OTHER_PYTHON}")
