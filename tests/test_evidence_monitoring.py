@@ -266,14 +266,16 @@ def test_in_one_3_12_process_both_collectors_record_the_same_stacks_and_points(t
     setprofile, monitoring = two_tests(Tracer(is_project)), two_tests(MonitoringTracer(is_project))
     assert monitoring == setprofile
     stacks, points = setprofile[0][0], setprofile[0][1]
-    assert len(stacks) == 19 and setprofile[1][0] == stacks  # the second test recorded alike
+    # 3.12 closes the suspended generator by throwing into it; 3.13 closes it without running it.
+    thrown_at_close = sys.version_info < (3, 13)
+    assert len(stacks) == 18 + thrown_at_close and setprofile[1][0] == stacks  # the second test alike
 
     def frame(text: str) -> tuple[str, int]:
         return str(tmp_path / "calls.py"), 1 + next(n for n, line in enumerate(CALLS.splitlines()) if text in line)
 
     leaf, squares = frame("def leaf(x)"), frame("return [leaf(i)")
     assert {(frame("def run(self)"),), (frame("leaf(5)"), leaf)} <= stacks  # Worker.run, in its own thread
-    assert (frame("del left"), frame("yield leaf(1)")) in stacks  # thrown into as it closes
+    assert ((frame("del left"), frame("yield leaf(1)")) in stacks) == thrown_at_close
     assert (frame("squares(2)"), squares, leaf) in stacks  # the list comprehension has no frame on 3.12
     assert (frame("squares(2)"), squares, squares, leaf) in stacks  # the generator expression has one
     assert points[frame("def squares")] == [{"steps": 0}]
