@@ -84,6 +84,9 @@ AUTOGRAD_TESTS = [
     "tests/test_linalg.py",
 ]
 TRACING = ["--fastci-evidence", "--fastci-evidence-method", "tracing"]
+# Fails without evidence too, and before the sys.monitoring collector (pydantic 2.14's model_dump of a
+# trusted SelectionState); a failing run would stop the benchmark.
+KNOWN_FAILING = ["--deselect", "tests/test_events.py::test_a_trusted_record_equals_the_validated_one_and_stays_frozen"]
 SUITES = ("fastci", "generated", "more-itertools", "autograd")
 
 
@@ -248,7 +251,7 @@ def main() -> None:
         scratch = Path(scratch_dir)
         for name in args.suites:
             if name == "fastci":
-                suite = Suite(f"this project's unit tests ({len(args.tests)} files)", ROOT, args.tests)
+                suite = Suite(f"this project's unit tests ({len(args.tests)} files)", ROOT, args.tests + KNOWN_FAILING)
             elif name == "generated":
                 suite = Suite(
                     "generated suite (tests of 20-90 ms)", scratch / "suite", generated_suite(scratch / "suite")
