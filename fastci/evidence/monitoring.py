@@ -13,14 +13,14 @@ interpreter runs that location as if nobody were watching. How this collector us
 - Whether code is the project's is decided per file (``co_filename``), so per code object and
   never per test. Code outside the project gets DISABLE at its first event and costs nothing in
   this or any later test. Project code is never disabled: outside a test's phases its callback
-  returns without recording, so no event is lost when recording resumes, and
-  ``sys.monitoring.restart_events`` (which would wake every disabled location) is never needed.
-  PY_THROW cannot be disabled; it is rare.
+  returns without recording, so no event is lost when recording resumes, and no test needs
+  ``sys.monitoring.restart_events`` (which wakes every disabled location). PY_THROW cannot be
+  disabled; it is rare.
 - One tool id (``PROFILER_ID``, else any free one) with its events is held from construction to
-  ``close``, and construction calls ``restart_events``: a location stays disabled after its tool
-  is freed and registered again, and what an earlier tracer found outside its project may be
-  inside this one's. Within one tracer nothing is restarted, so pytest's own code costs its
-  first events once per session, not once per test.
+  ``close``. Construction calls ``restart_events``: a location stays disabled after its tool is
+  freed and registered again, and what an earlier tracer found outside its project may be inside
+  this one's (other tools' disabled locations wake too, and fire once more). Within one tracer
+  nothing is restarted, so pytest's own code costs its first events once per session.
 - Events are per interpreter, the profile function was per thread. So a callback records only in
   the thread inside ``run`` and in threads started while one ran (``threading.setprofile``
   installs a hook there that marks its thread and removes itself), as the setprofile tracer does.
