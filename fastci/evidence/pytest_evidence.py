@@ -457,7 +457,7 @@ class EvidenceCollector:
                     {},
                     kind="import",
                     importers=importers,
-                    reads=read,
+                    reads=None if self.reads.disabled else read,
                     distributions=distributions,
                 )
             )
@@ -479,7 +479,7 @@ class EvidenceCollector:
                     self.rate_hz,
                     config,
                     workloads.get(test_id),
-                    reads=sorted(read_by_test.get(test_id, ())),
+                    reads=None if self.reads.disabled else sorted(read_by_test.get(test_id, ())),
                     fixtures=self.fixtures.get(test_id, ()),
                 )
             )
