@@ -195,6 +195,7 @@ class EvidenceEvent(Event):
     workload: WorkloadEvidence | None = Field(
         default=None, description="The test's shrinkable dimensions and where its units first ran (tracing only)."
     )
+    time: Timestamp | None = Field(default=None, description="When the evidence was taken (at commit ``commit``).")
 
 
 BUNDLE_LAYERS = ("compiler", "kernels", "runtime", "driver", "firmware")  # the pinned layers of a bundle

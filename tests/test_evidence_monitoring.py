@@ -17,6 +17,7 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import orjson
 import pytest
 from test_evidence_collect import CONFTEST, MODULE, TESTS, TRAINING, clean_env, git
 
@@ -144,7 +145,9 @@ def traced_session(python: str, root: Path, data: Path) -> tuple[list[bytes], st
         timeout=180,
     )
     assert run.returncode == 0, f"{python}:\n{run.stdout}{run.stderr}"
-    return [record.payload for record in DataDir(data).log.topic("evidence").read()], run.stdout
+    # The same, but for when each was taken (``time``): two sessions cannot share it.
+    payloads = [orjson.loads(record.payload) for record in DataDir(data).log.topic("evidence").read()]
+    return [orjson.dumps({k: v for k, v in p.items() if k != "time"}) for p in payloads], run.stdout
 
 
 def test_setprofile_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_evidence(project, tmp_path):

@@ -8,6 +8,7 @@ results plugin's and ``fastci spool``'s: ``<data dir>/spool/embedded``, ``.../sp
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ def evidence_event(
         reads=None if reads is None else tuple(reads),
         fixtures=tuple(fixtures),
         distributions=tuple(distributions),
+        time=datetime.now(UTC),
     )
 
 

@@ -41,6 +41,7 @@ results' run id when ``--fastci-results`` is on too, so both join on it).
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable
@@ -57,6 +58,7 @@ DEFAULT_RATE_HZ = 200.0  # see bench/evidence_overhead.py: the overhead and reca
 
 
 def addoption(group: Any) -> None:
+    _incremental_option(group)
     group.addoption(
         "--fastci-evidence",
         action="store_true",
@@ -106,6 +108,17 @@ WORKLOAD_MARKER = "fastci_workload"
 IMPORT_WINDOW = pytest.StashKey["ImportWindow"]()
 
 
+def _incremental_option(group: Any) -> None:
+    group.addoption(
+        "--fastci-evidence-since",
+        default=None,
+        metavar="REV",
+        help="re-trace only the tests whose evidence may be stale since REV (the last evidence run's commit): "
+        "those the changes since then select (pruned ones too) and those fastci does not know; the rest run "
+        "untraced and keep their evidence",
+    )
+
+
 class ImportWindow:
     """The trace of what runs while modules are imported, from the earliest hook pytest gives a
     plugin (before the initial conftests load) until collection ends."""
@@ -147,6 +160,24 @@ def early(early_config: Any) -> None:
     early_config.stash[IMPORT_WINDOW] = window
     early_config.add_cleanup(window.stop)  # whatever happens to the session, tracing ends with it
     window.start()
+
+
+def stale_tests(config: Any, root: Path, target: str) -> tuple[Any, str] | None:
+    """(the plan of the changes since ``--fastci-evidence-since``, what it says) when incremental;
+    None otherwise. A plan that runs everything re-traces everything."""
+    since = config.getoption("fastci_evidence_since")
+    if not since:
+        return None
+    from fastci.ci.change import ChangeError, change_of
+    from fastci.ci.plan import ask
+    from fastci.core import config as fastci_config
+
+    try:
+        change = change_of(root, "HEAD", since, option="--fastci-evidence-since")
+    except ChangeError as error:
+        raise pytest.UsageError(f"--fastci-evidence: {error}") from None
+    plan = ask(change, target, fastci_config.data_dir(), fastci_config.KafkaSettings.from_env(), say=lambda _: None)
+    return plan, since
 
 
 def configure(config: Any) -> None:
@@ -200,6 +231,7 @@ def configure(config: Any) -> None:
         )
     except NoToolId as error:
         raise pytest.UsageError(f"--fastci-evidence-method tracing: {error}") from None
+    collector.incremental = stale_tests(config, root, target)
     config.pluginmanager.register(collector, "fastci-evidence")
     collector.wrap_phases()
     config.add_cleanup(collector.close)
@@ -253,6 +285,8 @@ class EvidenceCollector:
             reads.install(self.reads)
         self.test_ids: list[str] = []  # by test index (a marker's number)
         self.fixtures: dict[str, list[str]] = {}  # by test id: its fixture closure's project fixtures
+        self.incremental: tuple[Any, str] | None = None  # (plan since the last evidence run, that commit)
+        self.untraced: set[str] = set()  # tests whose evidence is still fresh: run, not traced
         self.phase_runner: Callable[[Callable[[], Any]], Any] | None = None  # set while a test runs
         self.problem: str | None = None  # why there is no evidence, when there is none
         self.published = self.without_evidence = 0
@@ -381,6 +415,10 @@ class EvidenceCollector:
 
         index = len(self.test_ids)
         self.test_ids.append(item.nodeid)
+        if not self._stale(item.nodeid):
+            self.untraced.add(item.nodeid)
+            yield
+            return
         self.fixtures.setdefault(item.nodeid, self._fixtures_of(item))
         self.reads.test = index
         workload = item.get_closest_marker(WORKLOAD_MARKER)
@@ -400,6 +438,20 @@ class EvidenceCollector:
                 self._traced[index] = (self.tracer.end_test(fold), self.tracer.overflowed)
                 if workload is not None:
                     self._workloads[index] = (workload.kwargs, self.tracer.points)
+
+    def _stale(self, test_id: str) -> bool:
+        """Whether the test's evidence may be stale: always, unless incremental says otherwise."""
+        if self.incremental is None:
+            return True
+        plan, _ = self.incremental
+        if plan.run_all or not plan.is_known(test_id):
+            return True
+        return test_id in self._stale_ids
+
+    @functools.cached_property
+    def _stale_ids(self) -> frozenset[str]:
+        plan, _ = self.incremental  # type: ignore[misc]
+        return frozenset(t.test_id for t in plan.tests) | frozenset(plan.pruned)
 
     def _fixtures_of(self, item: Any) -> list[str]:
         """The project fixtures in the test's closure, as units (``path::qualname`` of their functions)."""
@@ -465,6 +517,8 @@ class EvidenceCollector:
         for index, test_id in enumerate(self.test_ids):
             read_by_test.setdefault(test_id, set()).update(self.reads.by_test.get(index, ()))
         for test_id, (stacks, config) in self._evidence().items():
+            if test_id in self.untraced:
+                continue  # its evidence from an earlier run still holds
             if not stacks and self.method == "sampling":
                 self.without_evidence += 1
                 continue
@@ -545,6 +599,14 @@ class EvidenceCollector:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write = terminalreporter.write_line
+        if self.incremental is not None:
+            plan, since = self.incremental
+            traced = len(set(self.test_ids) - self.untraced)
+            why = f"everything: {plan.reason}" if plan.run_all else f"the {traced} its changes may have made stale"
+            write(
+                f"fastci: evidence since {since}: re-traced {traced} of {len(set(self.test_ids))} tests ({why}); "
+                f"{len(self.untraced)} keep their evidence"
+            )
         how = f"sampling at {self.rate_hz:g} Hz" if self.method == "sampling" else f"tracing, {self.tracer.MECHANISM}"
         if self.problem:
             write(f"fastci: no evidence ({how}): {self.problem}")
