@@ -605,3 +605,13 @@ def test_adding_a_method_to_a_test_class_changes_only_that_method():
     assert ("TestOps.<body>", "modified") in compare_units(
         Units.parse(new, "tests/test_ops.py"), Units.parse(attribute, "tests/test_ops.py")
     )
+
+
+def test_a_name_leaving_all_stands_for_the_units_that_read_it_not_the_module(repo):
+    tools = '__all__ = ["a", "b"]\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n'
+    repo.write("pkg/__init__.py", "from pkg.tools import *  # noqa: F403\n")
+    repo.write(
+        "pkg/use.py", "import pkg\n\n\ndef twice():\n    return pkg.b() * 2\n\n\ndef once():\n    return pkg.a()\n"
+    )
+    sha = two_commits(repo, tools, tools.replace('"a", "b"', '"a"'), path="pkg/tools.py")
+    assert functions(analyze_commit(repo.path, sha)) == {("pkg/use.py", "twice", "modified")}  # b left import *

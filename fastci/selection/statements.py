@@ -2,9 +2,10 @@
 import) changes what the code that reads those names does, and nothing else; the units that read
 them stand in for the module's ``<module>`` code.
 
-A statement that does more at import (a call with side effects, a registration, a loop, a
-conditional) is not bounded that way, nor is ``__all__`` (it decides what ``import *`` brings):
-then the module's code counts as changed, as before, and every test whose imports reach it runs.
+A literal ``__all__`` that gains or loses names re-binds just those names in every module that
+imports it with ``*``: the units that read them stand in too. A statement that does more at import
+(a call with side effects, a registration, a loop, a conditional) is not bounded that way: then the
+module's code counts as changed, as before, and every test whose imports reach it runs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ def changed_names(old: str, new: str) -> tuple[set[str], set[str]] | None:
     changed = [s for s in before if s not in after] + [s for s in after if s not in before]
     names: set[str] = set()
     assigned: set[str] = set()
+    exports = [_exports(ast.parse(text).body[0]) for _, text in changed]
+    if any(e is not None for e in exports):
+        old_all, new_all = _all_of(old), _all_of(new)
+        if old_all is None or new_all is None:
+            return None  # a computed __all__: what import * brings cannot be bounded
+        names |= old_all ^ new_all
+        assigned |= old_all ^ new_all
+        changed = [c for c, e in zip(changed, exports) if e is None]
     for _, text in changed:
         node = ast.parse(text).body[0]
         bound = _bound(node)
@@ -86,6 +95,34 @@ def _bound(node: ast.stmt) -> set[str] | None:
     if value is not None and _calls(value):
         return None  # a value computed by a call may do anything at import
     return names
+
+
+def _exports(node: ast.stmt) -> list[str] | None:
+    """The names of a literal ``__all__`` assignment (or augmentation); None for any other statement."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            value = node.value
+            if isinstance(value, (ast.List, ast.Tuple)) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts
+            ):
+                return [e.value for e in value.elts]
+            return []  # computed: the caller finds out from the whole module
+    return None
+
+
+def _all_of(source: str) -> set[str] | None:
+    """A module's exported names when every ``__all__`` statement is a literal (``+=`` adds)."""
+    found: set[str] = set()
+    for node in ast.parse(source).body:
+        names = _exports(node)
+        if names is None:
+            continue
+        value = node.value  # type: ignore[attr-defined]
+        if not (isinstance(value, (ast.List, ast.Tuple)) and len(names) == len(value.elts)):
+            return None
+        found = found | set(names) if isinstance(node, ast.AugAssign) else set(names)
+    return found
 
 
 def _calls(node: ast.AST) -> bool:
