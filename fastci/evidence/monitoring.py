@@ -133,3 +133,11 @@ def _acquire_tool_id() -> int:
         f"sys.monitoring has no free tool id for tracing (taken: {taken}); "
         "run without the tools holding them, or use --fastci-evidence-method sampling"
     )
+
+
+def new_tracer(is_project: ProjectTest, **options: Any) -> Tracer:
+    """The tracer this interpreter runs cheapest: on ``sys.monitoring`` (3.12+), else on
+    ``sys.setprofile``. Both record the same stacks; close it (or use ``with``) when done."""
+    if hasattr(sys, "monitoring"):
+        return MonitoringTracer(is_project, **options)
+    return Tracer(is_project, **options)

@@ -301,7 +301,7 @@ class EvidenceCollector:
 
             self.markers = Markers()
         else:
-            from fastci.evidence.tracing import new_tracer
+            from fastci.evidence.monitoring import new_tracer
 
             self.tracer = new_tracer(lambda filename: self.units.relpath(filename, self.root, self.cwd) is not None)
 

@@ -12,7 +12,7 @@ nearest project caller's stack (the node recorded when that caller was called, p
 is at now) plus itself; finding that caller is usually one step up. What remains is CPython's:
 with any profile function set, 3.11 runs every bytecode on its slow path (pure-Python loops
 about 2x slower), which ``sys.monitoring`` (3.12) ends: ``fastci.evidence.monitoring`` records the
-same calls there, and ``new_tracer`` picks it wherever the interpreter has it.
+same calls there, and its ``new_tracer`` picks it wherever the interpreter has it.
 
 setprofile rather than settrace: it leaves ``sys.settrace`` to coverage and debuggers. Threads
 a test starts are traced too (``threading.setprofile``) and count for that test.
@@ -35,16 +35,6 @@ T = TypeVar("T")
 ProjectTest = Callable[[str], bool]  # co_filename -> is it the project's own code?
 RawStack = tuple[tuple[str, int], ...]  # (filename, line) root first
 _ROOT = 0
-
-
-def new_tracer(is_project: ProjectTest, **options: Any) -> Tracer:
-    """The tracer this interpreter runs cheapest: on ``sys.monitoring`` (3.12+), else on
-    ``sys.setprofile``. Both record the same stacks; close it (or use ``with``) when done."""
-    if hasattr(sys, "monitoring"):
-        from fastci.evidence.monitoring import MonitoringTracer
-
-        return MonitoringTracer(is_project, **options)
-    return Tracer(is_project, **options)
 
 
 class Tracer:

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from fastci.evidence.dimensions import first_executions
+from fastci.evidence.monitoring import new_tracer
 from fastci.evidence.stacks import UnitsCache, folded_stack
-from fastci.evidence.tracing import new_tracer
 from fastci.inputs import EvidenceEvent, FirstExecution, WorkloadDimension, WorkloadEvidence
 from fastci.planning.shrink import Dimension
 from fastci.qualify.backend import Backend
