@@ -63,11 +63,17 @@ jobs:
       - run: ruff check .
   tests:
     runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        python: ["3.11", "3.12"]
     steps:
+      - uses: actions/checkout@v4
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
+      - run: pip install -e .
       - run: python -m pytest
+      - run: flake8 .
 """
 
 GITLAB = """
@@ -103,6 +109,11 @@ def changed(path: str, old: str, new: str):
         (".github/workflows/ci.yml", WORKFLOW, ("ruff check .", "ruff check src"), "none", "only job lint"),
         (".github/workflows/ci.yml", WORKFLOW, ('"3.11"', '"3.12"'), "suite", "the test job tests changed"),
         (".github/workflows/ci.yml", WORKFLOW, ("on: [push]", "on: [push, pull_request]"), "none", "only on"),
+        (".github/workflows/ci.yml", WORKFLOW, ("checkout@v4", "checkout@v5"), "none", "only job tests"),
+        (".github/workflows/ci.yml", WORKFLOW, ("setup-python@v5", "setup-python@v6"), "none", "only job tests"),
+        (".github/workflows/ci.yml", WORKFLOW, ("flake8 .", "flake8 src"), "none", "only job tests"),
+        (".github/workflows/ci.yml", WORKFLOW, ('"3.12"]', '"3.13"]'), "suite", "the test job tests changed"),
+        (".github/workflows/ci.yml", WORKFLOW, ("pip install -e .", "pip install -e .[all]"), "suite", "job tests"),
         (".gitlab-ci.yml", GITLAB, ("[ruff check .]", "[ruff check src]"), "none", "only lint"),
         (".gitlab-ci.yml", GITLAB, ("[python -m pytest]", "[python -m pytest -x]"), "suite", "the test job tests"),
         ("setup.cfg", SETUP_CFG, ("[flake8]", "[flake8"), "suite", "could not be read by section"),

@@ -262,11 +262,51 @@ def _github_workflow(path: str, old: str, new: str) -> Verdict:
                 harmful.append(label)
     jobs_before, jobs_after = before.get("jobs") or {}, after.get("jobs") or {}
     for job in sorted(jobs_before.keys() | jobs_after.keys()):
-        if jobs_before.get(job) != jobs_after.get(job):
+        old_job, new_job = jobs_before.get(job), jobs_after.get(job)
+        if old_job != new_job:
             changed.append(f"job {job}")
-            if _runs_tests(jobs_before.get(job)) or _runs_tests(jobs_after.get(job)):
+            if (_runs_tests(old_job) or _runs_tests(new_job)) and _test_job_change_matters(old_job, new_job):
                 harmful.append(f"the test job {job}")
     return _verdict(path, changed, harmful)
+
+
+_INSTALLS = re.compile(
+    r"\b(pip|pip3|conda|mamba|poetry|uv|pdm|apt-get|apt|brew|npm)\b.*\b(install|sync|add)\b|\bmake\b"
+)
+
+
+def _test_job_change_matters(old: Any, new: Any) -> bool:
+    """Whether a change to a job that runs tests can change what they do: its environment (runner,
+    matrix, env, container, services), a step that runs tests or installs something, or a setup
+    action's inputs. An action moved to another version, or a lint step, cannot."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return True
+    if {k: v for k, v in old.items() if k != "steps"} != {k: v for k, v in new.items() if k != "steps"}:
+        return True
+    steps_before, steps_after = old.get("steps") or [], new.get("steps") or []
+    if len(steps_before) != len(steps_after):
+        added = [s for s in steps_after if s not in steps_before] + [s for s in steps_before if s not in steps_after]
+        return any(_step_matters(s) for s in added)
+    return any(_step_change_matters(a, b) for a, b in zip(steps_before, steps_after) if a != b)
+
+
+def _step_matters(step: Any) -> bool:
+    if not isinstance(step, dict):
+        return True
+    command = str(step.get("run", ""))
+    return bool(_TEST_COMMAND.search(command) or _INSTALLS.search(command)) or str(step.get("uses", "")).startswith(
+        ("actions/setup-", "conda-incubator/", "astral-sh/setup-")
+    )
+
+
+def _step_change_matters(old: Any, new: Any) -> bool:
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return True
+    if {k: v for k, v in old.items() if k != "uses"} == {k: v for k, v in new.items() if k != "uses"}:
+        same_action = str(old.get("uses", "")).split("@")[0] == str(new.get("uses", "")).split("@")[0]
+        if same_action:
+            return False  # the same action at another version: how the job is set up, not what it tests
+    return _step_matters(old) or _step_matters(new)
 
 
 def _gitlab(path: str, old: str, new: str) -> Verdict:
