@@ -18,7 +18,7 @@ into the scratch directory, or ``--autograd-sdist``: short numeric tests on nump
 many small Python functions, the suite tracing on 3.11 cost most on).
 
     .venv/bin/python bench/evidence_overhead.py [--repeats 3] [--rates 200] [--blocking-rates 200 1000]
-        [--suites fastci generated more-itertools autograd] [--python312 .venv312/bin/python]
+        [--suites fastci generated more-itertools autograd] [--python312 .venv312/bin/python] [--without-reads]
         [--mirror /work/.mirror/more-itertools+more-itertools/repo] [--autograd-sdist autograd-1.9.1.tar.gz]
 """
 
@@ -84,9 +84,7 @@ AUTOGRAD_TESTS = [
     "tests/test_linalg.py",
 ]
 TRACING = ["--fastci-evidence", "--fastci-evidence-method", "tracing"]
-# Fails without evidence too, and before the sys.monitoring collector (pydantic 2.14's model_dump of a
-# trusted SelectionState); a failing run would stop the benchmark.
-KNOWN_FAILING = ["--deselect", "tests/test_events.py::test_a_trusted_record_equals_the_validated_one_and_stays_frozen"]
+NO_READS = {"FASTCI_EVIDENCE_READS": "0"}
 SUITES = ("fastci", "generated", "more-itertools", "autograd")
 
 
@@ -135,9 +133,9 @@ def autograd(sdist: Path | None, scratch: Path) -> Suite:
     )
 
 
-def run(python: str, suite: Suite, flags: list[str], data_dir: Path) -> float:
+def run(python: str, suite: Suite, flags: list[str], data_dir: Path, extra_env: dict[str, str]) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTCI_")}
-    env |= {"FASTCI_DATA_DIR": str(data_dir), "FASTCI_RUN_ID": "bench"}
+    env |= {"FASTCI_DATA_DIR": str(data_dir), "FASTCI_RUN_ID": "bench"} | extra_env
     started = time.perf_counter()
     done = subprocess.run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *flags, *suite.args],
@@ -167,22 +165,31 @@ def pairs(data_dir: Path) -> tuple[set[tuple[str, str, str]], int]:
     return found, tests
 
 
-def methods(python312: str, rates: list[float], blocking: list[float]) -> dict[str, tuple[str, list[str]]]:
-    """Method label -> (interpreter, pytest flags); each interpreter's first is its baseline."""
-    found: dict[str, tuple[str, list[str]]] = {"3.11 no evidence": (sys.executable, [])}
+Config = tuple[str, list[str], dict[str, str]]  # interpreter, pytest flags, environment
+
+
+def methods(python312: str, rates: list[float], blocking: list[float], without_reads: bool) -> dict[str, Config]:
+    """Method label -> config; each interpreter's first is its baseline."""
+    found: dict[str, Config] = {"3.11 no evidence": (sys.executable, [], {})}
     for rate in rates:
         found[f"3.11 sampling {rate:g} Hz"] = (
             sys.executable,
             ["--fastci-evidence", "--fastci-evidence-rate", f"{rate:g}"],
+            {},
         )
     for rate in blocking:
         found[f"3.11 sampling {rate:g} Hz blocking"] = (
             sys.executable,
             ["--fastci-evidence", "--fastci-evidence-rate", f"{rate:g}", "--fastci-evidence-blocking"],
+            {},
         )
-    found["3.11 tracing, sys.setprofile"] = (sys.executable, TRACING)
-    found["3.12 no evidence"] = (python312, [])
-    found["3.12 tracing, sys.monitoring"] = (python312, TRACING)
+    found["3.11 tracing, sys.setprofile"] = (sys.executable, TRACING, {})
+    if without_reads:  # what recording the files each test reads adds to tracing
+        found["3.11 tracing, reads off"] = (sys.executable, TRACING, NO_READS)
+    found["3.12 no evidence"] = (python312, [], {})
+    found["3.12 tracing, sys.monitoring"] = (python312, TRACING, {})
+    if without_reads:
+        found["3.12 tracing, reads off"] = (python312, TRACING, NO_READS)
     return found
 
 
@@ -192,12 +199,12 @@ HEADER = (
 )
 
 
-def bench(suite: Suite, configs: dict[str, tuple[str, list[str]]], repeats: int, scratch: Path) -> None:
+def bench(suite: Suite, configs: dict[str, Config], repeats: int, scratch: Path) -> None:
     times: dict[str, list[float]] = {config: [] for config in configs}
     data = {config: [scratch / f"{suite.cwd.name}-{n}-{r}" for r in range(repeats)] for n, config in enumerate(configs)}
     for repeat in range(repeats):  # interleaved: drift of the machine hits every config alike
-        for config, (python, flags) in configs.items():
-            times[config].append(run(python, suite, flags, data[config][repeat]))
+        for config, (python, flags, extra_env) in configs.items():
+            times[config].append(run(python, suite, flags, data[config][repeat], extra_env))
     evidence = {config: [pairs(d) for d in dirs] for config, dirs in data.items() if configs[config][1]}
     exact = evidence["3.11 tracing, sys.setprofile"][0][0]
     for config in configs:
@@ -228,7 +235,7 @@ def python312_of(path: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", nargs="+", default=DEFAULT_TESTS, help="this project's test files to run")
-    parser.add_argument("--rates", nargs="+", type=float, default=[200.0], help="sampling rates (Hz)")
+    parser.add_argument("--rates", nargs="*", type=float, default=[200.0], help="sampling rates (Hz)")
     parser.add_argument(
         "--blocking-rates",
         nargs="*",
@@ -236,13 +243,18 @@ def main() -> None:
         default=[],
         help="rates also measured with --fastci-evidence-blocking (py-spy pauses the tests)",
     )
+    parser.add_argument(
+        "--without-reads",
+        action="store_true",
+        help="also trace with FASTCI_EVIDENCE_READS=0: what recording the files each test reads costs",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--suites", nargs="+", choices=SUITES, default=list(SUITES))
     parser.add_argument("--python312", default=str(ROOT / ".venv312" / "bin" / "python"))
     parser.add_argument("--mirror", type=Path, default=DEFAULT_MIRROR, help="a git mirror of more-itertools")
     parser.add_argument("--autograd-sdist", type=Path, help=f"a local sdist of {AUTOGRAD} (default: pip download)")
     args = parser.parse_args()
-    configs = methods(python312_of(args.python312), args.rates, args.blocking_rates)
+    configs = methods(python312_of(args.python312), args.rates, args.blocking_rates, args.without_reads)
     print(
         f"best of {args.repeats} interleaved runs; {os.cpu_count()} cores; ratio: to the same interpreter's plain run"
     )
@@ -251,7 +263,7 @@ def main() -> None:
         scratch = Path(scratch_dir)
         for name in args.suites:
             if name == "fastci":
-                suite = Suite(f"this project's unit tests ({len(args.tests)} files)", ROOT, args.tests + KNOWN_FAILING)
+                suite = Suite(f"this project's unit tests ({len(args.tests)} files)", ROOT, args.tests)
             elif name == "generated":
                 suite = Suite(
                     "generated suite (tests of 20-90 ms)", scratch / "suite", generated_suite(scratch / "suite")
