@@ -98,6 +98,13 @@ def test_a_changed_function_selects_the_tests_that_ran_it_and_prunes_the_costlie
     assert m.coverage_retention == 1.0
 
 
+def test_a_new_test_is_expected_to_cost_what_the_median_known_test_costs():
+    new = ("tests/test_model.py", "test_generate")  # added by the commit: no run recorded yet
+    selection = selection_for(history(), commit((*new, "added")))
+    assert [(k.test_id, k.estimated_s) for k in selection.kept] == [("tests/test_model.py::test_generate", 10.0)]
+    assert selection.metrics.estimated_s_all == 45.0 + 10.0  # not a constant second per unknown test
+
+
 def test_a_different_calling_context_keeps_both_tests():
     events = history()
     backward = ("fw/model.py", "Model.backward")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -558,7 +559,8 @@ def select(
                 if tid not in gone_ids:
                     reasons.setdefault(tid, "widened")
 
-    cost = {tid: _duration(catalog.get(tid)) for tid in reasons}
+    duration = _durations(catalog)
+    cost = {tid: duration(tid) for tid in reasons}
     forced = frozenset(tid for tid, reason in reasons.items() if reason != "executes-changed-code" or not pruning)
     candidates = {tid: frozenset(pairs.get(tid, ())) for tid in reasons}
     pruned = prune(candidates, cost, forced)
@@ -574,10 +576,10 @@ def select(
         run_all_reason = f"more than {MAX_KEPT} tests are affected"
     run_all = run_all_reason is not None
     kept_ids = sorted(known) if run_all else list(pruned.kept)
-    all_s = sum(_duration(catalog.get(t)) for t in known)
-    kept_s = sum(_duration(catalog.get(t)) for t in kept_ids)
-    all_gpu = sum(_duration(catalog.get(t)) * _chips(catalog.get(t)) for t in known)
-    kept_gpu = sum(_duration(catalog.get(t)) * _chips(catalog.get(t)) for t in kept_ids)
+    all_s = sum(duration(t) for t in known)
+    kept_s = sum(duration(t) for t in kept_ids)
+    all_gpu = sum(duration(t) * _chips(catalog.get(t)) for t in known)
+    kept_gpu = sum(duration(t) * _chips(catalog.get(t)) for t in kept_ids)
     name = {tid: (catalog[tid].test_id if tid in catalog else names.get(tid, tid)) for tid in known}
     metrics = SelectionMetrics(
         tests_known=len(known),
@@ -608,7 +610,7 @@ def select(
                 test_id=name[tid],
                 reason=reasons[tid],
                 functions=tuple(sorted(set(functions.get(tid, ()))))[:MAX_FUNCTIONS],
-                estimated_s=_duration(catalog.get(tid)),
+                estimated_s=duration(tid),
             )
             for tid in kept_ids
         )
@@ -684,8 +686,18 @@ def test_of(path: str, qualname: str) -> str | None:
     return "::".join([path, *parts])
 
 
-def _duration(entry: CatalogEntry | None) -> float:
-    return DEFAULT_DURATION_S if entry is None else entry.mean_s
+def _durations(catalog: dict[str, CatalogEntry]) -> Callable[[str], float]:
+    """A test's expected duration: the mean of its recorded runs; a test never run (a new one) costs
+    what the repo's median test costs, as in the test plan, not a constant that may be a thousand
+    times the suite's typical test (five new tests once made a 2 s suite look like 7 s)."""
+    measured = sorted(entry.mean_s for entry in catalog.values() if entry.recent_s)
+    typical_s = measured[len(measured) // 2] if measured else DEFAULT_DURATION_S
+
+    def duration(tid: str) -> float:
+        entry = catalog.get(tid)
+        return entry.mean_s if entry is not None and entry.recent_s else typical_s
+
+    return duration
 
 
 def _chips(entry: CatalogEntry | None) -> int:
