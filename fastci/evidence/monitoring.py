@@ -108,7 +108,7 @@ class MonitoringTracer(Tracer):
         if not keep:
             return self._disable
         if self._recording and getattr(self._local, "traced", False):
-            self._record(sys._getframe(1), filename)
+            self._record(sys._getframe(1), code)
         return None
 
     def _thrown(self, code: Any, offset: int, exception: BaseException) -> None:
@@ -117,7 +117,7 @@ class MonitoringTracer(Tracer):
         if keep is None:
             keep = self._project[filename] = self.is_project(filename)
         if keep and self._recording and getattr(self._local, "traced", False):
-            self._record(sys._getframe(1), filename)
+            self._record(sys._getframe(1), code)
 
 
 def _acquire_tool_id() -> int:

@@ -130,6 +130,8 @@ class ImportWindow:
         from fastci.evidence.tracing import Tracer
 
         self.root, self.cwd, self.units = root, cwd, UnitsCache()
+        # sys.setprofile even on 3.12+: a sys.monitoring tool id held while conftests import would
+        # collide with a conftest or plugin claiming that id, failing it with an error naming no one.
         self.tracer = Tracer(lambda filename: self.units.relpath(filename, root, cwd) is not None, max_stacks=50_000)
         self.stacks: set[Any] | None = None
         self.reads = reads.Reads(root, cwd, excluded=(str(fastci_config.data_dir()),))

@@ -134,7 +134,7 @@ class UnitsCache:
             try:
                 with open(path, "rb") as file:
                     source = file.read().decode("utf-8", "replace")
-                self._units[path] = Units.parse(source, path)
+                self._units[path] = Units.parse(source, path, fingerprints=False)
             except (OSError, SyntaxError, ValueError):
                 self._units[path] = None
         return self._units[path]

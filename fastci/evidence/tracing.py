@@ -57,7 +57,7 @@ class Tracer:
     def _reset(self) -> None:
         self._nodes: dict[tuple[int, str, int], int] = {}  # (parent node, filename, line) -> node
         self._parents, self._frames = [-1], [("", 0)]  # by node; node 0 is the empty stack
-        self._callers: dict[int, int] = {}  # id(frame) -> the node of its callers when it was called
+        self._callers: dict[int, int] = {}  # hash(frame) -> the node of its callers when it was called
         self._leaves: set[int] = set()
         self._points: dict[tuple[str, int], list[dict[str, int]]] = {}
         self._last_point: dict[tuple[str, int], tuple] = {}  # the point object a call was last seen at
@@ -144,17 +144,21 @@ class Tracer:
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
         if event != "call":
             return
-        filename = frame.f_code.co_filename
+        code = frame.f_code
+        filename = code.co_filename
         keep = self._project.get(filename)
         if keep is None:
             keep = self._project[filename] = self.is_project(filename)
         if keep and self._recording:
-            self._record(frame, filename)
+            self._record(frame, code)
 
-    def _record(self, frame: Any, filename: str) -> None:
-        """Keep a call into project code (``frame`` just started or resumed): its point, and its
-        stack as a node of the tree. Shared with ``fastci.evidence.monitoring``; runs at every
-        project call, hence the locals."""
+    def _record(self, frame: Any, code: Any) -> None:
+        """Keep a call into project code (``frame``, running ``code``, just started or resumed): its
+        point, and its stack as a node of the tree. Shared with ``fastci.evidence.monitoring``; runs
+        at every project call, hence the locals. ``frame.f_code``, ``id()`` and ``sys._getframe``
+        are audit events: each runs every audit hook (the reads recorder's among them), so this reads
+        a frame's code once and keys frames by ``hash()``, which is their identity too."""
+        filename = code.co_filename
         if self.dimensions:
             self._record_point(filename, frame.f_lineno)
         if self.overflowed:
@@ -162,7 +166,8 @@ class Tracer:
         # The nearest project caller, below the frame tracing started in.
         project, boundary, caller = self._project, self._boundary, frame.f_back
         while caller is not None and caller is not boundary:
-            name = caller.f_code.co_filename
+            caller_code = caller.f_code
+            name = caller_code.co_filename
             known = project.get(name)
             if known is None:
                 known = project[name] = self.is_project(name)
@@ -173,10 +178,10 @@ class Tracer:
         if caller is None or caller is boundary:
             callers = _ROOT
         else:
-            key = (callers_of.get(id(caller), _ROOT), name, _line(caller))
+            key = (callers_of.get(hash(caller), _ROOT), name, _line(caller, caller_code))
             callers = nodes.get(key) or self._new_node(key)  # every project caller was seen called
-        callers_of[id(frame)] = callers  # an id reused by a later frame is set again at its call
-        key = (callers, filename, _line(frame))
+        callers_of[hash(frame)] = callers  # an identity reused by a later frame is set again at its call
+        key = (callers, filename, _line(frame, code))
         leaf = nodes.get(key) or self._new_node(key)
         leaves = self._leaves
         if leaf not in leaves:
@@ -186,8 +191,8 @@ class Tracer:
             leaves.add(leaf)
 
 
-def _line(frame: Any) -> int:
+def _line(frame: Any, code: Any) -> int:
     """The frame's line, except 0 for a module's own code: its lines run inside a decorator or a
     class statement as often as not, and a module frame must read as ``<module>`` (import time), not
     as the def whose decorator it is executing."""
-    return 0 if frame.f_code.co_name == "<module>" else frame.f_lineno
+    return 0 if code.co_name == "<module>" else frame.f_lineno

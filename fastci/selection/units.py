@@ -18,6 +18,7 @@ import ast
 import bisect
 import copy
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -47,12 +48,15 @@ class Units:
         self._starts = [span[0] for span in self._spans]
 
     @classmethod
-    def parse(cls, source: str, filename: str = "<source>") -> Units:
-        """Units of ``source``; raises SyntaxError (with ``filename``) when it does not parse."""
+    def parse(cls, source: str, filename: str = "<source>", fingerprints: bool = True) -> Units:
+        """Units of ``source``; raises SyntaxError (with ``filename``) when it does not parse.
+        Without ``fingerprints`` (empty) only the spans are known: enough to name the unit of a
+        line, as evidence does, at a fraction of the cost (a fingerprint copies its unit's AST)."""
         tree = ast.parse(source, filename=filename)
+        fingerprint = _fingerprint if fingerprints else _no_fingerprint
         module_code = [node for node in tree.body if not _is_metadata(node)]
-        units: list[Unit] = [Unit(MODULE, 1, max(1, len(source.splitlines())), _fingerprint(module_code))]
-        _collect(tree.body, "", units, is_test_file(filename))
+        units: list[Unit] = [Unit(MODULE, 1, max(1, len(source.splitlines())), fingerprint(module_code))]
+        _collect(tree.body, "", units, is_test_file(filename), fingerprint)
         return cls(units, _exports(tree.body))
 
     def unit_at(self, line: int) -> str:
@@ -71,12 +75,15 @@ def is_test_file(path: str) -> bool:
     return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
 
 
-def _collect(body: list[ast.stmt], prefix: str, units: list[Unit], test_code: bool = False) -> None:
+Fingerprint = Callable[[list[ast.stmt], ast.stmt | None], str]
+
+
+def _collect(body: list[ast.stmt], prefix: str, units: list[Unit], test_code: bool, fingerprint: Fingerprint) -> None:
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             qualname = f"{prefix}{node.name}"
-            units.append(Unit(qualname, _first_line(node), node.end_lineno or node.lineno, _fingerprint([node], node)))
-            _collect_nested(node.body, f"{qualname}.<locals>.", units)
+            units.append(Unit(qualname, _first_line(node), node.end_lineno or node.lineno, fingerprint([node], node)))
+            _collect_nested(node.body, f"{qualname}.<locals>.", units, False, fingerprint)
         elif isinstance(node, ast.ClassDef):
             qualname = f"{prefix}{node.name}"
             body_name = f"{qualname}.{BODY}"
@@ -84,26 +91,28 @@ def _collect(body: list[ast.stmt], prefix: str, units: list[Unit], test_code: bo
             # test, so a test class body is its attributes, bases and decorators only.
             shape = _without_methods(node) if test_code else node
             units.append(
-                Unit(body_name, _first_line(node), node.end_lineno or node.lineno, _fingerprint([shape], shape))
+                Unit(body_name, _first_line(node), node.end_lineno or node.lineno, fingerprint([shape], shape))
             )
-            _collect(node.body, f"{qualname}.", units, test_code)
-        else:
-            _collect_nested([node], prefix, units, test_code)  # defs inside if/try/with blocks keep the scope's prefix
+            _collect(node.body, f"{qualname}.", units, test_code, fingerprint)
+        else:  # defs inside if/try/with blocks keep the scope's prefix
+            _collect_nested([node], prefix, units, test_code, fingerprint)
 
 
-def _collect_nested(body: list[ast.stmt], prefix: str, units: list[Unit], test_code: bool = False) -> None:
+def _collect_nested(
+    body: list[ast.stmt], prefix: str, units: list[Unit], test_code: bool, fingerprint: Fingerprint
+) -> None:
     """Defs and classes anywhere inside ``body`` (under if/for/try/with), named with ``prefix``."""
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            _collect([node], prefix, units, test_code)
+            _collect([node], prefix, units, test_code, fingerprint)
         else:
             # Each child once: visiting body/orelse again on top of iter_child_nodes doubled the
             # work (and the units) per nesting level.
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
-                    _collect_nested([child], prefix, units, test_code)
+                    _collect_nested([child], prefix, units, test_code, fingerprint)
                 elif isinstance(child, (ast.ExceptHandler, ast.match_case)):
-                    _collect_nested(child.body, prefix, units, test_code)
+                    _collect_nested(child.body, prefix, units, test_code, fingerprint)
 
 
 def _merge_redefinitions(units: list[Unit]) -> dict[str, Unit]:
@@ -171,6 +180,10 @@ class _StripNested(ast.NodeTransformer):
         return ast.Name(id=f"<def {node.name}>", ctx=ast.Load())  # type: ignore[attr-defined]
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _stub
+
+
+def _no_fingerprint(nodes: list[ast.stmt], unit: ast.stmt | None = None) -> str:
+    return ""
 
 
 def _fingerprint(nodes: list[ast.stmt], unit: ast.stmt | None = None) -> str:
