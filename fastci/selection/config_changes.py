@@ -265,8 +265,8 @@ def _github_workflow(path: str, old: str, new: str) -> Verdict:
         old_job, new_job = jobs_before.get(job), jobs_after.get(job)
         if old_job != new_job:
             changed.append(f"job {job}")
-            if (_runs_tests(old_job) or _runs_tests(new_job)) and _test_job_change_matters(old_job, new_job):
-                harmful.append(f"the test job {job}")
+            if (_runs_tests(old_job) or _runs_tests(new_job)) and (what := _test_job_change(old_job, new_job)):
+                harmful.append(f"the test job {job} ({what})")
     return _verdict(path, changed, harmful)
 
 
@@ -275,19 +275,29 @@ _INSTALLS = re.compile(
 )
 
 
-def _test_job_change_matters(old: Any, new: Any) -> bool:
-    """Whether a change to a job that runs tests can change what they do: its environment (runner,
-    matrix, env, container, services), a step that runs tests or installs something, or a setup
-    action's inputs. An action moved to another version, or a lint step, cannot."""
+def _test_job_change(old: Any, new: Any) -> str | None:
+    """What of a job that runs tests changed that can change what they do (its environment: runner,
+    matrix, env, container, services; a step that runs tests or installs something; a setup
+    action's inputs), or None when nothing did: an action moved to another version, a lint step."""
     if not isinstance(old, dict) or not isinstance(new, dict):
-        return True
-    if {k: v for k, v in old.items() if k != "steps"} != {k: v for k, v in new.items() if k != "steps"}:
-        return True
+        return "its definition"
+    keys = sorted(k for k in old.keys() | new.keys() if k != "steps" and old.get(k) != new.get(k))
+    if keys:
+        return ", ".join(map(str, keys))
     steps_before, steps_after = old.get("steps") or [], new.get("steps") or []
     if len(steps_before) != len(steps_after):
         added = [s for s in steps_after if s not in steps_before] + [s for s in steps_before if s not in steps_after]
-        return any(_step_matters(s) for s in added)
-    return any(_step_change_matters(a, b) for a, b in zip(steps_before, steps_after) if a != b)
+        moved = [s for s in added if _step_matters(s)]
+    else:
+        moved = [b for a, b in zip(steps_before, steps_after) if a != b and _step_change_matters(a, b)]
+    return ", ".join(f"step {_step_name(s)}" for s in moved) or None
+
+
+def _step_name(step: Any) -> str:
+    if not isinstance(step, dict):
+        return repr(str(step)[:40])
+    name = step.get("name") or step.get("uses") or str(step.get("run", "")).strip().splitlines()[:1]
+    return repr(name if isinstance(name, str) else (name[0] if name else "?"))
 
 
 def _step_matters(step: Any) -> bool:
