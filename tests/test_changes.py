@@ -164,14 +164,30 @@ def test_a_nested_function_edit_modifies_the_inner_function_not_the_outer(repo):
     assert functions(event) == {("pkg/model.py", "build.<locals>.init", "modified")}
 
 
-def test_adding_a_method_adds_it_and_modifies_the_class_body(repo):
+def test_adding_a_method_changes_the_class_for_its_users_not_for_every_importer(repo):
     method = "def extra_repr(self):\n            return 'model'\n\n        def forward(self, x):"
     after = MODEL.replace("def forward(self, x):", method)  # MODEL is indented by 4 until dedented
     event = analyze_commit(repo.path, two_commits(repo, MODEL, after))
+    # Code that uses the class runs one of its methods or names it (build); the class body is not
+    # module code every importer runs.
     assert functions(event) == {
         ("pkg/model.py", "Model.extra_repr", "added"),
-        ("pkg/model.py", "Model.<body>", "modified"),
+        ("pkg/model.py", "Model.__init__", "modified"),
+        ("pkg/model.py", "Model.forward", "modified"),
+        ("pkg/model.py", "build", "modified"),
     }
+
+
+def test_a_class_whose_attributes_or_decorators_change_is_module_code_still(repo):
+    attribute = analyze_commit(repo.path, two_commits(repo, MODEL, MODEL.replace("scale = 2", "scale = 3")))
+    assert ("pkg/model.py", "Model.<body>", "modified") in functions(attribute)
+    decorated = MODEL.replace("class Model", "@register\n    class Model").replace(
+        "def forward(self, x):", "def extra_repr(self):\n            return 'model'\n\n        def forward(self, x):"
+    )
+    event = analyze_commit(
+        repo.path, two_commits(repo, MODEL.replace("class Model", "@register\n    class Model"), decorated)
+    )
+    assert ("pkg/model.py", "Model.<body>", "modified") in functions(event)  # a registry may hold it unnamed
 
 
 def test_a_module_constant_change_modifies_the_units_that_read_it(repo):

@@ -4,7 +4,7 @@ embedded runtime: what a CI job runs for a change, and that it never skips silen
 from __future__ import annotations
 
 import orjson
-from ci_repo import ALL_TESTS, clean_env, collect_evidence, commit, edit, fastci_in, git, make_repo, pytest_in
+from ci_repo import ALL_TESTS, TEXT, clean_env, collect_evidence, commit, edit, fastci_in, git, make_repo, pytest_in
 
 
 def select(repo, data, *args, env=None):
@@ -246,6 +246,21 @@ def test_a_module_level_constant_change_runs_the_tests_of_the_functions_that_rea
     run = select(repo, data)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "1 failed, 6 deselected" in run.stdout and "FAILED tests/test_stats.py::test_spread" in run.stdout
+
+
+def test_a_method_added_to_a_class_runs_the_tests_that_use_the_class_and_fails_when_they_fail(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    echo = "\n\nclass Echo:\n    def __init__(self, word):\n        self.word = word\n"
+    commit(repo, {"pkg/text.py": TEXT + echo}, "Echo")
+    test_echo = "def test_echo():\n    assert text.Echo('a')\n\n\ndef test_whisper"
+    edit(repo, "tests/test_text.py", "def test_whisper", test_echo, "its test")
+    collect_evidence(repo, data)
+    # __len__ makes every Echo false: no caller changed, but the class did.
+    length = "self.word = word\n\n    def __len__(self):\n        return 0\n"
+    edit(repo, "pkg/text.py", "self.word = word\n", length, "Echo has a length")
+    run = select(repo, data)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"1 failed, {ALL_TESTS} deselected" in run.stdout and "FAILED tests/test_text.py::test_echo" in run.stdout
 
 
 def test_an_incremental_nightly_retraces_only_the_tests_whose_evidence_may_be_stale(tmp_path):

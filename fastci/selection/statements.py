@@ -3,7 +3,8 @@ import) changes what the code that reads those names does, and nothing else; the
 them stand in for the module's ``<module>`` code.
 
 A literal ``__all__`` that gains or loses names re-binds just those names in every module that
-imports it with ``*``: the units that read them stand in too. A statement that does more at import
+imports it with ``*``: the units that read them stand in too. A class that only gains or loses
+methods is a re-bound name as well, its existing methods changed with it. A statement that does more at import
 (a call with side effects, a registration, a loop, a conditional) is not bounded that way: then the
 module's code counts as changed, as before, and every test whose imports reach it runs.
 """
@@ -63,6 +64,44 @@ def readers(source: str, names: set[str], prefix: str = "") -> set[str]:
 
     visit(ast.parse(source).body, prefix)
     return found
+
+
+def methods_only(old: str, new: str, class_qualname: str) -> set[str] | None:
+    """For a class whose change only adds or removes methods (its bases, keywords, decorators and
+    other statements alike; a method each version at least), the qualnames of its methods in the
+    old version: code that uses the class runs one of them or names the class. None otherwise:
+    then the class body counts as changed module code, as before."""
+    before, after = _class(old, class_qualname), _class(new, class_qualname)
+    if before is None or after is None or before.decorator_list or after.decorator_list:
+        return None  # a class decorator may register the class: its users need not name it
+    if _shape(before) != _shape(after):
+        return None
+    methods = {n.name for n in before.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if not methods or not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in after.body):
+        return None
+    return {f"{class_qualname}.{name}" for name in methods}
+
+
+def _class(source: str, qualname: str) -> ast.ClassDef | None:
+    """The class ``A.B`` of a module (classes nested in classes; not in functions)."""
+    body: list[ast.stmt] = ast.parse(source).body
+    found: ast.ClassDef | None = None
+    for name in qualname.split("."):
+        found = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == name), None)
+        if found is None:
+            return None
+        body = found.body
+    return found
+
+
+def _shape(node: ast.ClassDef) -> list[str]:
+    """A class without its methods: bases, keywords, the other statements of its body."""
+    parts = [ast.dump(b, include_attributes=False) for b in (*node.bases, *node.keywords)]
+    return parts + [
+        ast.dump(n, include_attributes=False)
+        for n in node.body
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_docstring(n)
+    ]
 
 
 def _statements(source: str) -> list[tuple[str, str]]:
@@ -125,14 +164,46 @@ def _all_of(source: str) -> set[str] | None:
     return found
 
 
+# Calls a module's bindings commonly make that only compute their value (no registration, no
+# global state): ``_marker = object()``, ``_isqrt = getattr(math, 'isqrt', fallback)``,
+# ``_WORD = re.compile(...)``. Anything else called at import may do anything.
+_PURE_CALLS = frozenset(
+    {
+        *("frozenset", "set", "tuple", "list", "dict", "int", "float", "str", "bytes", "bool", "complex"),
+        *("range", "len", "object", "getattr", "hasattr", "isinstance", "issubclass", "sorted", "reversed"),
+        *("min", "max", "sum", "abs", "round", "divmod", "pow", "ord", "chr", "repr", "any", "all"),
+        *("zip", "map", "filter", "enumerate", "iter", "slice"),
+        *("namedtuple", "TypeVar", "NewType", "ParamSpec", "partial", "itemgetter", "attrgetter", "methodcaller"),
+        *("re.compile", "collections.namedtuple", "typing.TypeVar", "typing.NewType", "typing.ParamSpec"),
+        *("functools.partial", "operator.itemgetter", "operator.attrgetter", "operator.methodcaller"),
+        *("logging.getLogger", "math.sqrt", "math.log", "math.exp", "math.pow", "math.isqrt", "math.ceil"),
+        "math.floor",
+    }
+)
+
+
 def _calls(node: ast.AST) -> bool:
-    """Whether evaluating ``node`` calls something other than a few pure builtins."""
-    pure = {"frozenset", "set", "tuple", "list", "dict", "int", "float", "str", "bool", "range", "len"}
-    for child in ast.walk(node):
-        if isinstance(child, ast.Call):
-            if not (isinstance(child.func, ast.Name) and child.func.id in pure):
-                return True
+    """Whether evaluating ``node`` calls something other than a few pure functions (``_PURE_CALLS``);
+    a lambda's body is not evaluated."""
+    pending = [node]
+    while pending:
+        child = pending.pop()
+        if isinstance(child, ast.Call) and _dotted(child.func) not in _PURE_CALLS:
+            return True
+        if isinstance(child, ast.Lambda):
+            pending += child.args.defaults + [d for d in child.args.kw_defaults if d is not None]
+            continue
+        pending += ast.iter_child_nodes(child)
     return False
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` of a name or an attribute chain on a name; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and (base := _dotted(node.value)) is not None:
+        return f"{base}.{node.attr}"
+    return None
 
 
 def _reads(node: ast.AST, names: set[str]) -> bool:
