@@ -74,10 +74,9 @@ def test_a_job_that_says_what_it_kept_is_audited_without_the_commits_selection()
     assert "the job's selection did not keep it" in events[1].evidence
 
 
-def test_a_miss_widens_the_next_selections_until_enough_clean_audited_commits():
-    processor, store = SelectionProcessor(), Store()
-    feed(processor, store, history())
-    miss = SelectionAudit(
+def a_miss() -> SelectionAudit:
+    """The audit of commit aaaaaaa: test C failed in a nightly, and its selection had left it out."""
+    return SelectionAudit(
         repo=REPO,
         sha="aaaaaaa",
         kind="miss",
@@ -91,6 +90,12 @@ def test_a_miss_widens_the_next_selections_until_enough_clean_audited_commits():
         tests_known=3,
         saved_s=1.0,
     )
+
+
+def test_a_miss_widens_the_next_selections_until_enough_clean_audited_commits():
+    processor, store = SelectionProcessor(), Store()
+    feed(processor, store, history())
+    miss = a_miss()
     feed(processor, store, [miss])
     (wide,) = of_topic(feed(processor, store, [commit((*ATTN, "modified"), sha="bbbbbbb")]), "selection")
     assert {k.test_id: k.reason for k in wide.kept} == {
@@ -116,21 +121,7 @@ def test_a_policy_of_zero_turns_widening_off():
     processor, store = SelectionProcessor(), Store()
     policy = SelectionPolicy(repo=REPO, time=datetime(2026, 12, 1, tzinfo=UTC), widen_commits=0)
     feed(processor, store, [*history(), policy])
-    miss = SelectionAudit(
-        repo=REPO,
-        sha="aaaaaaa",
-        kind="miss",
-        test_id=C,
-        selection_id="s",
-        result_id="r",
-        run_id="n",
-        status="failed",
-        changed_files=("fw/data.py",),
-        kept=1,
-        tests_known=3,
-        saved_s=0.0,
-    )
-    feed(processor, store, [miss])
+    feed(processor, store, [a_miss()])
     (selection,) = of_topic(feed(processor, store, [commit((*ATTN, "modified"), sha="bbbbbbb")]), "selection")
     assert not selection.widened and [k.test_id for k in selection.kept] == [A]
 
