@@ -48,6 +48,7 @@ class Tracer:
         self.points: dict[tuple[str, int], list[dict[str, int]]] = {}  # of the last test ended
         self.max_depth, self.max_stacks = max_depth, max_stacks
         self._project: dict[str, bool] = {}  # co_filename -> project code? (decided once per file)
+        self._foreign: dict[str, bool] = {}  # a module's __file__ -> outside the project?
         self._boundary: Any = None
         self._lock = threading.Lock()
         self._recording = False
@@ -141,8 +142,18 @@ class Tracer:
                 self._frames.append(key[1:])
         return node
 
+    def _foreign_module(self, globals_: dict) -> bool:
+        """Whether a frame with these globals runs a module outside the project: its code is then
+        not project code either, and ``f_code`` (an audit event) need not be read. Frames of a
+        project module, or with globals naming no file (exec'd code), are judged by their code."""
+        module = globals_.get("__file__")
+        foreign = self._foreign.get(module) if module.__class__ is str else False
+        if foreign is None:
+            foreign = self._foreign[module] = not self.is_project(module)
+        return foreign
+
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
-        if event != "call":
+        if event != "call" or self._foreign_module(frame.f_globals):
             return
         code = frame.f_code
         filename = code.co_filename
@@ -166,6 +177,9 @@ class Tracer:
         # The nearest project caller, below the frame tracing started in.
         project, boundary, caller = self._project, self._boundary, frame.f_back
         while caller is not None and caller is not boundary:
+            if self._foreign_module(caller.f_globals):
+                caller = caller.f_back
+                continue
             caller_code = caller.f_code
             name = caller_code.co_filename
             known = project.get(name)
