@@ -1,0 +1,253 @@
+"""Least privilege on a real broker with the authorizer on (``kafka.sh start --scram --acl``):
+the super user applies each role's ACLs, the operator makes the topics, the producer writes inputs
+and nothing else, the analyst reads and writes nothing, and the worker runs the whole pipeline with
+only its own ACLs, processing exactly what the broker accepted."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import ACL_USERS
+from factories import BUNDLE, result
+from kafka_helpers import read_events, stop_worker, wait_until_consumed
+
+from fastci.core.config import KafkaSettings
+from fastci.core.events import Event
+from fastci.demo.history import Workload
+from fastci.fleet.events import NodeStateChanged
+from fastci.regression.events import Endpoint, RegressionAlert
+from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.runtime.kafka_acls import describe_acls
+from fastci.runtime.kafka_io import AccessDenied, ensure_topics, publish, read_to_end
+from fastci.runtime.publish import publish_embedded
+from fastci.runtime.roles import all_acls
+from fastci.topology import ALL_PROCESSORS, DEAD_LETTERS, INPUT_TOPICS, SYSTEM, decode
+from fastci.views.refresh import refresh_embedded
+from fastci.views.store import Views
+
+pytestmark = pytest.mark.kafka
+
+NAMESPACE = "acl-"
+# SCRAM without TLS: what is authorised is the SCRAM principal either way, and TLS (tested with SCRAM in
+# test_kafka_security.py) cost this module a minute here, in a handshake per client.
+PROTOCOL = "SASL_PLAINTEXT"
+
+
+def settings(broker, user: str) -> KafkaSettings:
+    return KafkaSettings(
+        bootstrap=broker.bootstrap,
+        namespace=NAMESPACE,
+        security_protocol=PROTOCOL,
+        sasl_mechanism="SCRAM-SHA-256",
+        username=user,
+        password=ACL_USERS[user],
+    )
+
+
+def role_env(broker, user: str) -> dict[str, str]:
+    """A process environment holding one role's credentials, as a deployment would give it."""
+    return {
+        **os.environ,
+        "FASTCI_KAFKA_BOOTSTRAP": broker.bootstrap,
+        "FASTCI_KAFKA_NAMESPACE": NAMESPACE,
+        "FASTCI_KAFKA_SECURITY_PROTOCOL": PROTOCOL,
+        "FASTCI_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+        "FASTCI_KAFKA_USERNAME": user,
+        "FASTCI_KAFKA_PASSWORD": ACL_USERS[user],
+    }
+
+
+@dataclass
+class Cluster:
+    broker: object
+    outputs: list[str] = field(default_factory=list)  # every CLI run's stdout and stderr (secrets are searched)
+
+    def fastci(self, user: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, "-m", "fastci.cli", *args],
+            env={**role_env(self.broker, user), **(env or {}), "COLUMNS": "200"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        self.outputs.append(done.stdout + done.stderr)
+        return done
+
+
+@pytest.fixture(scope="module")
+def cluster(acl_broker) -> Cluster:
+    """ACLs applied by the super user, topics made by the operator: both through the CLI."""
+    cluster = Cluster(acl_broker)
+    applied = cluster.fastci("admin", "kafka", "acls", "--apply")
+    assert applied.returncode == 0, applied.stderr
+    made = cluster.fastci("operator", "kafka", "topics", "--apply")
+    assert made.returncode == 0, made.stderr
+    return cluster
+
+
+def refusal(broker, user: str, events: list[Event]) -> str:
+    with pytest.raises(AccessDenied) as denied:
+        asyncio.run(publish(settings(broker, user), events))
+    return str(denied.value)
+
+
+def forged_events() -> dict[str, Event]:
+    """What a stolen producer credential would write if the broker let it: a regression declared
+    recovered (so a release gate would pass) and a sick node declared healthy."""
+    end = Endpoint(result_id="e" * 32, run_id="nightly-9", commit="abcdef1", bundle=BUNDLE, node_id="node-01")
+    alert = RegressionAlert(
+        cause_id="c" * 32,
+        stage="recovered",
+        subject="throughput on rev-a",
+        regression_id="r" * 32,
+        kind="performance",
+        test_id="qualify/dlrm-small/bf16/throughput",
+        repo="acme/llm-framework",
+        hardware_revision="rev-a",
+        good=end,
+        bad=end,
+        summary="forged: recovered",
+    )
+    node = NodeStateChanged(node_id="node-08", state="healthy", reason="forged", time="2026-11-02T00:00:00Z")
+    return {"regression-alert": alert, "node-state-changed": node}
+
+
+def test_the_super_user_applies_the_acls_and_no_role_can(cluster):
+    broker = cluster.broker
+    wanted = all_acls(
+        {role: [role] for role in ("producer", "worker", "analyst", "operator")},
+        settings(broker, "admin"),
+        ALL_PROCESSORS,
+    )
+    present = asyncio.run(describe_acls(settings(broker, "admin")))
+    assert {acl for acls in wanted.values() for acl in acls} <= present
+    check = cluster.fastci("admin", "kafka", "acls")
+    assert check.returncode == 0 and "missing" not in check.stdout  # applied once, checked again
+    for role in ("operator", "worker", "producer", "analyst"):
+        denied = cluster.fastci(role, "kafka", "acls", "--apply")
+        assert denied.returncode == 2, denied.stdout
+        assert "DescribeAcls refused: ClusterAuthorizationFailedError" in denied.stderr
+        assert f"as User:{role}; ACLs are read and applied by a super user" in denied.stderr
+
+
+def test_the_producer_writes_no_decision_reads_nothing_and_creates_no_topic(cluster, pipeline):
+    broker = cluster.broker  # after the pipeline: the topics hold records to be refused
+    for topic, event in forged_events().items():
+        message = refusal(broker, "producer", [event])
+        assert (
+            f"User:producer may not WRITE topic acl-{topic}: no ACL allows User:producer WRITE on TOPIC acl-{topic}"
+        ) in message
+
+    async def read() -> list:
+        return [r async for r in read_to_end(settings(broker, "producer"), "results")]
+
+    with pytest.raises(AccessDenied, match="User:producer may not READ topic acl-results: no ACL allows"):
+        asyncio.run(read())
+    with pytest.raises(AccessDenied, match="topic acl-surprise does not exist, and User:producer may not CREATE"):
+        asyncio.run(ensure_topics(settings(broker, "producer"), ["surprise"]))
+    views = cluster.fastci("producer", "--data-dir", str(broker.data / "producer-views"), "views", "refresh", "--kafka")
+    assert views.returncode == 2 and "error: User:producer may not READ topic acl-" in views.stderr
+    assert "Traceback" not in views.stderr
+
+
+def test_the_analyst_cannot_write_anything(cluster):
+    for event in [result(run_id="analyst-run"), *forged_events().values()]:
+        message = refusal(cluster.broker, "analyst", [event])
+        assert f"User:analyst may not WRITE topic acl-{event.TOPIC}" in message
+
+
+@dataclass
+class Pipeline:
+    accepted: list[Event]
+    refusals: list[str]
+    worker_log: Path
+    views: Path
+
+
+@pytest.fixture(scope="module")
+def pipeline(cluster, tmp_path_factory) -> Pipeline:
+    """The producer publishes a CI history; forged decisions and an analyst's result are refused;
+    the worker, as itself, processes everything; the analyst refreshes the views."""
+    broker, work = cluster.broker, tmp_path_factory.mktemp("acl-pipeline")
+    accepted = Workload(commits=20, seed=5).events()
+    asyncio.run(publish(settings(broker, "producer"), accepted))
+    refusals = [refusal(broker, "producer", [e]) for e in forged_events().values()]
+    refusals.append(refusal(broker, "analyst", [result(run_id="analyst-run")]))
+    log = work / "worker.log"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "fastci.cli", "worker"],
+        env=role_env(broker, "worker"),
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until_consumed(settings(broker, "analyst"), worker, log)
+    finally:
+        stop_worker(worker)
+    views = work / "views.duckdb"
+    refreshed = cluster.fastci("analyst", "--data-dir", str(work), "views", "refresh", "--kafka")
+    assert refreshed.returncode == 0, refreshed.stderr
+    return Pipeline(accepted, refusals, log, views)
+
+
+def by_key(events: list[Event]) -> dict[str, list[str]]:
+    ordered: dict[str, list[str]] = defaultdict(list)
+    for event in events:
+        ordered[event.key].append(event.id)
+    return dict(ordered)
+
+
+def view_rows(path: Path, sql: str) -> list[tuple]:
+    views = Views(path, read_only=True)
+    try:
+        return views.query(sql)[1]
+    finally:
+        views.close()
+
+
+# Outputs equal in every runtime whatever the interleaving of topics (docs/topology.md, ordering guarantee).
+SINGLE_STREAM = ("test-status-changed", "flaky-verdicts", "flaky-tests", DEAD_LETTERS)
+
+
+def test_the_worker_processes_exactly_what_the_broker_accepted_with_only_its_acls(
+    cluster, pipeline, tmp_path, report_figure
+):
+    analyst = settings(cluster.broker, "analyst")
+    assert len(pipeline.refusals) == 3 and all("may not WRITE" in r for r in pipeline.refusals)
+    # Nothing but the accepted events got in...
+    for topic in INPUT_TOPICS:
+        expected = sorted(e.id for e in pipeline.accepted if e.TOPIC == topic)
+        assert sorted(e.id for e in read_events(analyst, topic)) == expected, topic
+    assert not any(e.reason == "forged" for e in read_events(analyst, "node-state-changed"))
+    assert not read_events(analyst, "regression-alert")  # the forged 'recovered' alert never got in
+    # ...and all of it was processed: the embedded runtime on the same events is the reference.
+    embedded = tmp_path / "embedded"
+    publish_embedded(embedded, pipeline.accepted)
+    runtime = EmbeddedRuntime(embedded, SYSTEM)
+    runtime.run()
+    runtime.close()
+    reference = Views(embedded / "views.duckdb")
+    refresh_embedded(embedded, reference)
+    reference.close()
+    flips = 0
+    for topic in SINGLE_STREAM:
+        on_kafka = read_events(analyst, topic)
+        expected = [decode(topic, r.payload) for r in DataDir(embedded).log.topic(topic).read()]
+        assert by_key(on_kafka) == by_key(expected), topic
+        flips += len(on_kafka) if topic == "test-status-changed" else 0
+    assert flips > 0
+    history = "SELECT * FROM test_history ORDER BY test_id"
+    assert view_rows(pipeline.views, history) == view_rows(embedded / "views.duckdb", history)
+    assert "Authoriz" not in pipeline.worker_log.read_text()  # the worker needed nothing it was not given
+    report_figure(
+        f"ACL broker: {len(pipeline.accepted)} accepted input events processed by the worker with only its ACLs "
+        f"({flips} test status flips, identical per key to the embedded runtime on the same events); "
+        f"{len(pipeline.refusals)} forged writes refused, none on any topic"
+    )
