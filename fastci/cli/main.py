@@ -121,10 +121,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _access_denied(error: BaseException) -> bool:
-    """A refusal to report in one line: the cluster's, for want of an ACL."""
+    """A refusal to report in one line: the cluster's (an ACL) or a signing misconfiguration."""
+    from fastci.core.provenance import ProvenanceError
     from fastci.runtime.kafka_io import AccessDenied  # only once something failed
 
-    return isinstance(error, AccessDenied)
+    return isinstance(error, AccessDenied | ProvenanceError)
 
 
 def _broker_unreachable(error: BaseException) -> bool:
