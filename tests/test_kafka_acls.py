@@ -9,26 +9,37 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
 from conftest import ACL_USERS
 from factories import BUNDLE, result
 from kafka_helpers import read_events, stop_worker, wait_until_consumed
 
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
+from fastci.core.provenance import Signer
 from fastci.demo.history import Workload
 from fastci.fleet.events import NodeStateChanged
+from fastci.producer.client import Producer, RetryPolicy
+from fastci.producer.context import RunContext
+from fastci.producer.spool import Spool
+from fastci.producer.targets import KafkaTarget
+from fastci.regression import webhook
 from fastci.regression.events import Endpoint, RegressionAlert
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.kafka_acls import describe_acls
-from fastci.runtime.kafka_io import AccessDenied, ensure_topics, publish, read_to_end
+from fastci.runtime.kafka_io import AccessDenied, ensure_topics, publish, read_to_end, topic_partitions
 from fastci.runtime.publish import publish_embedded
 from fastci.runtime.roles import all_acls
-from fastci.topology import ALL_PROCESSORS, DEAD_LETTERS, INPUT_TOPICS, SYSTEM, decode
+from fastci.topology import ALL_PROCESSORS, DEAD_LETTERS, INPUT_TOPICS, SYSTEM, TOPICS, decode
 from fastci.views.refresh import refresh_embedded
 from fastci.views.store import Views
 
@@ -250,4 +261,142 @@ def test_the_worker_processes_exactly_what_the_broker_accepted_with_only_its_acl
         f"ACL broker: {len(pipeline.accepted)} accepted input events processed by the worker with only its ACLs "
         f"({flips} test status flips, identical per key to the embedded runtime on the same events); "
         f"{len(pipeline.refusals)} forged writes refused, none on any topic"
+    )
+
+
+# ----- secrets stay secret
+
+WEBHOOK_SECRET = "Webhook-secret-3e8b17c4d2"
+PROVENANCE_KEYS = {"qualifier": "Qualifier-key-a91f02c7d5", "ci": "Ci-runner-key-5b20e8f1c3"}
+SECRETS = {
+    **{f"SCRAM password of {user}": password for user, password in ACL_USERS.items()},
+    **{f"provenance key of {principal}": key for principal, key in PROVENANCE_KEYS.items()},
+    "webhook secret": WEBHOOK_SECRET,
+}
+
+
+class Receiver:
+    """A ticket webhook on loopback that accepts only posts signed with the shared secret."""
+
+    def __init__(self) -> None:
+        self.received: list[bytes] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.received.append(str(self.headers).encode() + body)
+                ok = webhook.verify(WEBHOOK_SECRET.encode(), self.headers, body, time.time()) is None
+                self.send_response(201 if ok else 401)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/tickets"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+async def every_record(settings_: KafkaSettings) -> dict[str, bytes]:
+    """Every key and value of every topic in the namespace (changelogs and internal topics too), with
+    one consumer."""
+    admin = AIOKafkaAdminClient(**settings_.client_options())
+    await admin.start()
+    try:
+        names = [t for t in await admin.list_topics() if t.startswith(NAMESPACE)]
+    finally:
+        await admin.close()
+    tps = await topic_partitions(settings_, names)
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, **settings_.client_options())
+    await consumer.start()
+    found: dict[str, bytearray] = defaultdict(bytearray)
+    try:
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.seek_to_beginning(*tps)
+        while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+            for tp, messages in (await consumer.getmany(timeout_ms=1000)).items():
+                for m in messages:
+                    found[tp.topic] += (m.key or b"") + b"\n" + (m.value or b"") + b"\n"
+    finally:
+        await consumer.stop()
+    return {topic: bytes(data) for topic, data in found.items()}
+
+
+def duckdb_text(path: Path) -> bytes:
+    """Every row of every table of a views file, as text: DuckDB may compress strings on disk."""
+    views = Views(path, read_only=True)
+    try:
+        tables = [row[0] for row in views.query("SELECT table_name FROM information_schema.tables")[1]]
+        return "\n".join(repr(views.query(f'SELECT * FROM "{t}"')[1]) for t in tables).encode()
+    finally:
+        views.close()
+
+
+def test_no_secret_reaches_a_log_an_event_a_view_a_report_or_a_ticket(cluster, pipeline, tmp_path, report_figure):
+    broker, data = cluster.broker, tmp_path / "data"
+    receiver = Receiver()
+    every_secret = {
+        "FASTCI_PROVENANCE_PRINCIPAL": "qualifier",
+        "FASTCI_PROVENANCE_KEY": PROVENANCE_KEYS["qualifier"],
+        "FASTCI_PROVENANCE_KEYS": ",".join(f"{p}:{k}" for p, k in PROVENANCE_KEYS.items()),
+        "FASTCI_WEBHOOK_SECRET": WEBHOOK_SECRET,
+    }
+    # A regression night end to end on the embedded runtime (results signed), its tickets posted to the
+    # webhook, the nightly report of it and of the Kafka pipeline's views: as the analyst, every secret set.
+    for args in (
+        ["regressions", "demo"],
+        ["tickets", "--webhook", receiver.url],
+        ["report", "nightly", "--views", str(pipeline.views), "--out", str(data / "kafka-nightly.html")],
+    ):
+        done = cluster.fastci("analyst", "--data-dir", str(data), *args, env=every_secret)
+        assert done.returncode == 0, done.stderr
+    assert len(receiver.received) == 3  # three tickets, each accepted as signed with the shared secret
+    # A producer whose results stay spooled: it holds the analyst's credential, which may not write.
+    refused_target = KafkaTarget(settings(broker, "analyst"), timeout_s=20)
+    signer = Signer("qualifier", PROVENANCE_KEYS["qualifier"].encode())
+    context = RunContext(repo="acme/x", commit="abcdef1", node_id="node-01", trigger="nightly")
+    producer = Producer(
+        refused_target, Spool(data / "spool" / "kafka"), context, retry=RetryPolicy(1, 0.0), signer=signer
+    )
+    producer.result("tests/test_a.py::test_x", "spooled-run", status="passed", duration_s=1.0)
+    report = producer.close()
+    assert report.pending == 1 and "User:analyst may not WRITE topic acl-results" in report.error
+
+    places: dict[str, bytes] = {
+        "CLI output (stdout and stderr of every fastci command in this module)": "\n".join(cluster.outputs).encode(),
+        "refusal messages (AccessDenied)": "\n".join(pipeline.refusals).encode(),
+        "producer's last error": report.error.encode(),
+        "worker log": pipeline.worker_log.read_bytes(),
+        "broker log": (broker.data / "broker.log").read_bytes(),
+        "webhook posts received (headers and bodies)": b"\n".join(receiver.received),
+        "views of the Kafka pipeline (every table's rows)": duckdb_text(pipeline.views),
+        "views of the embedded run (every table's rows)": duckdb_text(data / "views.duckdb"),
+        "embedded log (every record of every topic)": b"\n".join(
+            r.payload for t in TOPICS for r in DataDir(data).log.topic(t).read()
+        ),
+    }
+    files = sorted(p for p in data.rglob("*") if p.is_file())
+    places |= {f"file {p.relative_to(data)}": p.read_bytes() for p in files}
+    places |= {f"Kafka topic {t}": v for t, v in asyncio.run(every_record(settings(broker, "admin"))).items()}
+    leaks = [
+        f"{what} in {where}" for where, text in places.items() for what, s in SECRETS.items() if s.encode() in text
+    ]
+    assert leaks == []
+    # The search sees content: signed results are in the views, tickets and spool, and the refusals.
+    assert b'"principal":"qualifier"' in places["embedded log (every record of every topic)"]
+    assert b"'qualifier'" in places["views of the embedded run (every table's rows)"]
+    assert any("spool" in p and b"qualifier" in places[p] for p in places)
+    assert any(p.startswith("file tickets/") for p in places) and any(p.endswith("nightly.html") for p in places)
+    groups: dict[str, int] = defaultdict(int)
+    for path in files:
+        groups[path.relative_to(data).parts[0]] += 1
+    kinds = [p for p in places if not p.startswith(("file ", "Kafka topic "))]
+    report_figure(
+        f"secrets: {len(SECRETS)} secrets ({', '.join(SECRETS)}) searched in {len(places)} places, none found: "
+        + "; ".join(kinds)
+        + f"; {len(files)} files of the data dir ({', '.join(f'{g}: {n}' for g, n in sorted(groups.items()))}); "
+        + f"every record of {sum(p.startswith('Kafka topic ') for p in places)} Kafka topics (inputs, decisions, "
+        "changelogs, internal)"
     )

@@ -44,7 +44,7 @@ def access_denied(settings: KafkaSettings, operation: str, topics: Iterable[str]
 
 
 @contextlib.asynccontextmanager
-async def _refused_as(settings: KafkaSettings, operation: str, topics: Iterable[str]) -> AsyncIterator[None]:
+async def refused_as(settings: KafkaSettings, operation: str, topics: Iterable[str]) -> AsyncIterator[None]:
     topics = list(topics)
     try:
         yield
@@ -106,7 +106,7 @@ async def publish(settings: KafkaSettings, events: Iterable[Event]) -> int:
     events = list(events)
     producer = AIOKafkaProducer(acks="all", enable_idempotence=True, linger_ms=5, **settings.client_options())
     sent = 0
-    async with _refused_as(settings, "WRITE", {settings.topic(e.TOPIC) for e in events}):
+    async with refused_as(settings, "WRITE", {settings.topic(e.TOPIC) for e in events}):
         try:
             await producer.start()  # an idempotent producer needs WRITE on some topic already here
             pending: list[asyncio.Future] = []
@@ -165,7 +165,7 @@ async def read_to_end(
     consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **settings.client_options())
     await consumer.start()
     try:
-        async with _refused_as(settings, "READ", [name]):
+        async with refused_as(settings, "READ", [name]):
             consumer.assign(tps)
             ends = await consumer.end_offsets(tps)
             remaining = set()
