@@ -39,6 +39,7 @@ from fastci.runtime.kafka_acls import describe_acls
 from fastci.runtime.kafka_io import AccessDenied, ensure_topics, publish, read_to_end, topic_partitions
 from fastci.runtime.publish import publish_embedded
 from fastci.runtime.roles import all_acls
+from fastci.selection.events import Selection, SelectionMetrics
 from fastci.topology import ALL_PROCESSORS, DEAD_LETTERS, INPUT_TOPICS, SYSTEM, TOPICS, decode
 from fastci.views.refresh import refresh_embedded
 from fastci.views.store import Views
@@ -110,8 +111,19 @@ def refusal(broker, user: str, events: list[Event]) -> str:
 
 
 def forged_events() -> dict[str, Event]:
-    """What a stolen producer credential would write if the broker let it: a regression declared
-    recovered (so a release gate would pass) and a sick node declared healthy."""
+    """What a stolen producer credential would write if the broker let it: a commit's selection that
+    runs nothing, a regression declared recovered (so a release gate would pass) and a sick node
+    declared healthy."""
+    zero = dict.fromkeys(("tests_known", "selected", "kept", "pruned", "skipped", "changed_units"), 0)
+    nothing = SelectionMetrics(
+        **zero,
+        **dict.fromkeys(("estimated_s_all", "estimated_s_kept", "saved_s", "saved_gpu_s"), 0.0),
+        selection_ratio=0.0,
+        pairs_covered_by_all=0,
+        pairs_covered_by_kept=0,
+        coverage_retention=1.0,
+    )
+    selection = Selection(commit_id="f" * 32, repo="acme/llm-framework", sha="abcdef1", run_all=False, metrics=nothing)
     end = Endpoint(result_id="e" * 32, run_id="nightly-9", commit="abcdef1", bundle=BUNDLE, node_id="node-01")
     alert = RegressionAlert(
         cause_id="c" * 32,
@@ -127,7 +139,7 @@ def forged_events() -> dict[str, Event]:
         summary="forged: recovered",
     )
     node = NodeStateChanged(node_id="node-08", state="healthy", reason="forged", time="2026-11-02T00:00:00Z")
-    return {"regression-alert": alert, "node-state-changed": node}
+    return {"selection": selection, "regression-alert": alert, "node-state-changed": node}
 
 
 def test_the_super_user_applies_the_acls_and_no_role_can(cluster):
@@ -231,13 +243,14 @@ def test_the_worker_processes_exactly_what_the_broker_accepted_with_only_its_acl
     cluster, pipeline, tmp_path, report_figure
 ):
     analyst = settings(cluster.broker, "analyst")
-    assert len(pipeline.refusals) == 3 and all("may not WRITE" in r for r in pipeline.refusals)
+    assert len(pipeline.refusals) == 4 and all("may not WRITE" in r for r in pipeline.refusals)
     # Nothing but the accepted events got in...
     for topic in INPUT_TOPICS:
         expected = sorted(e.id for e in pipeline.accepted if e.TOPIC == topic)
         assert sorted(e.id for e in read_events(analyst, topic)) == expected, topic
     assert not any(e.reason == "forged" for e in read_events(analyst, "node-state-changed"))
     assert not read_events(analyst, "regression-alert")  # the forged 'recovered' alert never got in
+    assert "f" * 32 not in {s.commit_id for s in read_events(analyst, "selection")}
     # ...and all of it was processed: the embedded runtime on the same events is the reference.
     embedded = tmp_path / "embedded"
     publish_embedded(embedded, pipeline.accepted)
