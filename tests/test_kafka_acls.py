@@ -160,19 +160,23 @@ def test_the_super_user_applies_the_acls_and_no_role_can(cluster):
         assert f"as User:{role}; ACLs are read and applied by a super user" in denied.stderr
 
 
-def test_the_producer_writes_no_decision_reads_nothing_and_creates_no_topic(cluster, pipeline):
+def test_the_producer_writes_no_decision_reads_nothing_and_creates_no_topic(cluster, pipeline, report_figure):
     broker = cluster.broker  # after the pipeline: the topics hold records to be refused
     for topic, event in forged_events().items():
         message = refusal(broker, "producer", [event])
         assert (
             f"User:producer may not WRITE topic acl-{topic}: no ACL allows User:producer WRITE on TOPIC acl-{topic}"
         ) in message
+        report_figure(f"ACL broker, producer writes {topic}: {message}")
 
     async def read() -> list:
         return [r async for r in read_to_end(settings(broker, "producer"), "results")]
 
-    with pytest.raises(AccessDenied, match="User:producer may not READ topic acl-results: no ACL allows"):
+    with pytest.raises(
+        AccessDenied, match="User:producer may not READ topic acl-results: no ACL allows"
+    ) as read_refused:
         asyncio.run(read())
+    report_figure(f"ACL broker, producer reads results: {read_refused.value}")
     with pytest.raises(AccessDenied, match="topic acl-surprise does not exist, and User:producer may not CREATE"):
         asyncio.run(ensure_topics(settings(broker, "producer"), ["surprise"]))
     views = cluster.fastci("producer", "--data-dir", str(broker.data / "producer-views"), "views", "refresh", "--kafka")
@@ -180,10 +184,12 @@ def test_the_producer_writes_no_decision_reads_nothing_and_creates_no_topic(clus
     assert "Traceback" not in views.stderr
 
 
-def test_the_analyst_cannot_write_anything(cluster):
-    for event in [result(run_id="analyst-run"), *forged_events().values()]:
+def test_the_analyst_cannot_write_anything(cluster, report_figure):
+    events = [result(run_id="analyst-run"), *forged_events().values()]
+    for event in events:
         message = refusal(cluster.broker, "analyst", [event])
         assert f"User:analyst may not WRITE topic acl-{event.TOPIC}" in message
+    report_figure(f"ACL broker, analyst writes {', '.join(e.TOPIC for e in events)}: each refused, e.g. {message}")
 
 
 @dataclass

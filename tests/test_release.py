@@ -228,7 +228,7 @@ NOT_ACCEPTED = {
 
 
 @pytest.mark.parametrize("case", sorted(NOT_ACCEPTED))
-def test_a_result_without_accepted_provenance_passes_no_gate(setup, tmp_path, capsys, monkeypatch, case):
+def test_a_result_without_accepted_provenance_passes_no_gate(setup, tmp_path, capsys, monkeypatch, case, report_figure):
     data, repo = setup
     principal, key, reason = NOT_ACCEPTED[case]
     signed_as(monkeypatch, principal, key)
@@ -236,7 +236,8 @@ def test_a_result_without_accepted_provenance_passes_no_gate(setup, tmp_path, ca
     assert cli(data, repo, "propose", "staging", manifest(tmp_path)) == 0
     capsys.readouterr()
     assert cli(data, repo, "promote", "staging") == 1
-    err = " ".join(capsys.readouterr().err.split())
+    raw = capsys.readouterr().err
+    err = " ".join(raw.split())
     assert "correctness: no result has run on this bundle" in err
     assert "qualification: 6 missing (no nightly or release result)" in err
     assert (
@@ -244,12 +245,17 @@ def test_a_result_without_accepted_provenance_passes_no_gate(setup, tmp_path, ca
         in err
     )
     assert reason in err
+    failing = [line.strip() for line in raw.splitlines() if line.strip().startswith("qualification:")]
+    report_figure(
+        f"release promote, {case} results: refused; {failing[0][:60]}... "
+        + failing[0][failing[0].index("| 6 result(s)") :][:300]
+    )
     refused = release_events(data)[-1]
     provenance = next(g for g in refused["gates"] if g["gate"] == "provenance")
     assert provenance["passed"] and "0 result(s) signed by qualifier counted; 6 not counted" in provenance["detail"]
 
 
-def test_a_forged_signature_fails_the_provenance_gate(setup, tmp_path, capsys, monkeypatch):
+def test_a_forged_signature_fails_the_provenance_gate(setup, tmp_path, capsys, monkeypatch, report_figure):
     data, repo = setup
     signed_as(monkeypatch, "qualifier", "not-the-qualifier-key-0000")  # claims qualifier without its key
     publish_embedded(data, qualification())
@@ -259,6 +265,7 @@ def test_a_forged_signature_fails_the_provenance_gate(setup, tmp_path, capsys, m
     err = " ".join(capsys.readouterr().err.split())
     assert "provenance: 6 result(s) on this bundle carry a signature that does not verify" in err
     assert "signature does not verify with the key of principal 'qualifier'" in err
+    report_figure("release promote, forged qualifier signature: refused; " + err[err.index("provenance:") :][:300])
 
 
 def test_another_principal_claiming_a_newer_run_cannot_flip_a_gate(setup, tmp_path, capsys, monkeypatch):
