@@ -103,3 +103,19 @@ def test_the_producer_spools_signed_results(tmp_path, monkeypatch):
     published = decode_as(ResultEvent, record.payload)
     assert published == returned and published.provenance.principal == "qualifier"
     assert KEY.encode() not in record.payload
+
+
+def test_a_publisher_with_half_a_signing_configuration_stops_and_says_which_variable(tmp_path, monkeypatch, capsys):
+    from fastci.cli.main import main
+
+    lines = tmp_path / "results.jsonl"
+    lines.write_text(result().model_dump_json() + "\n")
+    monkeypatch.setenv("FASTCI_PROVENANCE_PRINCIPAL", "qualifier")
+    monkeypatch.delenv("FASTCI_PROVENANCE_KEY", raising=False)
+    assert main(["--data-dir", str(tmp_path), "publish", "--topic", "results", str(lines)]) == 2
+    assert "FASTCI_PROVENANCE_KEY is not set" in capsys.readouterr().err
+    assert not list(DataDir(tmp_path).log.topic("results").read())  # nothing published unsigned
+    monkeypatch.setenv("FASTCI_PROVENANCE_KEY", KEY)
+    assert main(["--data-dir", str(tmp_path), "publish", "--topic", "results", str(lines)]) == 0
+    [record] = list(DataDir(tmp_path).log.topic("results").read())
+    assert decode_as(ResultEvent, record.payload).provenance.principal == "qualifier"

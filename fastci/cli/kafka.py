@@ -118,7 +118,10 @@ def cmd_acls(args: argparse.Namespace) -> int:
             console.print(f"created {created} ACL(s)", markup=False)
             present = asyncio.run(describe_acls(settings))
     except AclError as error:
-        raise UsageError(f"{error} (as User:{settings.username}; ACLs are read and applied by a super user)") from None
+        if error.no_authorizer:
+            raise UsageError(str(error)) from None
+        who = f"User:{settings.username}" if settings.username else "an unauthenticated client"
+        raise UsageError(f"{error} (as {who}; ACLs are read and applied by a super user)") from None
     # One row per role, principal and resource, its operations together.
     rows: dict[tuple[str, str, str], list] = {}
     for role, acls in wanted.items():

@@ -41,6 +41,10 @@ SECURITY_DISABLED = 54  # the cluster has no authorizer
 class AclError(RuntimeError):
     """The cluster refused an ACL request; the message says which rule and why."""
 
+    def __init__(self, message: str, no_authorizer: bool = False) -> None:
+        super().__init__(message)
+        self.no_authorizer = no_authorizer
+
 
 class _CreateAcls(Request[CreateAclsRequest_v1]):
     API_KEY = 30
@@ -85,7 +89,10 @@ async def create_acls(settings: KafkaSettings, acls: Iterable[Acl]) -> int:
         if code != 0
     ]
     if problems:
-        raise AclError(f"{len(problems)} of {len(acls)} ACL(s) not created: " + "; ".join(problems[:5]))
+        raise AclError(
+            f"{len(problems)} of {len(acls)} ACL(s) not created: " + "; ".join(problems[:5]),
+            no_authorizer=any(code == SECURITY_DISABLED for code, _ in response.creation_responses),
+        )
     return len(acls)
 
 
@@ -98,7 +105,10 @@ async def describe_acls(settings: KafkaSettings) -> set[Acl]:
     finally:
         await admin.close()
     if response.error_code != 0:
-        raise AclError(f"DescribeAcls refused: {_error(response.error_code, response.error_message)}")
+        raise AclError(
+            f"DescribeAcls refused: {_error(response.error_code, response.error_message)}",
+            no_authorizer=response.error_code == SECURITY_DISABLED,
+        )
     resources, patterns, operations = _names(RESOURCE), _names(PATTERN), _names(OPERATION)
     found = set()
     for resource_type, name, pattern, entries in response.resources:
