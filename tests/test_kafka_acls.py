@@ -44,7 +44,7 @@ from fastci.topology import ALL_PROCESSORS, DEAD_LETTERS, INPUT_TOPICS, SYSTEM, 
 from fastci.views.refresh import refresh_embedded
 from fastci.views.store import Views
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 NAMESPACE = "acl-"
 # SCRAM without TLS: what is authorised is the SCRAM principal either way, and TLS (tested with SCRAM in
