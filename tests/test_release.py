@@ -288,6 +288,19 @@ def test_another_principal_claiming_a_newer_run_cannot_flip_a_gate(setup, tmp_pa
     assert provenance["passed"] and "12 result(s) signed by qualifier counted; 6 not counted" in provenance["detail"]
 
 
+def test_a_views_file_from_before_provenance_counts_nothing(setup, tmp_path, capsys):
+    import duckdb
+
+    data, repo = setup
+    publish_embedded(data, qualification())
+    assert cli(data, repo, "propose", "staging", manifest(tmp_path)) == 0  # refreshes the views
+    with duckdb.connect(str(data / "views.duckdb")) as con:
+        con.execute("ALTER TABLE results DROP COLUMN provenance")  # as a views file written before it
+    capsys.readouterr()
+    assert cli(data, repo, "promote", "staging", "--no-refresh") == 1
+    assert "no provenance (published without" in " ".join(capsys.readouterr().err.split())
+
+
 def test_promote_is_a_real_merge_commit_and_rollback_restores_the_files_byte_for_byte(setup, tmp_path, capsys):
     data, repo = setup
     publish_embedded(data, [*qualification(), *qualification(bundle=OTHER, run="n3")])

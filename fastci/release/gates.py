@@ -42,6 +42,7 @@ EVAL_MIN_RATIO = 0.99
 DEFAULT_PRECISIONS = ("bf16", "fp8")
 QUALIFY_CHECKS = ("inference", "training", "throughput")
 FULL_TIERS = frozenset({"nightly", "release"})
+WANTS_EVIDENCE = ("correctness", "eval", "qualification")  # gates that fail when a result is missing
 DEFAULT_QUALIFYING = ("qualifier",)  # principals whose results count for a release (release.toml can say others)
 MAX_LISTED = 6  # problems spelled out per gate; the rest are counted
 
@@ -110,9 +111,12 @@ def evaluate(
         performance(counted),
         qualification(counted, serving, revisions),
     ]
-    if left_out:  # a gate that fails for want of evidence says what was not counted
+    if left_out:  # a gate that can fail for want of evidence says what was not counted
         note = f" | {len(left_out)} result(s) on this bundle not counted: {_listed(left_out)}"
-        gates = [g if g.passed else g.model_copy(update={"detail": g.detail + note}) for g in gates]
+        gates = [
+            g.model_copy(update={"detail": g.detail + note}) if not g.passed and g.gate in WANTS_EVIDENCE else g
+            for g in gates
+        ]
     gates.append(provenance_gate(evidence.results, left_out, qualifying))
     if environment == "production":
         gates.append(staging_gate(staged or Staged(None)))

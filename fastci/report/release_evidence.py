@@ -19,8 +19,7 @@ _RESULTS = """
 SELECT f.test_id, f.model, f.precision, f."check", f.hardware_revision, f.tier, f.status, f.gate_passed,
        coalesce(f.gate_failing, ''),
        coalesce(TRY_CAST(json_extract(r.metrics, '$.eval_ratio[0]') AS DOUBLE), g.eval_ratio) AS eval_ratio,
-       f.time, f._offset, f.result_id, f.run_id,
-       r.provenance.principal, r.provenance.digest, r.provenance.signature
+       f.time, f._offset, f.result_id, f.run_id, {provenance}
 FROM result_facts f
 JOIN results r ON r.id = f.result_id
 LEFT JOIN (
@@ -36,7 +35,11 @@ WHERE f.tier IS NOT NULL AND NOT f.excluded AND f.status <> 'skipped' AND {bundl
 def collect(views: Views, bundle: Bundle, keys: Mapping[str, bytes]) -> Evidence:
     """The results on ``bundle`` (provenance verified with ``keys``, principal -> key) and the alerts."""
     where = " AND ".join(f"f.bundle.{layer} = ?" for layer in BUNDLE_LAYERS)
-    _, rows = views.query(_RESULTS.replace("{bundle}", where), [getattr(bundle, layer) for layer in BUNDLE_LAYERS])
+    _, columns = views.query("SELECT column_name FROM information_schema.columns WHERE table_name = 'results'")
+    signed = ("provenance",) in columns  # a views file from before provenance, read as is: nothing is signed
+    provenance = "r.provenance.principal, r.provenance.digest, r.provenance.signature" if signed else "NULL, NULL, NULL"
+    query = _RESULTS.replace("{bundle}", where).replace("{provenance}", provenance)
+    _, rows = views.query(query, [getattr(bundle, layer) for layer in BUNDLE_LAYERS])
     results = []
     for row in rows:
         signed = None if row[14] is None else {"principal": row[14], "digest": row[15], "signature": row[16]}
