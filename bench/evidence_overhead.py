@@ -1,17 +1,25 @@
-"""Evidence collection: what it costs a test suite, and what sampling finds of what tracing finds.
+"""Evidence collection: what it costs a test suite on each interpreter, and what sampling finds of
+what tracing finds.
 
-Runs the same pytest suite without evidence, with ``--fastci-evidence`` sampling at a few rates,
-and with tracing; the runs are interleaved, repeated, and the fastest of each kept. Wall times
-are printed as ratios against the baseline of this run. Recall of a sampling run: the share of
-the (test, code unit) pairs tracing found (every frame of every stack counts) that it found too;
-precision: the share of its pairs that tracing found as well (mean over the repeats).
+Runs each suite without evidence, with ``--fastci-evidence`` sampling and tracing on Python 3.11
+(this interpreter: tracing on ``sys.setprofile``), and without evidence and tracing on 3.12
+(``--python312``, default ``.venv312`` from ``make test-evidence-312``: tracing on
+``sys.monitoring``). The runs are interleaved, repeated, and the fastest of each kept; each line is
+one (suite, method) with its wall time and the ratio to the run without evidence on the same
+interpreter. Recall of a run: the share of the (test, code unit) pairs 3.11's tracing found (every
+frame of every stack counts) that it found too; precision: the share of its pairs that 3.11's
+tracing found as well (mean over the repeats). 3.12's tracing should find exactly 3.11's pairs.
 
-Two suites: this project's fast unit tests (milliseconds each: the hard case for sampling), and
-a generated one whose tests each run two functions for about 10 to 80 ms (accelerator tests
-are longer).
+Suites: this project's fast unit tests (milliseconds each: the hard case for sampling); a generated
+one whose tests each run two functions for about 10 to 80 ms (accelerator tests are longer);
+more-itertools at a fixed commit (``--mirror``, cloned into the scratch directory: a real
+repository's ~565 short tests of pure-Python functions); autograd (``pip download`` of its sdist
+into the scratch directory, or ``--autograd-sdist``: short numeric tests on numpy running through
+many small Python functions, the suite tracing on 3.11 cost most on).
 
-    .venv/bin/python bench/evidence_overhead.py [--repeats 3] [--rates 100 200 1000] [--blocking-rates 200 1000]
-                                                [--tests tests/test_x.py ...]
+    .venv/bin/python bench/evidence_overhead.py [--repeats 3] [--rates 200] [--blocking-rates 200 1000]
+        [--suites fastci generated more-itertools autograd] [--python312 .venv312/bin/python] [--without-reads]
+        [--mirror /work/.mirror/more-itertools+more-itertools/repo] [--autograd-sdist autograd-1.9.1.tar.gz]
 """
 
 from __future__ import annotations
@@ -20,8 +28,10 @@ import argparse
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -57,30 +67,89 @@ def generated_suite(root: Path, tests: int = 40, functions: int = 20) -> list[st
         for i in range(tests)
     )
     (root / "tests" / "test_work.py").write_text(cases)
+    git_commit(root)
+    return ["tests"]
+
+
+MORE_ITERTOOLS_BASE = "9a1168a13e38e35396d1f4722f4a204f585cdda1"  # the selection replay's base; runs on 3.11
+DEFAULT_MIRROR = Path("/work/.mirror/more-itertools+more-itertools/repo")
+AUTOGRAD = "autograd==1.9.1"
+# About 300 of its 630 tests: the whole suite traced on 3.11 takes minutes per repeat.
+AUTOGRAD_TESTS = [
+    "tests/test_numpy.py",
+    "tests/test_scalar_ops.py",
+    "tests/test_binary_ops.py",
+    "tests/test_wrappers.py",
+    "tests/test_core.py",
+    "tests/test_linalg.py",
+]
+TRACING = ["--fastci-evidence", "--fastci-evidence-method", "tracing"]
+NO_READS = {"FASTCI_EVIDENCE_READS": "0"}
+SUITES = ("fastci", "generated", "more-itertools", "autograd")
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    cwd: Path
+    args: list[str]  # the tests, and options the project's own pytest config needs
+
+
+def git_commit(root: Path) -> None:
     for git in (
         ["init", "-q"],
         ["add", "-A"],
         ["-c", "user.email=b@example.com", "-c", "user.name=b", "commit", "-q", "-m", "suite"],
     ):
         subprocess.run(["git", "-C", str(root), *git], check=True, capture_output=True)
-    return ["tests"]
 
 
-def run(tests: list[str], flags: list[str], data_dir: Path, cwd: Path = ROOT) -> float:
+def more_itertools(mirror: Path, scratch: Path) -> Suite:
+    if not (mirror / "HEAD").exists() and not (mirror / ".git").exists():
+        sys.exit(f"--mirror {mirror}: not a git repository (or leave more-itertools out of --suites)")
+    checkout = scratch / "more-itertools"
+    subprocess.run(["git", "clone", "-q", str(mirror), str(checkout)], check=True)
+    subprocess.run(["git", "-C", str(checkout), "checkout", "-q", MORE_ITERTOOLS_BASE], check=True)
+    return Suite(f"more-itertools {MORE_ITERTOOLS_BASE[:12]}", checkout, ["tests"])
+
+
+def autograd(sdist: Path | None, scratch: Path) -> Suite:
+    if sdist is None:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", AUTOGRAD]
+            + ["-d", str(scratch / "sdist")],
+            check=True,
+        )
+        [sdist] = (scratch / "sdist").glob("autograd-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(scratch / "autograd", filter="data")
+    [root] = (scratch / "autograd").iterdir()
+    git_commit(root)  # evidence names the commit under test
+    # Its pytest config asks for pytest-cov and xdist (-n auto): neither is wanted here.
+    return Suite(
+        f"{root.name} ({len(AUTOGRAD_TESTS)} test files)",
+        root,
+        ["-o", "addopts=", "-o", "required_plugins="] + AUTOGRAD_TESTS,
+    )
+
+
+def run(python: str, suite: Suite, flags: list[str], data_dir: Path, extra_env: dict[str, str]) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTCI_")}
-    env |= {"FASTCI_DATA_DIR": str(data_dir), "FASTCI_RUN_ID": "bench"}
+    env |= {"FASTCI_DATA_DIR": str(data_dir), "FASTCI_RUN_ID": "bench"} | extra_env
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *flags, *tests],
-        cwd=cwd,
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *flags, *suite.args],
+        cwd=suite.cwd,
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
     )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
-        sys.exit(f"pytest {' '.join(flags)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        sys.exit(
+            f"{suite.name}: {python} -m pytest {' '.join(flags)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+        )
     return elapsed
 
 
@@ -96,84 +165,114 @@ def pairs(data_dir: Path) -> tuple[set[tuple[str, str, str]], int]:
     return found, tests
 
 
-def bench(
-    name: str, tests: list[str], cwd: Path, rates: list[float], blocking: list[float], repeats: int, scratch: Path
-) -> None:
-    configs: dict[str, list[str]] = {"no evidence": []}
+Config = tuple[str, list[str], dict[str, str]]  # interpreter, pytest flags, environment
+
+
+def methods(python312: str, rates: list[float], blocking: list[float], without_reads: bool) -> dict[str, Config]:
+    """Method label -> config; each interpreter's first is its baseline."""
+    found: dict[str, Config] = {"3.11 no evidence": (sys.executable, [], {})}
     for rate in rates:
-        configs[f"sampling {rate:g} Hz"] = ["--fastci-evidence", "--fastci-evidence-rate", f"{rate:g}"]
+        found[f"3.11 sampling {rate:g} Hz"] = (
+            sys.executable,
+            ["--fastci-evidence", "--fastci-evidence-rate", f"{rate:g}"],
+            {},
+        )
     for rate in blocking:
-        configs[f"sampling {rate:g} Hz blocking"] = [
-            "--fastci-evidence",
-            "--fastci-evidence-rate",
-            f"{rate:g}",
-            "--fastci-evidence-blocking",
-        ]
-    configs["tracing"] = ["--fastci-evidence", "--fastci-evidence-method", "tracing"]
+        found[f"3.11 sampling {rate:g} Hz blocking"] = (
+            sys.executable,
+            ["--fastci-evidence", "--fastci-evidence-rate", f"{rate:g}", "--fastci-evidence-blocking"],
+            {},
+        )
+    found["3.11 tracing, sys.setprofile"] = (sys.executable, TRACING, {})
+    if without_reads:  # what recording the files each test reads adds to tracing
+        found["3.11 tracing, reads off"] = (sys.executable, TRACING, NO_READS)
+    found["3.12 no evidence"] = (python312, [], {})
+    found["3.12 tracing, sys.monitoring"] = (python312, TRACING, {})
+    if without_reads:
+        found["3.12 tracing, reads off"] = (python312, TRACING, NO_READS)
+    return found
 
+
+HEADER = (
+    f"{'suite':<36} {'method':<30} {'wall s':>7} {'ratio':>6} {'tests w/ evidence':>18} {'pairs':>6} "
+    f"{'recall':>7} {'precision':>9}"
+)
+
+
+def bench(suite: Suite, configs: dict[str, Config], repeats: int, scratch: Path) -> None:
     times: dict[str, list[float]] = {config: [] for config in configs}
+    data = {config: [scratch / f"{suite.cwd.name}-{n}-{r}" for r in range(repeats)] for n, config in enumerate(configs)}
     for repeat in range(repeats):  # interleaved: drift of the machine hits every config alike
-        for number, (config, flags) in enumerate(configs.items()):
-            times[config].append(run(tests, flags, scratch / f"{name}-{number}-{repeat}", cwd))
-    evidence = {
-        config: [pairs(scratch / f"{name}-{number}-{r}") for r in range(repeats)]
-        for number, config in enumerate(configs)
-        if config != "no evidence"
-    }
-
-    exact, traced_tests = evidence["tracing"][0]
-    base = min(times["no evidence"])
-    print(f"\n{name}: {traced_tests} tests; best of {repeats} interleaved runs; {os.cpu_count()} cores")
-    print(
-        f"{'configuration':<30} {'wall s':>7} {'ratio':>6} {'tests w/ evidence':>18} {'pairs':>6} "
-        f"{'recall':>7} {'precision':>9}"
-    )
+        for config, (python, flags, extra_env) in configs.items():
+            times[config].append(run(python, suite, flags, data[config][repeat], extra_env))
+    evidence = {config: [pairs(d) for d in dirs] for config, dirs in data.items() if configs[config][1]}
+    exact = evidence["3.11 tracing, sys.setprofile"][0][0]
     for config in configs:
         best = min(times[config])
-        row = f"{config:<30} {best:7.2f} {best / base:6.2f}"
-        if config != "no evidence":
+        base = min(times[f"{config[:5]}no evidence"])  # the same interpreter's
+        row = f"{suite.name:<36} {config:<30} {best:7.2f} {best / base:6.2f}"
+        if config in evidence:
             runs = evidence[config]  # sampling varies run to run: means over the repeats
             recall = sum(len(found & exact) / len(exact) for found, _ in runs) / len(runs)
             precision = sum(len(found & exact) / len(found) if found else 1.0 for found, _ in runs) / len(runs)
             with_evidence = sum(tests for _, tests in runs) / len(runs)
             mean_pairs = sum(len(found) for found, _ in runs) / len(runs)
             row += f" {with_evidence:18.1f} {mean_pairs:6.0f} {recall:7.1%} {precision:9.1%}"
-        print(row)
+        print(row, flush=True)
+
+
+def python312_of(path: str) -> str:
+    probe = subprocess.run(
+        [path, "-c", "import sys, fastci; print(sys.version_info >= (3, 12) and hasattr(sys, 'monitoring'))"],
+        capture_output=True,
+        text=True,
+    )
+    if probe.stdout.strip() != "True":
+        sys.exit(f"--python312 {path}: not a Python 3.12+ with fastci installed (make test-evidence-312 makes one)")
+    return path
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", nargs="+", default=DEFAULT_TESTS, help="this project's test files to run")
-    parser.add_argument("--rates", nargs="+", type=float, default=[100.0, 200.0, 1000.0], help="sampling rates (Hz)")
+    parser.add_argument("--rates", nargs="*", type=float, default=[200.0], help="sampling rates (Hz)")
     parser.add_argument(
         "--blocking-rates",
         nargs="*",
         type=float,
-        default=[200.0, 1000.0],
+        default=[],
         help="rates also measured with --fastci-evidence-blocking (py-spy pauses the tests)",
     )
+    parser.add_argument(
+        "--without-reads",
+        action="store_true",
+        help="also trace with FASTCI_EVIDENCE_READS=0: what recording the files each test reads costs",
+    )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--suites", nargs="+", choices=SUITES, default=list(SUITES))
+    parser.add_argument("--python312", default=str(ROOT / ".venv312" / "bin" / "python"))
+    parser.add_argument("--mirror", type=Path, default=DEFAULT_MIRROR, help="a git mirror of more-itertools")
+    parser.add_argument("--autograd-sdist", type=Path, help=f"a local sdist of {AUTOGRAD} (default: pip download)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="fastci-bench-evidence-") as scratch:
-        bench(
-            f"this project's unit tests ({len(args.tests)} files)",
-            args.tests,
-            ROOT,
-            args.rates,
-            args.blocking_rates,
-            args.repeats,
-            Path(scratch),
-        )
-        suite = Path(scratch) / "suite"
-        bench(
-            "generated suite (tests of 20-90 ms)",
-            generated_suite(suite),
-            suite,
-            args.rates,
-            args.blocking_rates,
-            args.repeats,
-            Path(scratch),
-        )
+    configs = methods(python312_of(args.python312), args.rates, args.blocking_rates, args.without_reads)
+    print(
+        f"best of {args.repeats} interleaved runs; {os.cpu_count()} cores; ratio: to the same interpreter's plain run"
+    )
+    print(HEADER, flush=True)
+    with tempfile.TemporaryDirectory(prefix="fastci-bench-evidence-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        for name in args.suites:
+            if name == "fastci":
+                suite = Suite(f"this project's unit tests ({len(args.tests)} files)", ROOT, args.tests)
+            elif name == "generated":
+                suite = Suite(
+                    "generated suite (tests of 20-90 ms)", scratch / "suite", generated_suite(scratch / "suite")
+                )
+            elif name == "more-itertools":
+                suite = more_itertools(args.mirror, scratch)
+            else:
+                suite = autograd(args.autograd_sdist, scratch)
+            bench(suite, configs, args.repeats, scratch)
 
 
 if __name__ == "__main__":

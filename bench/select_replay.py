@@ -19,8 +19,16 @@ Share of suite time per commit = the nightly's measured durations of the tests t
 ran / all of them. A miss = a test that failed in the nightly and was deselected by the presubmit
 job; the audit's own count (``selection_audit``) is printed beside it.
 
+Other repositories: ``--mirror`` (a git directory), ``--base``, ``--package`` (where mutants go),
+``--repo-name``, ``--python`` (an interpreter with the repository's test dependencies and fastci
+installed) and ``--pytest-arg`` (repeatable, e.g. ``-o addopts=``). For a commit that changes a data
+file, ``--data-mutants`` also runs a mutant of it: one number on a line the commit changed, altered.
+
+Run-all commits are also counted by the rule before files were judged by kind and part (every
+changed file that was neither Python nor documentation ran everything), from the same commits.
+
     .venv/bin/python bench/select_replay.py [--mirror PATH] [--workdir /tmp/select-replay]
-        [--commits 100] [--base SHA] [--mutants-per-commit 2]
+        [--commits 100] [--base SHA] [--mutants-per-commit 2] [--data-mutants]
 """
 
 from __future__ import annotations
@@ -74,13 +82,20 @@ class Row:
     share: float = 1.0
     misses: list[str] = field(default_factory=list)
     mutants: list[tuple[str, bool, bool]] = field(default_factory=list)  # (description, job killed, full killed)
+    old_rule_run_all: bool = False
+
+
+SETTINGS: dict[str, object] = {"python": sys.executable, "pytest_args": [], "repo": REPO}
 
 
 def job(
     checkout: Path, data: Path, trigger: str, args: list[str], junit: Path | None = None, timeout_s: float | None = None
 ) -> tuple[SuiteRun, str]:
-    env = pytest_env(checkout, {"FASTCI_DATA_DIR": str(data), "FASTCI_REPO": REPO, "FASTCI_TRIGGER": trigger})
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", *args]
+    env = pytest_env(
+        checkout, {"FASTCI_DATA_DIR": str(data), "FASTCI_REPO": str(SETTINGS["repo"]), "FASTCI_TRIGGER": trigger}
+    )
+    command = [str(SETTINGS["python"]), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA"]
+    command += [*SETTINGS["pytest_args"], *args]  # type: ignore[misc]
     if junit is not None:
         command.append(f"--junitxml={junit}")
     started = time.perf_counter()
@@ -115,6 +130,52 @@ def nightly(checkout: Path, data: Path, junit: Path) -> tuple[SuiteRun, str]:
     )
 
 
+OLD_INERT_SUFFIXES = (".md", ".rst", ".pyi")
+OLD_INERT_DIRS = ("docs/", "doc/", ".github/ISSUE_TEMPLATE/")
+OLD_INERT_NAMES = ("LICENSE", "LICENSE.txt", "AUTHORS", "CHANGELOG", ".gitignore", ".gitattributes", ".mailmap")
+OLD_INERT_NAMES += (".readthedocs.yaml", ".readthedocs.yml")
+
+
+def ran_all_by_the_old_rule(commit) -> bool:
+    """Whether the rule before files were judged by kind and part ran everything for this commit."""
+    for changed in commit.changed_files:
+        path = changed.path
+        name = path.rsplit("/", 1)[-1]
+        if not (path.endswith(".py") or path.endswith(OLD_INERT_SUFFIXES) or path.startswith(OLD_INERT_DIRS)):
+            if name not in OLD_INERT_NAMES:
+                return True
+    return False
+
+
+NUMBER = re.compile(rb"(?<![\w.])(\d+)(?![\w])")
+
+
+def data_mutant(checkout: Path, sha: str, commit) -> tuple[str, bytes, str] | None:
+    """(path, mutated content, description) changing one number on a line ``sha`` added to a data
+    file, or None when the commit changed no data file with a number on an added line."""
+    from fastci.selection.files import effect_of
+
+    for changed in commit.changed_files:
+        if effect_of(changed)[0] != "readers" or changed.change == "deleted":
+            continue
+        diff = subprocess.run(
+            ["git", "-C", str(checkout), "diff", "-U0", f"{sha}^", sha, "--", changed.path],
+            capture_output=True,
+            check=True,
+        ).stdout
+        added = [line[1:] for line in diff.splitlines() if line.startswith(b"+") and not line.startswith(b"+++")]
+        for line in added:
+            match = NUMBER.search(line)
+            if match is None:
+                continue
+            content = (checkout / changed.path).read_bytes()
+            mutated_line = line[: match.start()] + str(int(match[1]) + 1).encode() + line[match.end() :]
+            if line in content:
+                where = f"{changed.path}: {line.decode(errors='replace').strip()[:60]}"
+                return changed.path, content.replace(line, mutated_line, 1), f"data value +1 in {where}"
+    return None
+
+
 def amend_with(checkout: Path, path: str, source: bytes) -> None:
     (checkout / path).write_bytes(source)
     git(
@@ -138,7 +199,16 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=100)
     parser.add_argument("--base", default=DEFAULT_BASE)
     parser.add_argument("--mutants-per-commit", type=int, default=2)
+    parser.add_argument("--data-mutants", action="store_true", help="also mutate a value of a changed data file")
+    parser.add_argument("--package", default="more_itertools", help="the library's package (mutants go there)")
+    parser.add_argument("--repo-name", default=REPO)
+    parser.add_argument("--python", default=sys.executable, help="interpreter with the repo's test deps and fastci")
+    parser.add_argument("--pytest-arg", action="append", default=[], help="passed to every pytest run")
     args = parser.parse_args()
+    import selection_replay
+
+    selection_replay.PACKAGE, selection_replay.PYTHON = args.package, args.python
+    SETTINGS.update(python=args.python, pytest_args=args.pytest_arg, repo=args.repo_name)
 
     shutil.rmtree(args.workdir, ignore_errors=True)
     args.workdir.mkdir(parents=True)
@@ -163,15 +233,19 @@ def main() -> None:
         row.ran = set(presubmit.status)
         row.job_s = presubmit.wall_s
         row.run_all = "running all" in row.line
-        commit = analyze_commit(checkout, sha, REPO)
+        commit = analyze_commit(checkout, sha, args.repo_name)
+        row.old_rule_run_all = ran_all_by_the_old_rule(commit)
         mutated = time.perf_counter()
-        for mutant in mutants_for(checkout, commit, args.mutants_per_commit):
+        seeded = [(m.path, m.source, m.description) for m in mutants_for(checkout, commit, args.mutants_per_commit)]
+        if args.data_mutants and (found := data_mutant(checkout, sha, commit)) is not None:
+            seeded.append(found)
+        for path, source, description in seeded:
             git(checkout, "checkout", "-q", "-B", "mutant", sha)
-            amend_with(checkout, mutant.path, mutant.source)
+            amend_with(checkout, path, source)
             limit = HANG_FACTOR * base_run.wall_s
             killed_by_job = job(checkout, data, "dev", ["--fastci-select", "-x"], timeout_s=limit)[0].red
-            killed = run_pytest(checkout, ["-x"], timeout_s=limit, memory_limit=MUTANT_MEMORY_BYTES).red
-            row.mutants.append((mutant.description, killed_by_job, killed))
+            full = run_pytest(checkout, [*args.pytest_arg, "-x"], timeout_s=limit, memory_limit=MUTANT_MEMORY_BYTES)
+            row.mutants.append((description, killed_by_job, full.red))
             git(checkout, "checkout", "-q", "-f", sha)
         row.mutants_s = time.perf_counter() - mutated
         truth, _ = nightly(checkout, data, out / f"{sha}-nightly.xml")
@@ -214,7 +288,8 @@ def main() -> None:
     shares = [r.share for r in rows]
     suite = sum(1 for r in rows if r.run_all)
     print()
-    print(f"repository: {REPO}, {len(rows)} first-parent commits {shas[0][:12]}..{shas[-1][:12]} (base {base[:12]})")
+    span = f"{shas[0][:12]}..{shas[-1][:12]} (base {base[:12]})"
+    print(f"repository: {args.repo_name}, {len(rows)} first-parent commits {span}")
     print(f"replay took {time.perf_counter() - started:.0f} s; per-commit table in {out / 'commits.csv'}")
     print()
     print(
@@ -229,6 +304,8 @@ def main() -> None:
     )
     print(f"| run-all | 100% | 0 | {killed_full} / {killed_full} |")
     print()
+    before = sum(1 for r in rows if r.old_rule_run_all)
+    print(f"run-all commits: {suite} of {len(rows)} now, {before} by the rule before files were judged by kind")
     print(
         f"commits that ran the whole suite: {suite} of {len(rows)}; median wall time of the presubmit job "
         f"{statistics.median(r.job_s for r in rows):.1f} s, of the traced shadow nightly "

@@ -123,7 +123,10 @@ class SuiteRun:
 
 def pytest_env(checkout: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTCI_")}
-    env.update(PYTHONPATH=str(checkout), PYTHONDONTWRITEBYTECODE="1", **(extra or {}))
+    # The checkout first; a PYTHONPATH given to the replay stays behind it (a snapshot of fastci's own
+    # source, so that editing the working tree does not change a replay under way).
+    path = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
+    env.update(PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1", **(extra or {}))
     return env
 
 

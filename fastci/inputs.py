@@ -19,17 +19,30 @@ Digest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 SignalKind = Literal["xid", "ecc", "temperature", "nccl_timeout", "heartbeat", "diagnostic", "diagnostic_started"]
 
 
+MAX_DISTRIBUTIONS = 1_000
+
+
 class ChangedFile(Record):
     path: Name
     change: Literal["added", "modified", "deleted", "renamed"]
     old_path: Name | None = Field(default=None, description="Previous path of a renamed file.")
-    effect: Literal["code", "none", "readers", "suite"] | None = Field(
+    effect: Literal["code", "none", "readers", "dependencies", "extensions", "suite"] | None = Field(
         default=None,
         description="What the change can do to the tests, as change analysis judged it (a config or CI file "
-        "read by section): none, the tests that read the file, or the whole suite; None: not judged "
-        "(selection then goes by the file's path, fastci.selection.files).",
+        "read by section, dependency pins pin by pin): none, the tests that read the file, the tests that "
+        "import the changed distributions, or the whole suite; None: not judged (selection then goes by the "
+        "file's path, fastci.selection.files).",
     )
     detail: Text = Field(default="", description="Why, e.g. 'only [flake8] changed in setup.cfg'.")
+    distributions: tuple[Name, ...] = Field(
+        default=(), max_length=MAX_DISTRIBUTIONS, description="effect 'dependencies': the distributions re-pinned."
+    )
+    extensions: tuple[Name, ...] = Field(
+        default=(),
+        max_length=64,
+        description="effect 'extensions': path patterns of the extension modules built from this native source "
+        "([tool.fastci] build).",
+    )
 
 
 class ChangedFunction(Record):
@@ -154,6 +167,18 @@ class EvidenceEvent(Event):
         max_length=100_000,
         description="Import evidence: the test files (paths) whose import closure reaches the module.",
     )
+    distributions: tuple[Name, ...] = Field(
+        default=(),
+        max_length=10_000,
+        description="Import evidence of a test file: the third-party distributions its imports reach (normalized "
+        "names, their requirements included), so a changed pin selects the tests that import it.",
+    )
+    fixtures: tuple[Name, ...] = Field(
+        default=(),
+        max_length=1_000,
+        description="The project fixtures in the test's fixture closure, as 'path::qualname' of their functions: "
+        "a session- or module-scoped one runs for the first of its tests only, yet every test using it depends on it.",
+    )
     reads: tuple[Name, ...] | None = Field(
         default=None,
         max_length=10_000,
@@ -172,6 +197,7 @@ class EvidenceEvent(Event):
     workload: WorkloadEvidence | None = Field(
         default=None, description="The test's shrinkable dimensions and where its units first ran (tracing only)."
     )
+    time: Timestamp | None = Field(default=None, description="When the evidence was taken (at commit ``commit``).")
 
 
 BUNDLE_LAYERS = ("compiler", "kernels", "runtime", "driver", "firmware")  # the pinned layers of a bundle

@@ -44,6 +44,7 @@ from fastci.core.codec import InvalidEvent, encode
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
 from fastci.core.processor import Processor, owner_of
+from fastci.core.system import System
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.positions import Positions, Verdict, position_partition
@@ -118,8 +119,10 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     forwarders: dict[str, Route] = {}
     every_processor = processors or build_processors()
     forwarder_table = _raw_table(app, settings, FORWARDERS) if any(p.partition_by for p in every_processor) else None
+    reporters = System.decode_reporters(every_processor)
     for processor in every_processor:
-        tables.append(_wire(app, settings, processor, routes, forwarders, forwarder_table))
+        reports = reporters.get(processor.name, frozenset())
+        tables.append(_wire(app, settings, processor, routes, forwarders, forwarder_table, reports))
 
     every_route = [route for topic_routes in routes.values() for route in topic_routes]
     pauses = PauseControl()
@@ -312,6 +315,7 @@ def _wire(
     routes: dict[str, list[Route]],
     forwarders: dict[str, Route],
     forwarder_table: Any,
+    reports: frozenset[str],
 ) -> tuple[Driver, Any]:
     """Add the processor's routes (its inputs, and the forwarders of topics it repartitions, unless
     another processor added them) and return its driver with the Table it persists to."""
@@ -320,7 +324,7 @@ def _wire(
     sinks = {t: app.topic(settings.topic(t), schema=RAW) for t in (*processor.outputs, DEAD_LETTERS)}
     table = _raw_table(app, settings, processor.name)
     store = TableStore(table)
-    driver = Driver(processor, store)
+    driver = Driver(processor, store, reports)
     forwarded = {t: (TOPICS[t].KEY, internal, True) for t, internal in misplaced.items()}
     forwarded |= {t: (field, rekeyed[t], False) for t, field in processor.partition_by.items()}
     for topic, (field, internal, only_misplaced) in sorted(forwarded.items()):

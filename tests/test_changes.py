@@ -174,9 +174,32 @@ def test_adding_a_method_adds_it_and_modifies_the_class_body(repo):
     }
 
 
-def test_a_module_constant_change_modifies_module_code(repo):
+def test_a_module_constant_change_modifies_the_units_that_read_it(repo):
     event = analyze_commit(repo.path, two_commits(repo, MODEL, MODEL.replace("HIDDEN = 128", "HIDDEN = 256")))
+    assert functions(event) == {("pkg/model.py", "Model.__init__", "modified")}  # not every importer's test
+
+
+def test_a_constant_another_module_imports_modifies_its_readers_there_too(repo):
+    repo.write(
+        "pkg/train.py", "from pkg.model import HIDDEN\n\nWIDTH = HIDDEN * 2\n\n\ndef steps():\n    return HIDDEN\n"
+    )
+    event = analyze_commit(repo.path, two_commits(repo, MODEL, MODEL.replace("HIDDEN = 128", "HIDDEN = 256")))
+    assert functions(event) == {
+        ("pkg/model.py", "Model.__init__", "modified"),
+        ("pkg/train.py", "steps", "modified"),
+        ("pkg/train.py", MODULE, "modified"),  # its own module code computes with it (WIDTH)
+    }
+
+
+def test_module_code_that_does_more_than_bind_names_is_module_code_as_before(repo):
+    registered = MODEL + "\nregister(Model)\n"
+    event = analyze_commit(
+        repo.path, two_commits(repo, registered, registered.replace("register(Model)", "register(build)"))
+    )
     assert functions(event) == {("pkg/model.py", MODULE, "modified")}
+    computed = MODEL.replace("HIDDEN = 128", "HIDDEN = load()")
+    event = analyze_commit(repo.path, two_commits(repo, MODEL, computed))
+    assert functions(event) == {("pkg/model.py", MODULE, "modified")}  # a call at import may do anything
 
 
 def test_editing_a_property_getter_is_seen_although_the_setter_shares_its_name(repo):
@@ -582,3 +605,13 @@ def test_adding_a_method_to_a_test_class_changes_only_that_method():
     assert ("TestOps.<body>", "modified") in compare_units(
         Units.parse(new, "tests/test_ops.py"), Units.parse(attribute, "tests/test_ops.py")
     )
+
+
+def test_a_name_leaving_all_stands_for_the_units_that_read_it_not_the_module(repo):
+    tools = '__all__ = ["a", "b"]\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n'
+    repo.write("pkg/__init__.py", "from pkg.tools import *  # noqa: F403\n")
+    repo.write(
+        "pkg/use.py", "import pkg\n\n\ndef twice():\n    return pkg.b() * 2\n\n\ndef once():\n    return pkg.a()\n"
+    )
+    sha = two_commits(repo, tools, tools.replace('"a", "b"', '"a"'), path="pkg/tools.py")
+    assert functions(analyze_commit(repo.path, sha)) == {("pkg/use.py", "twice", "modified")}  # b left import *

@@ -135,7 +135,7 @@ def test_bad_options_and_settings_stop_the_job_naming_the_option(tmp_path):
     assert "--fastci-select-base: 'origin/nowhere' is not a commit of" in no_base.stderr
     commit(repo, {"pyproject.toml": "[tool.fastci]\nalways = 'tests/*'\nalwys = []\n"}, "typo")
     bad = select(repo, data)
-    assert bad.returncode == 4 and "[tool.fastci] key(s) alwys: unknown (known: always, inert)" in bad.stderr
+    assert bad.returncode == 4 and "[tool.fastci] key(s) alwys: unknown (known: always, inert, build)" in bad.stderr
     assert not (data / "log" / "results").exists()  # nothing ran
 
 
@@ -235,3 +235,35 @@ def test_a_data_file_change_runs_only_the_tests_that_read_it_and_a_readme_runs_n
     edit(repo, "README.md", "# plain", "# plain: statistics", "docs")
     readme = select(repo, data)
     assert readme.returncode == 0 and "nothing to run" in readme.stdout, readme.stdout
+
+
+def test_a_module_level_constant_change_runs_the_tests_of_the_functions_that_read_it(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    edit(repo, "pkg/stats.py", "def spread(values):\n", "OFFSET = 0\n\n\ndef spread(values):\n", "a constant")
+    edit(repo, "pkg/stats.py", "return max(values) - min(values)", "return max(values) - min(values) + OFFSET", "use")
+    collect_evidence(repo, data)
+    edit(repo, "pkg/stats.py", "OFFSET = 0", "OFFSET = 1", "a wrong offset")
+    run = select(repo, data)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "1 failed, 6 deselected" in run.stdout and "FAILED tests/test_stats.py::test_spread" in run.stdout
+
+
+def test_an_incremental_nightly_retraces_only_the_tests_whose_evidence_may_be_stale(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    collect_evidence(repo, data)
+    base = git(repo, "rev-parse", "HEAD")
+    edit(repo, "pkg/stats.py", "return sum(values) / len(values)", "return sum(values) / float(len(values))", "mean")
+    run = pytest_in(
+        repo, data, "-q", "--fastci-evidence", "--fastci-evidence-method", "tracing", "--fastci-evidence-since", base
+    )
+    assert run.returncode == 0 and f"{ALL_TESTS} passed" in run.stdout, run.stdout + run.stderr
+    assert (
+        f"fastci: evidence since {base}: re-traced 2 of 7 tests" in run.stdout and "5 keep their evidence" in run.stdout
+    )
+    from fastci.runtime.embedded import DataDir
+
+    head = git(repo, "rev-parse", "HEAD")
+    events = [orjson.loads(r.payload) for r in DataDir(data).log.topic("evidence").read()]
+    fresh = {e["test_id"] for e in events if e["commit"] == head and e["kind"] == "test"}
+    assert fresh == {"tests/test_stats.py::test_mean", "tests/test_stats.py::test_normalize"}
+    assert all(e["time"] for e in events)  # when each was taken, beside the commit it was taken at

@@ -63,11 +63,17 @@ jobs:
       - run: ruff check .
   tests:
     runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        python: ["3.11", "3.12"]
     steps:
+      - uses: actions/checkout@v4
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
+      - run: pip install -e .
       - run: python -m pytest
+      - run: flake8 .
 """
 
 GITLAB = """
@@ -94,7 +100,8 @@ def changed(path: str, old: str, new: str):
         ("setup.cfg", SETUP_CFG, ("[flake8]", "[custom]\nkey = 1\n\n[flake8]"), "suite", "[custom]"),
         ("pyproject.toml", PYPROJECT, ('version = "1.0"', 'version = "1.1"'), "none", "only project.version"),
         ("pyproject.toml", PYPROJECT, ("line-length = 100", "line-length = 99"), "none", "only tool.ruff"),
-        ("pyproject.toml", PYPROJECT, ("numpy>=2", "numpy>=2.1"), "suite", "project.dependencies changed"),
+        ("pyproject.toml", PYPROJECT, ("numpy>=2", "numpy>=2.1"), "dependencies", "pins of numpy changed"),
+        ("pyproject.toml", PYPROJECT, ('["numpy>=2"]', '["numpy>=2"]\nrequires-python = ">=3.12"'), "suite", "project"),
         ("pyproject.toml", PYPROJECT, ('addopts = "-q"', 'addopts = "-x"'), "suite", "table(s) tool.pytest changed"),
         ("Makefile", MAKEFILE, ("ruff check .", "ruff check --fix ."), "none", "only target lint"),
         ("Makefile", MAKEFILE, ("pip install -e .", "pip install ."), "suite", "target prepare"),
@@ -102,6 +109,11 @@ def changed(path: str, old: str, new: str):
         (".github/workflows/ci.yml", WORKFLOW, ("ruff check .", "ruff check src"), "none", "only job lint"),
         (".github/workflows/ci.yml", WORKFLOW, ('"3.11"', '"3.12"'), "suite", "the test job tests changed"),
         (".github/workflows/ci.yml", WORKFLOW, ("on: [push]", "on: [push, pull_request]"), "none", "only on"),
+        (".github/workflows/ci.yml", WORKFLOW, ("checkout@v4", "checkout@v5"), "none", "only job tests"),
+        (".github/workflows/ci.yml", WORKFLOW, ("setup-python@v5", "setup-python@v6"), "none", "only job tests"),
+        (".github/workflows/ci.yml", WORKFLOW, ("flake8 .", "flake8 src"), "none", "only job tests"),
+        (".github/workflows/ci.yml", WORKFLOW, ('"3.12"]', '"3.13"]'), "suite", "the test job tests changed"),
+        (".github/workflows/ci.yml", WORKFLOW, ("pip install -e .", "pip install -e .[all]"), "suite", "job tests"),
         (".gitlab-ci.yml", GITLAB, ("[ruff check .]", "[ruff check src]"), "none", "only lint"),
         (".gitlab-ci.yml", GITLAB, ("[python -m pytest]", "[python -m pytest -x]"), "suite", "the test job tests"),
         ("setup.cfg", SETUP_CFG, ("[flake8]", "[flake8"), "suite", "could not be read by section"),
@@ -115,7 +127,7 @@ def test_a_change_is_judged_by_the_part_it_touches(path, old, edit, effect, said
 
 def test_files_that_are_not_read_by_part_are_left_to_the_path_rules():
     assert judge("pkg/data/table.json", b"{}", b"[]") is None
-    assert judge("setup.cfg", None, b"[flake8]\n") == ("suite", "setup.cfg added")
+    assert judge("setup.cfg", None, b"[flake8]\n") == ("suite", "setup.cfg added", ())
 
 
 def test_on_a_real_repository_a_lint_change_runs_no_test_and_a_pytest_setting_runs_them_all(tmp_path):
@@ -135,3 +147,49 @@ def test_on_a_real_repository_a_lint_change_runs_no_test_and_a_pytest_setting_ru
     commit(repo, {"setup.cfg": textwrap.dedent(SETUP_CFG).replace("-q", "-x")}, "pytest settings")
     run = pytest_in(repo, data, "-q", "--fastci-select", env=clean_env(data))
     assert "running all 7 collected tests: setup.cfg: section(s) [tool:pytest] changed" in run.stdout, run.stdout
+
+
+def test_a_dependency_bump_runs_the_tests_whose_imports_reach_it_and_nothing_else(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    commit(
+        repo,
+        {
+            "requirements.txt": "PyYAML==6.0.1\npluggy>=1.0\n",
+            "pkg/conf.py": "import yaml\n\n\ndef load(text):\n    return yaml.safe_load(text)\n",
+            "tests/test_conf.py": "from pkg.conf import load\n\n\ndef test_load():\n    assert load('a: 1')\n",
+        },
+        "a YAML config loader",
+    )
+    collect_evidence(repo, data)
+    bump = commit(repo, {"requirements.txt": "PyYAML==6.0.2\npluggy>=1.0\n"}, "bump PyYAML")
+    (changed_file,) = analyze_commit(repo, bump, "plain").changed_files
+    assert (changed_file.effect, changed_file.distributions) == ("dependencies", ("pyyaml",))
+    run = pytest_in(repo, data, "-q", "-rA", "--fastci-select")
+    assert run.returncode == 0 and "1 passed, 7 deselected" in run.stdout, run.stdout + run.stderr
+    assert "PASSED tests/test_conf.py::test_load" in run.stdout
+    unpinned = commit(repo, {"requirements.txt": "--index-url https://example.org\nPyYAML==6.0.2\npluggy>=1.0\n"}, "x")
+    (changed_file,) = analyze_commit(repo, unpinned, "plain").changed_files
+    assert changed_file.effect == "suite" and "not only pins changed" in changed_file.detail
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "distributions"),
+    [
+        ("requirements-dev.txt", "numpy==2.0\nscipy>=1.14  # math\n", "numpy==2.1\nscipy>=1.14\n", ("numpy",)),
+        (
+            "poetry.lock",
+            '[[package]]\nname = "NumPy"\nversion = "2.0"\n',
+            '[[package]]\nname = "NumPy"\nversion = "2.1"\n',
+            ("numpy",),
+        ),
+        (
+            "pyproject.toml",
+            '[project]\nname = "x"\ndependencies = ["numpy>=2"]\n',
+            '[project]\nname = "x"\ndependencies = ["numpy>=2", "Scipy_Stack>=1"]\n',
+            ("scipy-stack",),
+        ),
+    ],
+)
+def test_pins_are_compared_pin_by_pin(name, old, new, distributions):
+    effect, _, changed_names = judge(name, old.encode(), new.encode())
+    assert (effect, changed_names) == ("dependencies", distributions)

@@ -136,10 +136,9 @@ def test_a_trusted_record_equals_the_validated_one_and_stays_frozen():
     from fastci.selection.processor import CatalogEntry, SelectionState
 
     values = {
-        "units": None,
+        **dict.fromkeys(SelectionState.model_fields),  # trusted() is given every field, as the processor does
         "files": ("a.py",),
         "tests": {"t1": ("c1",)},
-        "file_tests": None,
         "catalog": {"t1": CatalogEntry(test_id="tests/test_a.py::test_x", recent_s={"r": 1.5})},
     }
     trusted = SelectionState.trusted(dict(values))

@@ -89,9 +89,10 @@ def test_embedded_and_faust_worker_agree(kafka, tmp_path):
     assert sorted(e.model_dump_json() for e in got) == sorted(e.model_dump_json() for e in expected)
     assert by_key(got) == by_key(expected)
 
-    expected_letters = {e.id for e in read_embedded(embedded, "dead-letters")}
-    got_letters = {e.id for e in read_events(kafka, "dead-letters")}
-    assert len(expected_letters) == len(UNDECODABLE) and got_letters == expected_letters
+    expected_letters = [e.id for e in read_embedded(embedded, "dead-letters")]
+    got_letters = [e.id for e in read_events(kafka, "dead-letters")]
+    # once each: one processor of those reading results reports an undecodable record, in both runtimes
+    assert len(expected_letters) == len(UNDECODABLE) and sorted(got_letters) == sorted(expected_letters)
 
     history = "SELECT * FROM test_history ORDER BY test_id"
     assert view_rows(kafka_views, history) == view_rows(embedded_views, history)

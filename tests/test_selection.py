@@ -286,3 +286,25 @@ def test_a_docstring_edit_changes_no_unit_and_keeps_only_the_files_doctests(tmp_
     selection = selection_for([*history(), result(doctest, duration_s=0.1, repo=REPO), ran], change)
     assert not selection.run_all and kept_ids(selection) == [doctest]
     assert selection.kept[0].reason == "changed-test"
+
+
+def test_a_changed_unit_no_evidence_contains_is_a_named_blind_spot_not_perfect_coverage():
+    unseen = ("fw/attention.py", "rarely_used")
+    selection = selection_for(history(), commit((*unseen, "modified")))
+    m = selection.metrics
+    assert (m.unevidenced_units, m.unevidenced) == (1, ("fw/attention.py::rarely_used",))
+    assert m.pairs_covered_by_all == 0 and m.coverage_retention == 0.0  # was reported as 1.0
+    assert kept_ids(selection) == []  # no test's imports are known to reach it here
+    imported = EvidenceEvent(
+        test_id="fw/attention.py",
+        run_id="run-1",
+        repo=REPO,
+        commit="abcdef1",
+        method="tracing",
+        kind="import",
+        stacks=[{"stack": "<module> (fw/attention.py:0)", "count": 1}],
+        importers=("tests/test_model.py",),
+    )
+    widened = selection_for([*history(), imported], commit((*unseen, "modified")))
+    assert sorted(kept_ids(widened)) == ["tests/test_model.py::test_backward", "tests/test_model.py::test_forward"]
+    assert {k.reason for k in widened.kept} == {"import-time"}  # its module's importers: the safe side

@@ -82,6 +82,20 @@ class System:
             found.append("a processor is listed twice")
         return found
 
+    @staticmethod
+    def decode_reporters(processors: Iterable[Processor]) -> dict[str, frozenset[str]]:
+        """Processor name -> the input topics whose undecodable records it dead-letters: for each
+        topic, the first of ``processors`` (in their order) that reads it. Every reader refusing a
+        bad record would put it on dead-letters once per reader."""
+        reporter: dict[str, str] = {}
+        for processor in processors:
+            for topic in processor.inputs:
+                reporter.setdefault(topic, processor.name)
+        by_processor: dict[str, set[str]] = {}
+        for topic, name in reporter.items():
+            by_processor.setdefault(name, set()).add(topic)
+        return {name: frozenset(topics) for name, topics in by_processor.items()}
+
     def build(self, names: Iterable[str] | None = None) -> list[Processor]:
         """Instances of the named processors (all when ``names`` is empty), in system order; unknown
         names are refused."""

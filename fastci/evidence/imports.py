@@ -11,13 +11,23 @@ plus the ``conftest.py`` files pytest loads for it (its directory and every pare
 
 A module the source names through ``importlib`` or a string is not seen; the selection's other
 rules (and the import-time stacks of the modules that are seen) still hold for it.
+
+The same walk gives the third-party distributions a test file depends on: the installed
+distributions of the top-level modules its closure imports (``importlib.metadata``), and theirs in
+turn (their declared requirements), so a pin of numpy reaches a test that imports only scipy.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.machinery
+import importlib.metadata
+import re
+import sys
 from functools import lru_cache
 from pathlib import Path
+
+from fastci.selection.dependencies import normalize
 
 SOURCE_ROOTS = (".", "src")
 
@@ -28,6 +38,37 @@ class ImportGraph:
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
         self._closures: dict[Path, frozenset[str]] = {}
+        self._distributions: dict[str, list[str]] | None = None
+        self._requires: dict[str, frozenset[str]] = {}
+
+    def distributions_of(self, modules: frozenset[str]) -> frozenset[str]:
+        """The distributions (normalized names) the project ``modules`` import, with their requirements."""
+        if self._distributions is None:
+            self._distributions = importlib.metadata.packages_distributions()
+        found: set[str] = set()
+        for module in modules:
+            for name in _external_names(self.root / module, self.root):
+                found.update(normalize(d) for d in self._distributions.get(name, ()))
+        pending = list(found)
+        while pending:
+            for required in self._requirements(pending.pop()):
+                if required not in found:
+                    found.add(required)
+                    pending.append(required)
+        return frozenset(found)
+
+    def _requirements(self, distribution: str) -> frozenset[str]:
+        if distribution not in self._requires:
+            try:
+                declared = importlib.metadata.requires(distribution) or []
+            except importlib.metadata.PackageNotFoundError:
+                declared = []
+            self._requires[distribution] = frozenset(
+                normalize(_REQUIREMENT_NAME.match(r)[0])
+                for r in declared
+                if "extra ==" not in r and _REQUIREMENT_NAME.match(r)
+            )
+        return self._requires[distribution]
 
     def closure_of_test_file(self, path: Path) -> frozenset[str]:
         """The modules a test file depends on: its own closure and its conftests' (the file itself too)."""
@@ -88,6 +129,26 @@ def _imported_files(path: Path, root: Path) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(found))
 
 
+@lru_cache(maxsize=4096)
+def _external_names(path: Path, root: Path) -> frozenset[str]:
+    """Top-level names of the modules ``path`` imports that are neither the project's nor the
+    standard library's: third-party packages."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return frozenset(name for name in names if name not in sys.stdlib_module_names and not _resolve([name], path, root))
+
+
+_REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
 def _resolve(parts: list[str], importer: Path, root: Path, only_last: bool = False) -> list[Path]:
     """The files ``import a.b.c`` executes: a/__init__.py, a/b/__init__.py, a/b/c.py (or its __init__)."""
     if not parts:
@@ -104,6 +165,8 @@ def _resolve(parts: list[str], importer: Path, root: Path, only_last: bool = Fal
                 directory = directory / part
             elif module.is_file() and last:
                 files.append(module.resolve())
+            elif last and (extension := _extension(directory, part)) is not None:
+                files.append(extension)  # a compiled module (built from native source)
             elif (directory / part).is_dir() and not last:  # a namespace package
                 directory = directory / part
             else:
@@ -112,6 +175,16 @@ def _resolve(parts: list[str], importer: Path, root: Path, only_last: bool = Fal
         if files:
             return [f for f in files if root in f.parents]
     return []
+
+
+def _extension(directory: Path, name: str) -> Path | None:
+    """The extension module ``name`` in ``directory`` (``name.cpython-311-x86_64-linux-gnu.so``,
+    ``name.abi3.so``, ``name.pyd``), if one is built there."""
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = directory / f"{name}{suffix}"
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
 
 
 def _package_of(path: Path, root: Path) -> str | None:

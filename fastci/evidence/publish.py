@@ -8,6 +8,7 @@ results plugin's and ``fastci spool``'s: ``<data dir>/spool/embedded``, ``.../sp
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ def evidence_event(
     kind: str = "test",
     importers: list[str] | tuple[str, ...] = (),
     reads: list[str] | tuple[str, ...] | None = None,
+    fixtures: list[str] | tuple[str, ...] = (),
+    distributions: list[str] | tuple[str, ...] = (),
 ) -> EvidenceEvent:
     """The event, with its stacks shortened when it would not fit in one Kafka message."""
     if sum(len(stack) + 24 for stack, _ in stacks) > STACK_BUDGET:
@@ -63,6 +66,9 @@ def evidence_event(
         kind=kind,
         importers=tuple(importers),
         reads=None if reads is None else tuple(reads),
+        fixtures=tuple(fixtures),
+        distributions=tuple(distributions),
+        time=datetime.now(UTC),
     )
 
 

@@ -9,8 +9,10 @@ Methods (``--fastci-evidence-method``):
   counts (a test blocked on a device or a subprocess still runs that code); threads and
   subprocesses the test starts are not seen. Cheap; sees what runs long enough to be sampled.
   Tests with no sample in project code get no event: no samples is no evidence of no code.
-- ``tracing``: ``sys.setprofile`` during each phase (``fastci.evidence.tracing``): every project
-  function called, once per distinct stack, threads the test starts included. Exact; slower.
+- ``tracing``: every project function called during each phase, once per distinct stack,
+  threads the test starts included. Exact; slower. On ``sys.monitoring`` where the interpreter
+  has it (3.12+, ``fastci.evidence.monitoring``), else on ``sys.setprofile``
+  (``fastci.evidence.tracing``): the same stacks, at a fraction of the cost on 3.12.
 
 ``bench/evidence_overhead.py`` measures both: sampling at 200 Hz finds nearly all of what
 tracing finds in tests of tens of milliseconds or more, and little in millisecond unit tests.
@@ -39,6 +41,7 @@ results' run id when ``--fastci-results`` is on too, so both join on it).
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable
@@ -55,6 +58,7 @@ DEFAULT_RATE_HZ = 200.0  # see bench/evidence_overhead.py: the overhead and reca
 
 
 def addoption(group: Any) -> None:
+    _incremental_option(group)
     group.addoption(
         "--fastci-evidence",
         action="store_true",
@@ -104,6 +108,17 @@ WORKLOAD_MARKER = "fastci_workload"
 IMPORT_WINDOW = pytest.StashKey["ImportWindow"]()
 
 
+def _incremental_option(group: Any) -> None:
+    group.addoption(
+        "--fastci-evidence-since",
+        default=None,
+        metavar="REV",
+        help="re-trace only the tests whose evidence may be stale since REV (the last evidence run's commit): "
+        "those the changes since then select (pruned ones too) and those fastci does not know; the rest run "
+        "untraced and keep their evidence",
+    )
+
+
 class ImportWindow:
     """The trace of what runs while modules are imported, from the earliest hook pytest gives a
     plugin (before the initial conftests load) until collection ends."""
@@ -147,6 +162,24 @@ def early(early_config: Any) -> None:
     window.start()
 
 
+def stale_tests(config: Any, root: Path, target: str) -> tuple[Any, str] | None:
+    """(the plan of the changes since ``--fastci-evidence-since``, what it says) when incremental;
+    None otherwise. A plan that runs everything re-traces everything."""
+    since = config.getoption("fastci_evidence_since")
+    if not since:
+        return None
+    from fastci.ci.change import ChangeError, change_of
+    from fastci.ci.plan import ask
+    from fastci.core import config as fastci_config
+
+    try:
+        change = change_of(root, "HEAD", since, option="--fastci-evidence-since")
+    except ChangeError as error:
+        raise pytest.UsageError(f"--fastci-evidence: {error}") from None
+    plan = ask(change, target, fastci_config.data_dir(), fastci_config.KafkaSettings.from_env(), say=lambda _: None)
+    return plan, since
+
+
 def configure(config: Any) -> None:
     config.addinivalue_line(
         "markers",
@@ -181,21 +214,27 @@ def configure(config: Any) -> None:
     kafka = fastci_config.KafkaSettings.from_env() if target == "kafka" else None
     spool = config.getoption("fastci_evidence_spool")
     producer = producer_for(target == "kafka", fastci_config.data_dir(), kafka, Path(spool) if spool else None)
-    collector = EvidenceCollector(
-        config.getoption("fastci_evidence_method"),
-        rate,
-        not config.getoption("fastci_evidence_blocking"),
-        root,
-        Path(str(config.invocation_params.dir)),
-        repo,
-        commit,
-        _run_id(config),
-        producer,
-        config.stash.get(IMPORT_WINDOW, None),
-    )
+    from fastci.evidence.monitoring import NoToolId
+
+    try:
+        collector = EvidenceCollector(
+            config.getoption("fastci_evidence_method"),
+            rate,
+            not config.getoption("fastci_evidence_blocking"),
+            root,
+            Path(str(config.invocation_params.dir)),
+            repo,
+            commit,
+            _run_id(config),
+            producer,
+            config.stash.get(IMPORT_WINDOW, None),
+        )
+    except NoToolId as error:
+        raise pytest.UsageError(f"--fastci-evidence-method tracing: {error}") from None
+    collector.incremental = stale_tests(config, root, target)
     config.pluginmanager.register(collector, "fastci-evidence")
     collector.wrap_phases()
-    config.add_cleanup(collector.unwrap_phases)
+    config.add_cleanup(collector.close)
 
 
 def _work_tree(path: Path) -> Path:
@@ -234,8 +273,8 @@ class EvidenceCollector:
         self.repo, self.commit, self.run_id, self.producer = repo, commit, run_id, producer
         self.units = UnitsCache()
         self.imports = imports
-        # (module, stacks, importers, files read at import)
-        self.import_evidence: list[tuple[str, list[str], list[str], list[str]]] = []
+        # (module, stacks, importers, files read at import, distributions a test file's imports reach)
+        self.import_evidence: list[tuple[str, list[str], list[str], list[str], list[str]]] = []
         if imports is not None:
             self.reads = imports.reads
         else:  # no import window (an xdist worker started otherwise): record the tests' reads alone
@@ -245,6 +284,9 @@ class EvidenceCollector:
             self.reads = reads.Reads(root, cwd, excluded=(str(fastci_config.data_dir()),))
             reads.install(self.reads)
         self.test_ids: list[str] = []  # by test index (a marker's number)
+        self.fixtures: dict[str, list[str]] = {}  # by test id: its fixture closure's project fixtures
+        self.incremental: tuple[Any, str] | None = None  # (plan since the last evidence run, that commit)
+        self.untraced: set[str] = set()  # tests whose evidence is still fresh: run, not traced
         self.phase_runner: Callable[[Callable[[], Any]], Any] | None = None  # set while a test runs
         self.problem: str | None = None  # why there is no evidence, when there is none
         self.published = self.without_evidence = 0
@@ -259,9 +301,9 @@ class EvidenceCollector:
 
             self.markers = Markers()
         else:
-            from fastci.evidence.tracing import Tracer
+            from fastci.evidence.monitoring import new_tracer
 
-            self.tracer = Tracer(lambda filename: self.units.relpath(filename, self.root, self.cwd) is not None)
+            self.tracer = new_tracer(lambda filename: self.units.relpath(filename, self.root, self.cwd) is not None)
 
     # ----- running each test phase inside a marker or the tracer
 
@@ -284,6 +326,11 @@ class EvidenceCollector:
         from _pytest.runner import CallInfo
 
         CallInfo.from_call = self._original_from_call  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        self.unwrap_phases()
+        if self.method == "tracing":
+            self.tracer.close()  # sys.monitoring's tool id and events are process-wide
 
     # ----- hooks
 
@@ -319,6 +366,8 @@ class EvidenceCollector:
         whose imports reach it."""
         if self.imports is None:
             return
+        import importlib.machinery
+
         from fastci.evidence.imports import ImportGraph
         from fastci.evidence.stacks import Frame, to_project_stack
 
@@ -334,25 +383,43 @@ class EvidenceCollector:
         graph = ImportGraph(self.root)
         test_files = sorted({str(Path(str(item.path)).resolve()) for item in session.items})
         importers: dict[str, set[str]] = {}
+        distributions: dict[str, list[str]] = {}  # test file -> the third-party distributions it reaches
         for path in test_files:
             relative = self.units.relpath(path, self.root, self.cwd)
             if relative is None:
                 continue
-            for module in graph.closure_of_test_file(Path(path)):
+            closure = graph.closure_of_test_file(Path(path))
+            distributions[relative] = sorted(graph.distributions_of(closure))
+            for module in closure:
                 importers.setdefault(module, set()).add(relative)
         every_file = sorted({f for files in importers.values() for f in files})
         read_at_import = window.reads.by_module
-        for module in sorted(by_module.keys() | read_at_import.keys()):
+        # Extension modules run no traced frame: their import evidence is who imports them.
+        extensions = {m for m in importers if m.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))}
+        for module in sorted(by_module.keys() | read_at_import.keys() | distributions.keys() | extensions):
             # Imported where the sources do not say (importlib, a plugin): every test may depend on it.
             files = sorted(importers.get(module, every_file))
             self.import_evidence.append(
-                (module, sorted(by_module.get(module, ())), files, sorted(read_at_import.get(module, ())))
+                (
+                    module,
+                    sorted(by_module.get(module, ())),
+                    files,
+                    sorted(read_at_import.get(module, ())),
+                    distributions.get(module, []),
+                )
             )
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any):
+        from fastci.evidence.stacks import frame_folder
+
         index = len(self.test_ids)
         self.test_ids.append(item.nodeid)
+        if not self._stale(item.nodeid):
+            self.untraced.add(item.nodeid)
+            yield
+            return
+        self.fixtures.setdefault(item.nodeid, self._fixtures_of(item))
         self.reads.test = index
         workload = item.get_closest_marker(WORKLOAD_MARKER)
         if self.method == "tracing":
@@ -367,9 +434,38 @@ class EvidenceCollector:
             self.phase_runner = None
             self.reads.test = None
             if self.method == "tracing":
-                self._traced[index] = (self.tracer.end_test(), self.tracer.overflowed)
+                fold = frame_folder(self.root, self.units, self.cwd)
+                self._traced[index] = (self.tracer.end_test(fold), self.tracer.overflowed)
                 if workload is not None:
                     self._workloads[index] = (workload.kwargs, self.tracer.points)
+
+    def _stale(self, test_id: str) -> bool:
+        """Whether the test's evidence may be stale: always, unless incremental says otherwise."""
+        if self.incremental is None:
+            return True
+        plan, _ = self.incremental
+        if plan.run_all or not plan.is_known(test_id):
+            return True
+        return test_id in self._stale_ids
+
+    @functools.cached_property
+    def _stale_ids(self) -> frozenset[str]:
+        plan, _ = self.incremental  # type: ignore[misc]
+        return frozenset(t.test_id for t in plan.tests) | frozenset(plan.pruned)
+
+    def _fixtures_of(self, item: Any) -> list[str]:
+        """The project fixtures in the test's closure, as units (``path::qualname`` of their functions)."""
+        info = getattr(item, "_fixtureinfo", None)  # pytest's own per-item record of its fixture closure
+        found: set[str] = set()
+        for definitions in getattr(info, "name2fixturedefs", {}).values():
+            for definition in definitions:
+                code = getattr(getattr(definition, "func", None), "__code__", None)
+                if code is None:
+                    continue
+                relative = self.units.relpath(code.co_filename, self.root, self.cwd)
+                if relative is not None:
+                    found.add(f"{relative}::{code.co_qualname}")
+        return sorted(found)
 
     def pytest_sessionfinish(self, session: Any) -> None:
         from fastci.evidence.pyspy import PySpyError
@@ -400,7 +496,7 @@ class EvidenceCollector:
             self.test_ids[index]: self._workload(self.test_ids[index], *declared)
             for index, declared in self._workloads.items()
         }
-        for module, module_stacks, importers, read in self.import_evidence:
+        for module, module_stacks, importers, read, distributions in self.import_evidence:
             self.producer.publish(
                 evidence_event(
                     module,
@@ -413,13 +509,16 @@ class EvidenceCollector:
                     {},
                     kind="import",
                     importers=importers,
-                    reads=read,
+                    reads=None if self.reads.disabled else read,
+                    distributions=distributions,
                 )
             )
         read_by_test: dict[str, set[str]] = {}
         for index, test_id in enumerate(self.test_ids):
             read_by_test.setdefault(test_id, set()).update(self.reads.by_test.get(index, ()))
         for test_id, (stacks, config) in self._evidence().items():
+            if test_id in self.untraced:
+                continue  # its evidence from an earlier run still holds
             if not stacks and self.method == "sampling":
                 self.without_evidence += 1
                 continue
@@ -434,7 +533,8 @@ class EvidenceCollector:
                     self.rate_hz,
                     config,
                     workloads.get(test_id),
-                    reads=sorted(read_by_test.get(test_id, ())),
+                    reads=None if self.reads.disabled else sorted(read_by_test.get(test_id, ())),
+                    fixtures=self.fixtures.get(test_id, ()),
                 )
             )
             self.published += 1
@@ -476,7 +576,7 @@ class EvidenceCollector:
 
     def _evidence(self) -> dict[str, tuple[list[tuple[str, int]], dict[str, Any]]]:
         """Merged stacks and config by test id (a test run twice in the session counts once)."""
-        from fastci.evidence.stacks import Frame, merge, to_project_stack
+        from fastci.evidence.stacks import merge, to_project_stack
 
         pairs: dict[str, list[tuple[str | None, int]]] = {}
         config: dict[str, dict[str, Any]] = {}
@@ -490,10 +590,7 @@ class EvidenceCollector:
                 config.setdefault(test_id, {"samples": 0})["samples"] += sum(count for _, count in sampled)
             else:
                 traced, overflowed = self._traced.get(index, (set(), False))
-                found += [
-                    (to_project_stack([Frame("", f, n) for f, n in raw], self.root, self.units, self.cwd), 1)
-                    for raw in traced
-                ]
+                found += [(stack, 1) for stack in traced]  # folded at the end of the test
                 config[test_id] = {"stack_limit_reached": True} if overflowed else {}
         merged = {test_id: merge(found) for test_id, found in pairs.items()}
         if self.method == "tracing":  # distinct stacks, once each, however many phases ran them
@@ -502,7 +599,15 @@ class EvidenceCollector:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write = terminalreporter.write_line
-        how = f"sampling at {self.rate_hz:g} Hz" if self.method == "sampling" else "tracing"
+        if self.incremental is not None:
+            plan, since = self.incremental
+            traced = len(set(self.test_ids) - self.untraced)
+            why = f"everything: {plan.reason}" if plan.run_all else f"the {traced} its changes may have made stale"
+            write(
+                f"fastci: evidence since {since}: re-traced {traced} of {len(set(self.test_ids))} tests ({why}); "
+                f"{len(self.untraced)} keep their evidence"
+            )
+        how = f"sampling at {self.rate_hz:g} Hz" if self.method == "sampling" else f"tracing, {self.tracer.MECHANISM}"
         if self.problem:
             write(f"fastci: no evidence ({how}): {self.problem}")
         report = self.report

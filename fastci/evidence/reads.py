@@ -36,6 +36,7 @@ class Reads:
         self.test: int | None = None  # the test whose phases run now
         self.importing = False  # the import window is open
         self.module_of: Callable[[Any], str | None] = lambda frame: None  # set with the window
+        self.disabled = False  # FASTCI_EVIDENCE_READS=0: nothing recorded (reads are then unknown, not empty)
         self._relpaths: dict[str, str | None] = {}
 
     def hook(self, event: str, args: tuple[Any, ...]) -> None:
@@ -83,7 +84,12 @@ _ACTIVE: list[Reads] = []
 
 
 def install(reads: Reads) -> None:
-    """Make ``reads`` the process's recorder (one audit hook per process, added the first time)."""
+    """Make ``reads`` the process's recorder (one audit hook per process, added the first time).
+    ``FASTCI_EVIDENCE_READS=0`` records nothing (evidence then says reads were not recorded, and a
+    changed data file runs everything): for measuring what recording costs."""
+    if os.environ.get("FASTCI_EVIDENCE_READS", "1") == "0":
+        reads.disabled = True
+        return
     if not _ACTIVE:
         sys.addaudithook(_dispatch)
     _ACTIVE[:] = [reads]

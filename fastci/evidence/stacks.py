@@ -31,7 +31,7 @@ import os
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -93,6 +93,7 @@ class UnitsCache:
         self._relpaths: dict[tuple[str, str, str], str | None] = {}
         self._units: dict[str, Units | None] = {}
         self._roots: dict[str, str] = {}
+        self._folded: dict[tuple[str, str], dict[tuple[str, int], str | None]] = {}
 
     def relpath(self, path: str, root: str | Path, cwd: str | Path | None = None) -> str | None:
         """``path`` relative to ``root`` (posix), or None when it is not the project's own code.
@@ -101,6 +102,12 @@ class UnitsCache:
         if key not in self._relpaths:
             self._relpaths[key] = self._project_relpath(path, self._real_root(root), cwd if cwd is not None else root)
         return self._relpaths[key]
+
+    def folded_frames(self, root: str | Path, cwd: str | Path | None = None) -> dict[tuple[str, int], str | None]:
+        """(path, line) -> the frame as folded stacks write it, ``QUALNAME (RELPATH:LINE)``, or None
+        when it is not the project's own code; filled by ``folded_stack``. A session's stacks share
+        most of their frames, so each is resolved once."""
+        return self._folded.setdefault((str(root), str(cwd)), {})
 
     def _real_root(self, root: str | Path) -> str:
         if str(root) not in self._roots:
@@ -142,18 +149,39 @@ def to_project_stack(
     frames: Iterable[Frame], root: str | Path, units_cache: UnitsCache, cwd: str | Path | None = None
 ) -> str | None:
     """The folded stack of the project's frames in ``frames`` (root first), or None if none is."""
-    parts = []
-    for frame in frames:
-        if frame.line is None:
-            continue
-        relpath = units_cache.relpath(frame.path, root, cwd)
-        if relpath is None:
-            continue
-        units = units_cache.units(root, relpath)
-        if units is None:
-            continue
-        parts.append(f"{units.unit_at(frame.line)} ({relpath}:{frame.line})")
-    return ";".join(parts) or None
+    return folded_stack(((frame.path, frame.line) for frame in frames), root, units_cache, cwd)
+
+
+def folded_stack(
+    frames: Iterable[tuple[str, int | None]], root: str | Path, units_cache: UnitsCache, cwd: str | Path | None = None
+) -> str | None:
+    """``to_project_stack`` of (path, line) pairs, as the tracers record them."""
+    fold = frame_folder(root, units_cache, cwd)
+    return ";".join(part for frame in frames if (part := fold(frame)) is not None) or None
+
+
+def frame_folder(
+    root: str | Path, units_cache: UnitsCache, cwd: str | Path | None = None
+) -> Callable[[tuple[str, int | None]], str | None]:
+    """(path, line) -> the frame as folded stacks write it, or None when it is not the project's."""
+    known = units_cache.folded_frames(root, cwd)
+
+    def fold(frame: tuple[str, int | None]) -> str | None:
+        part = known.get(frame, _UNSEEN)
+        if part is _UNSEEN:
+            part = known[frame] = _fold(*frame, root, units_cache, cwd)
+        return part  # type: ignore[return-value]
+
+    return fold
+
+
+_UNSEEN = object()
+
+
+def _fold(path: str, line: int | None, root: str | Path, units_cache: UnitsCache, cwd: str | Path | None) -> str | None:
+    relpath = None if line is None else units_cache.relpath(path, root, cwd)
+    units = None if relpath is None else units_cache.units(root, relpath)
+    return None if units is None else f"{units.unit_at(line)} ({relpath}:{line})"
 
 
 def merge(stacks: Iterable[tuple[str | None, int]]) -> list[tuple[str, int]]:

@@ -11,7 +11,8 @@ suite: 2.3x its wall time, 1.8x now), so stacks are kept as a tree: a call's sta
 nearest project caller's stack (the node recorded when that caller was called, plus the line it
 is at now) plus itself; finding that caller is usually one step up. What remains is CPython's:
 with any profile function set, 3.11 runs every bytecode on its slow path (pure-Python loops
-about 2x slower), which ``sys.monitoring`` (3.12) ends.
+about 2x slower), which ``sys.monitoring`` (3.12) ends: ``fastci.evidence.monitoring`` records the
+same calls there, and its ``new_tracer`` picks it wherever the interpreter has it.
 
 setprofile rather than settrace: it leaves ``sys.settrace`` to coverage and debuggers. Threads
 a test starts are traced too (``threading.setprofile``) and count for that test.
@@ -31,13 +32,16 @@ from fastci.evidence import dimensions as _dimensions
 from fastci.planning.shrink import add_point
 
 T = TypeVar("T")
+ProjectTest = Callable[[str], bool]  # co_filename -> is it the project's own code?
 RawStack = tuple[tuple[str, int], ...]  # (filename, line) root first
 _ROOT = 0
 
 
 class Tracer:
+    MECHANISM = "sys.setprofile"  # named in pytest's summary
+
     def __init__(
-        self, is_project: Callable[[str], bool], max_depth: int = 16, max_stacks: int = 20_000, dimensions: bool = False
+        self, is_project: ProjectTest, max_depth: int = 16, max_stacks: int = 20_000, dimensions: bool = False
     ) -> None:
         self.is_project = is_project
         self.dimensions = dimensions
@@ -58,25 +62,42 @@ class Tracer:
         self._points: dict[tuple[str, int], list[dict[str, int]]] = {}
         self._last_point: dict[tuple[str, int], tuple] = {}  # the point object a call was last seen at
 
+    def close(self) -> None:
+        """Nothing to release here: the profile function is only set inside ``run``."""
+
+    def __enter__(self) -> Tracer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def begin_test(self) -> None:
         self._reset()
         self.overflowed = False  # the test hit max_stacks; later stacks were not kept
         self._recording = True
 
-    def end_test(self) -> set[RawStack]:
-        """The distinct stacks of the test since ``begin_test`` (innermost max_depth frames)."""
+    def end_test(self, fold: Callable[[tuple[str, int]], str | None] | None = None) -> set[Any]:
+        """The distinct stacks of the test since ``begin_test`` (innermost max_depth frames): raw, or
+        folded with ``fold`` (a frame as folded stacks write it, None to drop it; empty stacks go).
+        Each node's stack is built once, from its parent's: a test can have thousands of stacks."""
         self._recording = False
-        stacks = {self._stack(leaf) for leaf in self._leaves}
+        parents, frames, depth = self._parents, self._frames, self.max_depth
+        built: dict[int, tuple] = {_ROOT: ()}
+        for leaf in self._leaves:
+            path, node = [], leaf
+            while node not in built:
+                path.append(node)
+                node = parents[node]
+            stack = built[node]
+            for node in reversed(path):
+                frame = frames[node] if fold is None else fold(frames[node])
+                stack = built[node] = (*stack, frame)[-depth:]
+        stacks: set[Any] = {built[leaf] for leaf in self._leaves}
+        if fold is not None:
+            stacks = {folded for stack in stacks if (folded := ";".join(filter(None, stack)))}
         self.points = self._points
         self._reset()
         return stacks
-
-    def _stack(self, node: int) -> RawStack:
-        frames = []
-        while node != _ROOT:
-            frames.append(self._frames[node])
-            node = self._parents[node]
-        return tuple(reversed(frames[: self.max_depth]))
 
     def start(self) -> None:
         """Trace every project call from here until ``stop``, with no boundary frame: the window in
@@ -123,19 +144,23 @@ class Tracer:
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
         if event != "call":
             return
-        project = self._project
         filename = frame.f_code.co_filename
-        keep = project.get(filename)
+        keep = self._project.get(filename)
         if keep is None:
-            keep = project[filename] = self.is_project(filename)
-        if not keep or not self._recording:
-            return
+            keep = self._project[filename] = self.is_project(filename)
+        if keep and self._recording:
+            self._record(frame, filename)
+
+    def _record(self, frame: Any, filename: str) -> None:
+        """Keep a call into project code (``frame`` just started or resumed): its point, and its
+        stack as a node of the tree. Shared with ``fastci.evidence.monitoring``; runs at every
+        project call, hence the locals."""
         if self.dimensions:
             self._record_point(filename, frame.f_lineno)
         if self.overflowed:
             return
         # The nearest project caller, below the frame tracing started in.
-        caller, boundary = frame.f_back, self._boundary
+        project, boundary, caller = self._project, self._boundary, frame.f_back
         while caller is not None and caller is not boundary:
             name = caller.f_code.co_filename
             known = project.get(name)
@@ -144,20 +169,21 @@ class Tracer:
             if known:
                 break
             caller = caller.f_back
-        nodes = self._nodes  # node ids start at 1: "get(key) or new" is the fast path
+        nodes, callers_of = self._nodes, self._callers  # node ids start at 1: "get(key) or new" is the fast path
         if caller is None or caller is boundary:
             callers = _ROOT
         else:
-            key = (self._callers.get(id(caller), _ROOT), caller.f_code.co_filename, _line(caller))
+            key = (callers_of.get(id(caller), _ROOT), name, _line(caller))
             callers = nodes.get(key) or self._new_node(key)  # every project caller was seen called
-        self._callers[id(frame)] = callers  # an id reused by a later frame is set again at its call
+        callers_of[id(frame)] = callers  # an id reused by a later frame is set again at its call
         key = (callers, filename, _line(frame))
         leaf = nodes.get(key) or self._new_node(key)
-        if leaf not in self._leaves:
-            if len(self._leaves) >= self.max_stacks:
+        leaves = self._leaves
+        if leaf not in leaves:
+            if len(leaves) >= self.max_stacks:
                 self.overflowed = True
                 return
-            self._leaves.add(leaf)
+            leaves.add(leaf)
 
 
 def _line(frame: Any) -> int:

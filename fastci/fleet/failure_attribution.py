@@ -35,9 +35,9 @@ from typing import ClassVar
 import numpy as np
 import orjson
 from pydantic import Field
-from scipy import stats
 
 from fastci.core.events import Event, Record
+from fastci.core.lazy import scipy_stats
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.fleet.events import FlakyVerdict, NodeAttribution
 from fastci.fleet.flakiness import FAILING, PASSING
@@ -272,7 +272,7 @@ def _levels(event: ResultEvent) -> dict[str, float]:
         direction = metric_direction(metric)
         if direction is None or not samples or any(s <= 0 for s in samples) or len(levels) >= MAX_METRICS:
             continue
-        levels[metric] = float(stats.trim_mean(as_performance(samples, direction), TRIM))
+        levels[metric] = float(scipy_stats().trim_mean(as_performance(samples, direction), TRIM))
     return levels
 
 

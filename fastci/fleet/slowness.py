@@ -25,8 +25,8 @@ from datetime import timedelta
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
+from fastci.core.lazy import scipy_stats
 from fastci.regression.perfstats import median_interval
 
 Level = Literal["healthy", "suspect", "quarantine"]
@@ -74,7 +74,7 @@ def judge(ratios: Sequence[float], seed: int, gate: SlowGate = SlowGate()) -> Sl
     if n < gate.min_runs or median >= 1 - gate.min_effect:
         return SlowVerdict("healthy", n, median, math.nan, math.nan, 1.0)
     logs = np.log(x)
-    p_value = float(stats.wilcoxon(logs, alternative="less").pvalue) if np.any(logs != 0) else 1.0
+    p_value = float(scipy_stats().wilcoxon(logs, alternative="less").pvalue) if np.any(logs != 0) else 1.0
     if p_value >= gate.suspect_p:
         return SlowVerdict("healthy", n, median, math.nan, math.nan, p_value)
     low, high = median_interval(x, gate.confidence, gate.n_resamples, seed)

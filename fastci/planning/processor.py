@@ -206,7 +206,7 @@ def plan(
     functions = {
         t: names
         for t, (reason, names, _) in kept.items()
-        if reason in ("executes-changed-code", "module-code", "import-time")
+        if reason in ("executes-changed-code", "module-code", "import-time", "uses-changed-fixture")
     }
     exposure = riskmath.exposures(functions)
     unknown = sum(exposure.values()) / len(exposure) if exposure else NO_EVIDENCE_EXPOSURE
@@ -221,9 +221,14 @@ def plan(
         counts = riskmath.weighted_counts(record.statuses if record else ())
         history = riskmath.history_risk(counts)
         flaky = riskmath.flaky_rate(counts)
-        share = {"changed-test": 1.0, "reads-changed-file": 1.0, "no-evidence": unknown, "run-all": 0.0}.get(
-            reason, exposure.get(test_id, 0.0)
-        )
+        share = {
+            "changed-test": 1.0,
+            "reads-changed-file": 1.0,
+            "dependency-changed": 1.0,
+            "native-code-changed": 1.0,
+            "no-evidence": unknown,
+            "run-all": 0.0,
+        }.get(reason, exposure.get(test_id, 0.0))
         expected_s = next(
             s
             for s in (record.expected_s if record else None, typical_s, selection_s, DEFAULT_DURATION_S)

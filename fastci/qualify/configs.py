@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from fastci.evidence.dimensions import first_executions
-from fastci.evidence.stacks import Frame, UnitsCache, to_project_stack
-from fastci.evidence.tracing import Tracer
+from fastci.evidence.monitoring import new_tracer
+from fastci.evidence.stacks import UnitsCache, folded_stack
 from fastci.inputs import EvidenceEvent, FirstExecution, WorkloadDimension, WorkloadEvidence
 from fastci.planning.shrink import Dimension
 from fastci.qualify.backend import Backend
@@ -104,16 +104,14 @@ def traced_training(
 
     family, steps = configured(name, values)
     cache = UnitsCache()
-    tracer = Tracer(lambda filename: cache.relpath(filename, PROJECT_ROOT) is not None, dimensions=True)
     data = family.make_data(np.random.default_rng(seed))
     started = time.perf_counter()
-    tracer.begin_test()
-    tracer.run(lambda: train(family, backend, seed, RuntimeConfig(), data=data, steps=steps))
-    raw_stacks = tracer.end_test()
+    with new_tracer(lambda filename: cache.relpath(filename, PROJECT_ROOT) is not None, dimensions=True) as tracer:
+        tracer.begin_test()
+        tracer.run(lambda: train(family, backend, seed, RuntimeConfig(), data=data, steps=steps))
+        raw_stacks = tracer.end_test()
     seconds = time.perf_counter() - started
-    stacks = sorted(
-        {s for raw in raw_stacks if (s := to_project_stack([Frame("", f, n) for f, n in raw], PROJECT_ROOT, cache))}
-    )
+    stacks = sorted({s for raw in raw_stacks if (s := folded_stack(raw, PROJECT_ROOT, cache))})
     units = frozenset(
         f"{p}::{q}"
         for stack in stacks

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+from fastci.core.lazy import scipy_stats
 
 
 @dataclass(frozen=True)
@@ -88,4 +89,4 @@ def _p_value(left: np.ndarray, right: np.ndarray) -> float:
     # Student's (pooled) t-test, as Otava: the noise level is shared across a mean shift, and the long
     # side's variance makes a short new segment testable (Welch's test finds a short new segment less
     # often: bench/changepoint_compare.py compares the two on the same series).
-    return float(stats.ttest_ind(left, right, equal_var=True).pvalue)
+    return float(scipy_stats().ttest_ind(left, right, equal_var=True).pvalue)

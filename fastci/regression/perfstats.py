@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
+
+from fastci.core.lazy import scipy_stats
 
 Direction = Literal["higher", "lower"]
 
@@ -98,7 +99,7 @@ def compare(
             False, 1.0, 0.0, math.inf, 1.0, n_b, n_c, f"too few samples ({n_b} baseline, {n_c} candidate)"
         )
     ratio = float(np.median(cand) / np.median(base))
-    p_value = float(stats.mannwhitneyu(cand, base, alternative="less").pvalue)
+    p_value = float(scipy_stats().mannwhitneyu(cand, base, alternative="less").pvalue)
     boundary = 1.0 - gate.effect
     if p_value >= gate.alpha or ratio >= boundary:
         # The interval contains the estimate, so it cannot lie below the boundary: skip the resampling.
@@ -149,7 +150,7 @@ def _resampled_medians(samples: np.ndarray, count: int, rng: np.random.Generator
     share = np.arange(1, n + 1) / n
 
     def order_statistic(k: int) -> np.ndarray:
-        cdf = stats.binom.sf(k - 1, n, share)  # P(at least k of n draws are <= x(j))
+        cdf = scipy_stats().binom.sf(k - 1, n, share)  # P(at least k of n draws are <= x(j))
         cdf[-1] = 1.0
         return x[np.minimum(np.searchsorted(cdf, u), n - 1)]
 
@@ -180,8 +181,8 @@ def relative_noise(samples: Sequence[float]) -> float:
 def detection_probability(noise: float, repeats: int, baseline_size: int, drop: float, gate: PerfGate) -> float:
     """Normal approximation of P(one gate fires) for a true ``drop`` (the median's sd is 1.2533 sd/sqrt(n))."""
     se = 1.2533 * noise * math.sqrt(1 / repeats + 1 / baseline_size)
-    z = stats.norm.ppf(0.5 + gate.confidence / 2)
-    return float(stats.norm.cdf((drop - gate.effect) / se - z))
+    z = scipy_stats().norm.ppf(0.5 + gate.confidence / 2)
+    return float(scipy_stats().norm.cdf((drop - gate.effect) / se - z))
 
 
 def repeats_needed(

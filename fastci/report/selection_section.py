@@ -30,8 +30,10 @@ class SelectionSafety:
 
 def build_selection(views: Views) -> SelectionSafety:
     (selections, subsets, saved), *_ = views.query(
-        "SELECT count(*), count(*) FILTER (WHERE NOT run_all AND metrics.kept < metrics.tests_known), "
-        "coalesce(sum(metrics.saved_s) FILTER (WHERE NOT run_all), 0) FROM selection"
+        # metrics is a JSON column (it holds a list: the unevidenced units)
+        "SELECT count(*), count(*) FILTER (WHERE NOT run_all AND CAST(metrics->>'kept' AS BIGINT) < "
+        "CAST(metrics->>'tests_known' AS BIGINT)), "
+        "coalesce(sum(CAST(metrics->>'saved_s' AS DOUBLE)) FILTER (WHERE NOT run_all), 0) FROM selection"
     )[1]
     (audited, missed), *_ = views.query(
         "SELECT count(DISTINCT sha) FILTER (WHERE kind = 'audited'), count(DISTINCT sha) FILTER (WHERE kind = 'miss') "

@@ -90,9 +90,13 @@ def decode_state(raw: bytes) -> dict[str, Any] | None:
 class Driver:
     """Applies events to one processor, buffering writes until the runtime drains them."""
 
-    def __init__(self, processor: Processor[Any], store: RawStore) -> None:
+    def __init__(self, processor: Processor[Any], store: RawStore, reports: frozenset[str] | None = None) -> None:
+        """``reports``: the input topics whose undecodable records this driver dead-letters (None:
+        all of its inputs). A runtime gives each topic one reporter (``System.decode_reporter``),
+        so a bad record lands on dead-letters once, not once per processor that reads it."""
         self.processor = processor
         self.store = store
+        self.reports = reports
         self._entries: dict[str, Entry | None] = {}
         self._dirty: dict[str, None] = {}  # keys written this batch, in order
         self._applied: dict[str, None] = {}  # partition keys whose marks moved this batch
@@ -110,6 +114,8 @@ class Driver:
         """Apply a decoded record; one that did not decode is dead-lettered (as source 'decode', so
         every processor that reads it reports it under one id)."""
         if isinstance(item, InvalidEvent):
+            if self.reports is not None and item.topic not in self.reports:
+                return []  # another processor reading the topic reports it
             return [item.dead_letter(DECODE_SOURCE, None if origin is None else origin.offset)]
         return self.handle(item, origin)
 

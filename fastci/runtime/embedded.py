@@ -131,12 +131,14 @@ class _Round:
 class _ProcessorRunner:
     """One processor's consumer: its positions, its driver, its crash recovery."""
 
-    def __init__(self, processor: Processor, data: DataDir, checkpoint: Checkpoint, shared: _Round) -> None:
+    def __init__(
+        self, processor: Processor, data: DataDir, checkpoint: Checkpoint, shared: _Round, reports: frozenset[str]
+    ) -> None:
         self.processor = processor
         self.shared = shared
         self.log = data.log
         self.checkpoint = checkpoint
-        self.driver = Driver(processor, checkpoint.store(processor.name))
+        self.driver = Driver(processor, checkpoint.store(processor.name), reports)
         self.consumer = f"processor:{processor.name}"
         self.producer = f"produced:{processor.name}"
         self.reload()
@@ -222,8 +224,11 @@ class EmbeddedRuntime:
         self.batch_size = batch_size
         self.sync = sync
         self.shared = _Round(self.data.log, system)
+        chosen = list(processors or system.build())
+        reporters = System.decode_reporters(chosen)
         self.runners = [
-            _ProcessorRunner(p, self.data, self.checkpoint, self.shared) for p in (processors or system.build())
+            _ProcessorRunner(p, self.data, self.checkpoint, self.shared, reporters.get(p.name, frozenset()))
+            for p in chosen
         ]
 
     def close(self) -> None:

@@ -46,9 +46,12 @@ class MemoryRuntime:
         self.system = system
         self.processors = list(system.build() if processors is None else processors)
         self.drivers: list[tuple[Processor, Driver, BytesStore]] = []
+        reporters = System.decode_reporters(self.processors)
         for processor in self.processors:
             store = BytesStore()
-            self.drivers.append((processor, Driver(processor, store), store))
+            self.drivers.append(
+                (processor, Driver(processor, store, reporters.get(processor.name, frozenset())), store)
+            )
         self.readers: dict[str, list[Driver]] = {}
         for processor, driver, _ in self.drivers:
             for topic in processor.inputs:

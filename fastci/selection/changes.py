@@ -9,6 +9,7 @@ makes its file a single ``<module>`` modified: conservative, since we cannot tel
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import re
@@ -20,7 +21,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from fastci.inputs import LAYERS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
+from fastci.inputs import LAYERS, MAX_DISTRIBUTIONS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
+from fastci.selection import statements
 from fastci.selection.config_changes import judge
 from fastci.selection.settings import RepoSettings, SettingsError, from_text
 from fastci.selection.units import MODULE, Units
@@ -83,11 +85,11 @@ def analyze_commit(
     try:  # a path or a title the event contract refuses (too long...) is a clear error, not a traceback
         files = [_judged(d, blobs, settings) for d in diffs]
         functions = [
-            ChangedFunction(path=d.path, qualname=qualname, change=change)
-            for d in diffs
-            for qualname, change in _function_changes(d, blobs)
+            ChangedFunction(path=path, qualname=qualname, change=change)
+            for path, qualname, change in _narrowed(repo, sha, diffs, blobs)
         ]
         layers = layers_of([p for f in files for p in (f.path, f.old_path) if p], layer_rules)
+        native = any(f.effect == "extensions" for f in files)  # compiled code: what runs on the accelerator
         return CommitEvent(
             repo=repo_name or _default_repo_name(repo),
             sha=sha,
@@ -98,7 +100,7 @@ def analyze_commit(
             changed_files=tuple(files),
             changed_functions=tuple(functions),
             layers=layers,
-            hardware_path=any(layer in HARDWARE_LAYERS for layer in layers),
+            hardware_path=native or any(layer in HARDWARE_LAYERS for layer in layers),
         )
     except ValidationError as error:
         raise ChangeAnalysisError(f"commit {sha} in {repo} does not make a valid commits event: {error}") from None
@@ -176,13 +178,101 @@ def _judged(diff: _FileDiff, blobs: dict[str, bytes], settings: RepoSettings) ->
         return changed
     if settings.is_inert(diff.path) and (diff.old_path == diff.path or settings.is_inert(diff.old_path)):
         return changed.model_copy(update={"effect": "none", "detail": f"{diff.path}: inert by [tool.fastci] inert"})
+    extensions = tuple(dict.fromkeys(settings.extensions_of(diff.path) + settings.extensions_of(diff.old_path)))
+    if extensions:
+        detail = f"{diff.path}: native source of {', '.join(extensions)} ([tool.fastci] build)"
+        return changed.model_copy(update={"effect": "extensions", "detail": detail, "extensions": extensions})
     old = None if _absent(diff.old_blob) else blobs.get(diff.old_blob)
     new = None if _absent(diff.new_blob) else blobs.get(diff.new_blob)
     verdict = judge(diff.path, old, new)
     if verdict is None:
         return changed
-    effect, detail = verdict
-    return changed.model_copy(update={"effect": effect, "detail": detail[:_MAX_TEXT]})
+    effect, detail, distributions = verdict
+    return changed.model_copy(
+        update={"effect": effect, "detail": detail[:_MAX_TEXT], "distributions": distributions[:MAX_DISTRIBUTIONS]}
+    )
+
+
+MAX_READER_FILES = 50  # files reading a re-bound name beyond which the module's code counts as changed
+
+
+def _narrowed(repo: Path, sha: str, diffs: list[_FileDiff], blobs: dict[str, bytes]) -> list[tuple[str, str, Change]]:
+    """(path, qualname, change) of every changed unit. A module whose changed top-level statements
+    only bind names (``fastci.selection.statements``) names, instead of its ``<module>`` code, the
+    units that read those names: its own, and those of the project files that refer to them."""
+    found: list[tuple[str, str, Change]] = []
+    rebound: dict[str, set[str]] = {}  # module path -> the names its changed assignments bind
+    for diff in diffs:
+        changes = _function_changes(diff, blobs)
+        if (MODULE, "modified") in changes and diff.old_is_python() and diff.new_is_python():
+            bindings = _rebound_names(blobs[diff.old_blob], blobs[diff.new_blob])
+            if bindings is not None:
+                names, assigned = bindings
+                if assigned:
+                    rebound[diff.path] = assigned
+                changes = [c for c in changes if c != (MODULE, "modified")]
+                readers_here = statements.readers(_source(blobs[diff.new_blob]), names)
+                changes += [(q, "modified") for q in sorted(readers_here) if (q, "modified") not in changes]
+        found += [(diff.path, qualname, change) for qualname, change in changes]
+    if rebound:
+        found += _readers_elsewhere(repo, sha, rebound, {path for path, _, _ in found})
+    return list(dict.fromkeys(found))
+
+
+def _rebound_names(old: bytes, new: bytes) -> tuple[set[str], set[str]] | None:
+    try:
+        return statements.changed_names(_source(old), _source(new))
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _readers_elsewhere(
+    repo: Path, sha: str, rebound: dict[str, set[str]], changed_paths: set[str]
+) -> list[tuple[str, str, Change]]:
+    """Units of other project files that read a re-bound name (``from m import NAME``, ``m.NAME``);
+    a file that reads one in its own module code counts as a module-code change. Too many readers,
+    and every module whose names moved counts as changed instead: the safe side."""
+    names = set().union(*rebound.values())
+    pattern = "|".join(re.escape(n) for n in sorted(names))
+    run = _run(repo, "grep", "-l", "-w", "-E", pattern, sha, "--", "*.py")
+    paths = [line.split(":", 1)[1] for line in run.stdout.decode("utf-8", "replace").splitlines() if ":" in line]
+    paths = [p for p in paths if p not in rebound]
+    if len(paths) > MAX_READER_FILES:
+        return [(path, MODULE, "modified") for path in sorted(rebound)]
+    blobs = {path: _git(repo, "show", f"{sha}:{path}") for path in paths}
+    found: list[tuple[str, str, Change]] = []
+    for path, raw in sorted(blobs.items()):
+        try:
+            source = _source(raw)
+            readers = statements.readers(source, names)
+            reads_at_import = _module_code_reads(source, names)
+        except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
+            found.append((path, MODULE, "modified"))
+            continue
+        found += [(path, qualname, "modified") for qualname in sorted(readers)]
+        if reads_at_import:  # its own module code computes with the name: that code's effect moved too
+            found.append((path, MODULE, "modified"))
+    return found
+
+
+def _module_code_reads(source: str, names: set[str]) -> bool:
+    """Whether a module's own top-level statements (not its defs) read one of ``names``."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue  # an import binds the name; reading it is the readers' business
+        for child in ast.walk(node):
+            if (isinstance(child, ast.Name) and child.id in names) or (
+                isinstance(child, ast.Attribute) and child.attr in names
+            ):
+                return True
+    return False
+
+
+def _source(raw: bytes) -> str:
+    return importlib.util.decode_source(raw)
 
 
 def _function_changes(diff: _FileDiff, blobs: dict[str, bytes]) -> list[tuple[str, Change]]:

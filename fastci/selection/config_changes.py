@@ -8,8 +8,13 @@ description) change nothing; parts that can (pytest's own settings, the test job
 environment, dependencies, the build) run the whole suite, and the reason names the part. A part
 fastci does not know, or a file that does not parse, runs the suite: safe by default.
 
-``judge(path, old, new)`` returns ``(effect, detail)`` with effect ``none`` or ``suite``, or None
-for a file that is not one of these (the path rules of ``fastci.selection.files`` then apply).
+Dependency pins (requirements files, ``pyproject.toml``'s dependency tables, lock files) are compared
+pin by pin (``fastci.selection.dependencies``): a change that only moves pins is ``dependencies``,
+naming the distributions, whose importers then run.
+
+``judge(path, old, new)`` returns ``(effect, detail, distributions)`` with effect ``none``,
+``dependencies`` or ``suite``, or None for a file that is not one of these (the path rules of
+``fastci.selection.files`` then apply).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ import re
 import tomllib
 from collections.abc import Callable
 from typing import Any
+
+from fastci.selection import dependencies
+from fastci.selection.dependencies import Unbounded
 
 # What a test run reads from these files: pytest's settings, dependencies, the build, the test env.
 _INI_HARMLESS = (
@@ -79,15 +87,20 @@ _GITLAB_HARMLESS = ("stages", "workflow")
 _MAKE_TARGET = re.compile(r"^([A-Za-z0-9_./%-][A-Za-z0-9_./% -]*)\s*:(?![=:])")
 _MAKE_VARIABLE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(?:[:?+!]?=)")
 
-Verdict = tuple[str, str]
+Verdict = tuple[str, str, tuple[str, ...]]
+_LOCKS = ("poetry.lock", "uv.lock", "pdm.lock", "Pipfile.lock")
+_REQUIREMENTS = ("requirements*.txt", "requirements/*.txt", "constraints*.txt")
+_DEPENDENCY_TABLES = ("project.dependencies", "project.optional-dependencies")
 
 
 def judge(path: str, old: bytes | None, new: bytes | None) -> Verdict | None:
     """What a change to ``path`` (``old`` -> ``new``; None: absent) can do, or None when the file
-    is not a config or CI file read by parts."""
+    is not a config, CI or dependency file read by parts."""
     name = path.rsplit("/", 1)[-1]
     handler: Callable[[str, str, str], Verdict] | None = None
-    if name in ("setup.cfg", "tox.ini"):
+    if name in _LOCKS or any(fnmatch.fnmatchcase(path, p) for p in _REQUIREMENTS):
+        handler = _pins
+    elif name in ("setup.cfg", "tox.ini"):
         handler = _ini
     elif name == "pyproject.toml":
         handler = _pyproject
@@ -100,20 +113,36 @@ def judge(path: str, old: bytes | None, new: bytes | None) -> Verdict | None:
     if handler is None:
         return None
     if old is None or new is None:
-        return "suite", f"{path} {'added' if old is None else 'deleted'}"
+        return "suite", f"{path} {'added' if old is None else 'deleted'}", ()
     try:
         return handler(path, old.decode("utf-8"), new.decode("utf-8"))
+    except Unbounded as error:
+        return "suite", f"{path}: not only pins changed ({error})", ()
     except (ValueError, TypeError, KeyError, AttributeError, configparser.Error, tomllib.TOMLDecodeError) as error:
-        return "suite", f"{path} changed and could not be read by section ({type(error).__name__})"
+        return "suite", f"{path} changed and could not be read by section ({type(error).__name__})", ()
 
 
 def _verdict(path: str, changed: list[str], harmful: list[str], what: str = "") -> Verdict:
     if not changed:
-        return "none", f"{path}: nothing a test reads changed (formatting, comments)"
+        return "none", f"{path}: nothing a test reads changed (formatting, comments)", ()
     if harmful:
         more = f" and {len(harmful) - 3} more" if len(harmful) > 3 else ""
-        return "suite", f"{path}: {what}{', '.join(harmful[:3])}{more} changed"
-    return "none", f"{path}: only {', '.join(changed[:3])} changed (nothing a test run reads)"
+        return "suite", f"{path}: {what}{', '.join(harmful[:3])}{more} changed", ()
+    return "none", f"{path}: only {', '.join(changed[:3])} changed (nothing a test run reads)", ()
+
+
+def _pinned(path: str, distributions: tuple[str, ...]) -> Verdict:
+    if not distributions:
+        return "none", f"{path}: no pin changed", ()
+    more = f" and {len(distributions) - 5} more" if len(distributions) > 5 else ""
+    return "dependencies", f"{path}: pins of {', '.join(distributions[:5])}{more} changed", distributions
+
+
+def _pins(path: str, old: str, new: str) -> Verdict:
+    name = path.rsplit("/", 1)[-1]
+    if name in _LOCKS:
+        return _pinned(path, dependencies.changed(dependencies.lock_pins(name, old), dependencies.lock_pins(name, new)))
+    return _pinned(path, dependencies.changed(dependencies.requirements(old), dependencies.requirements(new)))
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
@@ -140,9 +169,13 @@ def _read_ini(text: str) -> dict[str, dict[str, str]]:
 
 
 def _pyproject(path: str, old: str, new: str) -> Verdict:
-    before, after = _toml_parts(tomllib.loads(old)), _toml_parts(tomllib.loads(new))
+    documents = tomllib.loads(old), tomllib.loads(new)
+    before, after = _toml_parts(documents[0]), _toml_parts(documents[1])
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     harmful = [k for k in changed if not _matches(k, _TOML_HARMLESS)]
+    if harmful and all(k in _DEPENDENCY_TABLES for k in harmful):  # only pins moved: their importers run
+        pins = [dependencies.pyproject_pins(d) for d in documents]
+        return _pinned(path, dependencies.changed(*pins))
     return _verdict(path, changed, harmful, "table(s) ")
 
 
@@ -229,11 +262,51 @@ def _github_workflow(path: str, old: str, new: str) -> Verdict:
                 harmful.append(label)
     jobs_before, jobs_after = before.get("jobs") or {}, after.get("jobs") or {}
     for job in sorted(jobs_before.keys() | jobs_after.keys()):
-        if jobs_before.get(job) != jobs_after.get(job):
+        old_job, new_job = jobs_before.get(job), jobs_after.get(job)
+        if old_job != new_job:
             changed.append(f"job {job}")
-            if _runs_tests(jobs_before.get(job)) or _runs_tests(jobs_after.get(job)):
+            if (_runs_tests(old_job) or _runs_tests(new_job)) and _test_job_change_matters(old_job, new_job):
                 harmful.append(f"the test job {job}")
     return _verdict(path, changed, harmful)
+
+
+_INSTALLS = re.compile(
+    r"\b(pip|pip3|conda|mamba|poetry|uv|pdm|apt-get|apt|brew|npm)\b.*\b(install|sync|add)\b|\bmake\b"
+)
+
+
+def _test_job_change_matters(old: Any, new: Any) -> bool:
+    """Whether a change to a job that runs tests can change what they do: its environment (runner,
+    matrix, env, container, services), a step that runs tests or installs something, or a setup
+    action's inputs. An action moved to another version, or a lint step, cannot."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return True
+    if {k: v for k, v in old.items() if k != "steps"} != {k: v for k, v in new.items() if k != "steps"}:
+        return True
+    steps_before, steps_after = old.get("steps") or [], new.get("steps") or []
+    if len(steps_before) != len(steps_after):
+        added = [s for s in steps_after if s not in steps_before] + [s for s in steps_before if s not in steps_after]
+        return any(_step_matters(s) for s in added)
+    return any(_step_change_matters(a, b) for a, b in zip(steps_before, steps_after) if a != b)
+
+
+def _step_matters(step: Any) -> bool:
+    if not isinstance(step, dict):
+        return True
+    command = str(step.get("run", ""))
+    return bool(_TEST_COMMAND.search(command) or _INSTALLS.search(command)) or str(step.get("uses", "")).startswith(
+        ("actions/setup-", "conda-incubator/", "astral-sh/setup-")
+    )
+
+
+def _step_change_matters(old: Any, new: Any) -> bool:
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return True
+    if {k: v for k, v in old.items() if k != "uses"} == {k: v for k, v in new.items() if k != "uses"}:
+        same_action = str(old.get("uses", "")).split("@")[0] == str(new.get("uses", "")).split("@")[0]
+        if same_action:
+            return False  # the same action at another version: how the job is set up, not what it tests
+    return _step_matters(old) or _step_matters(new)
 
 
 def _gitlab(path: str, old: str, new: str) -> Verdict:

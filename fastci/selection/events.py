@@ -17,6 +17,9 @@ from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text, Time
 # 'import-time': the change is to code that runs while a module is imported (a registration, a
 # dispatch table); every test whose imports reach that module depends on it. 'reads-changed-file':
 # the test (or a module it imports, while importing) read a data file the commit changed.
+# 'uses-changed-fixture': a fixture in the test's closure changed (it may have run for another test).
+# 'dependency-changed': the pin of a distribution the test's imports reach changed.
+# 'native-code-changed': native source ([tool.fastci] build) of an extension module its imports reach.
 Reason = Literal[
     "executes-changed-code",
     "module-code",
@@ -26,11 +29,15 @@ Reason = Literal[
     "widened",
     "import-time",
     "reads-changed-file",
+    "uses-changed-fixture",
+    "dependency-changed",
+    "native-code-changed",
 ]
 MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)
 MAX_COVERED_BY = 8  # kept tests named per pruned test
 MAX_FUNCTIONS = 16  # changed functions named per kept test
+MAX_UNEVIDENCED_LISTED = 16  # changed units no evidence contains, named per selection
 
 
 class KeptTest(Record):
@@ -66,8 +73,19 @@ class SelectionMetrics(Record):
     changed_units: int = Field(ge=0)
     pairs_covered_by_all: int = Field(ge=0, description="Changed (function, context) pairs the full suite executes.")
     pairs_covered_by_kept: int = Field(ge=0)
+    unevidenced_units: int = Field(
+        default=0,
+        ge=0,
+        description="Changed units no test's evidence shows running (at test time, import or as a fixture).",
+    )
+    unevidenced: tuple[Name, ...] = Field(
+        default=(), max_length=MAX_UNEVIDENCED_LISTED, description="The first of them, as 'path::qualname'."
+    )
     coverage_retention: FiniteFloat = Field(
-        ge=0, le=1, description="pairs_covered_by_kept / pairs_covered_by_all (1 when the suite covers none)."
+        ge=0,
+        le=1,
+        description="pairs_covered_by_kept / (pairs_covered_by_all + unevidenced_units): a changed unit no "
+        "evidence contains is a pair nobody covers (1 when nothing is to cover, or everything runs).",
     )
 
 

@@ -86,7 +86,8 @@ SUITE_PATTERNS = (
 
 
 def effect_of(changed: ChangedFile) -> tuple[str, str]:
-    """(``code`` | ``none`` | ``readers`` | ``suite``, why) for one changed file."""
+    """(``code`` | ``none`` | ``readers`` | ``dependencies`` | ``extensions`` | ``suite``, why) for one
+    changed file."""
     path = changed.path
     if changed.effect is not None:  # change analysis judged it (by section, job or target)
         return changed.effect, changed.detail or path

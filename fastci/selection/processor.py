@@ -21,6 +21,7 @@ cheapest set covering every changed (unit, context) pair the selection covers
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 from typing import Any, ClassVar
 
@@ -35,6 +36,7 @@ from fastci.selection.events import (
     MAX_FUNCTIONS,
     MAX_KEPT,
     MAX_PRUNED_LISTED,
+    MAX_UNEVIDENCED_LISTED,
     KeptTest,
     PrunedTest,
     Reason,
@@ -49,6 +51,7 @@ from fastci.selection.pruning import prune
 from fastci.selection.units import BODY, MODULE, is_test_file
 
 BUCKETS = 64
+EXTENSION_SUFFIXES = (".so", ".pyd")  # compiled modules (import evidence names them by file)
 DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
 RECENT_RUNS = 8  # durations kept per test; their mean is its expected duration
 
@@ -91,6 +94,8 @@ class SelectionState(Record):
     widen_commits: int | None = None
     modules: tuple[str, ...] | None = Field(default=None, description="import unit: the modules it ran at import of")
     reads: tuple[str, ...] | None = Field(default=None, description="evidence: the files the test read")
+    fixtures: tuple[str, ...] | None = Field(default=None, description="evidence: its fixtures' unit ids")
+    distributions: tuple[str, ...] | None = Field(default=None, description="test file: distributions it imports")
     reads_tracked: bool | None = Field(default=None, description="repo: some evidence records file reads")
     importers: tuple[str, ...] | None = Field(default=None, description="module: the test files that import it")
 
@@ -126,6 +131,22 @@ def reads_key(repo: str, path: str) -> str:
 
 def import_reads_key(repo: str, path: str) -> str:
     return f"{repo}{KEY_SEPARATOR}import-reads{KEY_SEPARATOR}{path}"
+
+
+def fixture_key(repo: str, uid: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}fixture{KEY_SEPARATOR}{uid}"
+
+
+def extensions_key(repo: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}extensions"
+
+
+def dist_key(repo: str, distribution: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}dist{KEY_SEPARATOR}{distribution}"
+
+
+def dists_tracked_key(repo: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}dists-tracked"
 
 
 def reads_tracked_key(repo: str) -> str:
@@ -210,7 +231,7 @@ def _record_evidence(
 ) -> dict[str, SelectionState | None]:
     units, files = _executed(tuple(s.stack for s in event.stacks), direct_hops)
     tx = Transaction(state)
-    _set_evidence(tx, event.repo, event.test_id, units, files, event.reads)
+    _set_evidence(tx, event.repo, event.test_id, units, files, event.reads, event.fixtures)
     if event.reads is not None and not (tx.get(reads_tracked_key(event.repo)) or SelectionState()).reads_tracked:
         tx.set(reads_tracked_key(event.repo), _state(reads_tracked=True))
     tid = short_id(event.test_id)
@@ -231,8 +252,26 @@ def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> 
     key = import_key(event.repo, event.test_id)
     old = tx.get(key) or SelectionState()
     read = tuple(sorted(set(event.reads or ())))
-    tx.set(key, _state(units={uid: () for uid in sorted(units)}, importers=tuple(event.importers), reads=read))
+    distributions = tuple(sorted(set(event.distributions)))
+    tx.set(
+        key,
+        _state(
+            units={uid: () for uid in sorted(units)},
+            importers=tuple(event.importers),
+            reads=read,
+            distributions=distributions or None,
+        ),
+    )
     _set_postings(tx, import_reads_key, event.repo, event.test_id, set(old.reads or ()), set(read), "modules")
+    if event.test_id.endswith(EXTENSION_SUFFIXES):  # the repo's known extension modules, for the build map
+        known = set((tx.get(extensions_key(event.repo)) or SelectionState()).importers or ())
+        if event.test_id not in known:
+            tx.set(extensions_key(event.repo), _state(importers=tuple(sorted(known | {event.test_id}))))
+    # A test file's distributions: a re-pinned one selects the tests of the files that import it.
+    old_dists, new_dists = set(old.distributions or ()), set(distributions)
+    _set_postings(tx, dist_key, event.repo, event.test_id, old_dists, new_dists, "importers")
+    if not (tx.get(dists_tracked_key(event.repo)) or SelectionState()).reads_tracked:
+        tx.set(dists_tracked_key(event.repo), _state(reads_tracked=True))
     for uid in (old.units or {}).keys() | units.keys():
         posting = import_unit_key(event.repo, uid)
         modules = set((tx.get(posting) or SelectionState()).modules or ())
@@ -272,6 +311,7 @@ def _set_evidence(
     new_units: dict[str, tuple[str, ...]],
     files: set[str] | frozenset[str],
     reads: tuple[str, ...] | None = None,
+    fixtures: tuple[str, ...] = (),
 ) -> None:
     """Replace what ``test`` executed (and the files it read, when recorded), keeping the unit,
     file and read postings in step with it."""
@@ -279,8 +319,14 @@ def _set_evidence(
     old = tx.get(evidence_key(repo, test)) or SelectionState()
     old_units, old_files = old.units or {}, set(old.files or ())
     kept_reads = tuple(sorted(set(reads))) if reads else None
-    tx.set(evidence_key(repo, test), _state(units=new_units, files=tuple(sorted(files)), reads=kept_reads))
+    kept_fixtures = tuple(sorted({short_id(f) for f in fixtures})) or None
+    tx.set(
+        evidence_key(repo, test),
+        _state(units=new_units, files=tuple(sorted(files)), reads=kept_reads, fixtures=kept_fixtures),
+    )
     _set_postings(tx, reads_key, repo, tid, set(old.reads or ()), set(reads or ()), "file_tests")
+    new_fixtures = {short_id(f) for f in fixtures}
+    _set_postings(tx, fixture_key, repo, tid, set(old.fixtures or ()), new_fixtures, "file_tests")
     # A posting is rewritten only when its entry for this test differs: a popular unit's posting
     # lists thousands of tests, and a test's next evidence mostly repeats its last. The check reads
     # the posting itself, not the test's old evidence, so a replay after a crash that persisted only
@@ -416,6 +462,25 @@ def select(
         if effect == "suite":
             run_all_reason = why
             break
+        if effect == "extensions":
+            known = (state.get(extensions_key(repo)) or SelectionState()).importers or ()
+            built = [m for m in known if any(fnmatch.fnmatchcase(m, pattern) for pattern in changed.extensions)]
+            if not built:
+                run_all_reason = f"{why}: no evidence yet of a test importing {', '.join(changed.extensions)}"
+                break
+            for module in built:
+                for tid in sorted(importers.tests_of_module(module) - gone_ids):
+                    _mark(reasons, tid, "native-code-changed")
+            continue
+        if effect == "dependencies":
+            if not (state.get(dists_tracked_key(repo)) or SelectionState()).reads_tracked:
+                run_all_reason = f"{why} (no evidence yet records which tests import which distributions)"
+                break
+            for distribution in changed.distributions:
+                files = (state.get(dist_key(repo, distribution)) or SelectionState()).importers or ()
+                for tid in sorted(importers.tests_of_files(files) - gone_ids):
+                    _mark(reasons, tid, "dependency-changed")
+            continue
         if effect != "readers":
             continue
         if not (state.get(reads_tracked_key(repo)) or SelectionState()).reads_tracked:
@@ -427,6 +492,7 @@ def select(
                 readers |= importers.tests_of_module(module)
             for tid in sorted(readers - gone_ids):
                 _mark(reasons, tid, "reads-changed-file")
+    unevidenced: list[str] = []  # changed units no evidence shows running
     for change in commit.changed_functions:
         if change.qualname.endswith(f".{BODY}") and change.change == "added":
             continue  # a new class: no test ran it yet (its new tests are changed tests)
@@ -441,8 +507,13 @@ def select(
                 functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
             continue
         if change.change != "added":
-            # A function that ran while a module was imported: every test importing that module.
             uid = short_id(unit_name(change.path, change.qualname))
+            # A fixture: every test whose closure uses it (a wider-scoped one ran for the first only).
+            for tid in (state.get(fixture_key(repo, uid)) or SelectionState()).file_tests or ():
+                if tid not in gone_ids:
+                    _mark(reasons, tid, "uses-changed-fixture")
+                    functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
+            # A function that ran while a module was imported: every test importing that module.
             for module in (state.get(import_unit_key(repo, uid)) or SelectionState()).modules or ():
                 for tid in sorted(importers.tests_of_module(module)):
                     if tid not in gone_ids:
@@ -456,12 +527,20 @@ def select(
         if change.change == "added":
             continue  # nothing ran it yet: the tests that call it changed too (or are new), and select
         uid = short_id(unit_name(change.path, change.qualname))
-        for tid, contexts in ((state.get(unit_key(repo, uid)) or SelectionState()).tests or {}).items():
+        posting = (state.get(unit_key(repo, uid)) or SelectionState()).tests or {}
+        for tid, contexts in posting.items():
             if tid in gone_ids:
                 continue
             _mark(reasons, tid, "executes-changed-code")
             functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
             pairs.setdefault(tid, set()).update((uid, context) for context in contexts)
+        if not posting and not is_test_file(change.path) and not _evidenced_elsewhere(state, repo, uid):
+            # A blind spot: no test's evidence ran it, at test time, at import or as a fixture. It is
+            # named, counts against coverage, and every test whose imports reach its module runs.
+            unevidenced.append(unit_name(change.path, change.qualname))
+            for tid in sorted(importers.tests_of_module(change.path) - gone_ids):
+                _mark(reasons, tid, "import-time")
+                functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
     for tid, entry in catalog.items():
         if not entry.evidence:
             reasons[tid] = "no-evidence"
@@ -513,8 +592,13 @@ def select(
         saved_gpu_s=max(0.0, all_gpu - kept_gpu),
         changed_units=len(commit.changed_functions),
         pairs_covered_by_all=len(everything),
+        unevidenced_units=len(unevidenced),
+        unevidenced=tuple(unevidenced[:MAX_UNEVIDENCED_LISTED]),
         pairs_covered_by_kept=len(everything) if run_all else len(kept_pairs),
-        coverage_retention=1.0 if run_all or not everything else len(kept_pairs) / len(everything),
+        # Each unevidenced unit is a pair no test is known to cover: a blind spot is never perfect coverage.
+        coverage_retention=1.0
+        if run_all or not (everything or unevidenced)
+        else len(kept_pairs) / (len(everything) + len(unevidenced)),
     )
     kept = (
         ()
@@ -560,7 +644,9 @@ class _Importers:
         self._by_file: dict[str, set[str]] | None = None
 
     def tests_of_module(self, module: str) -> set[str]:
-        files = (self.state.get(import_key(self.repo, module)) or SelectionState()).importers or ()
+        return self.tests_of_files((self.state.get(import_key(self.repo, module)) or SelectionState()).importers or ())
+
+    def tests_of_files(self, files: tuple[str, ...] | list[str]) -> set[str]:
         if not files:
             return set()
         if self._by_file is None:
@@ -568,6 +654,14 @@ class _Importers:
             for tid, entry in self.catalog.items():
                 self._by_file.setdefault(entry.test_id.split("::", 1)[0], set()).add(tid)
         return set().union(*(self._by_file.get(path, set()) for path in files))
+
+
+def _evidenced_elsewhere(state: StateReader[SelectionState], repo: str, uid: str) -> bool:
+    """Whether evidence shows the unit running at import or as a fixture (not at test time)."""
+    return bool(
+        (state.get(import_unit_key(repo, uid)) or SelectionState()).modules
+        or (state.get(fixture_key(repo, uid)) or SelectionState()).file_tests
+    )
 
 
 def _mark(reasons: dict[str, Reason], tid: str, reason: Reason) -> None:

@@ -4,10 +4,12 @@
 [tool.fastci]
 always = ["tests/test_smoke.py::*", "tests/e2e/*"]   # node-id patterns never deselected
 inert = ["benchmarks/**", "*.ipynb"]                 # paths whose changes change no test
+build = {"csrc/*" = "pkg/_C*", "kernels/*.cu" = "pkg/kernels/_ops*"}  # native source -> extensions
 ```
 
-``always`` is read by the CI job (``pytest --fastci-select``), ``inert`` by change analysis, from
-the commit being analysed.
+``always`` is read by the CI job (``pytest --fastci-select``), ``inert`` and ``build`` by change
+analysis, from the commit being analysed: a change to a source the build map names selects the tests
+whose imports reach the extension modules built from it (and is a hardware-path change).
 
 A key fastci does not know, or a value of the wrong type, is refused naming the key: a typo must
 not quietly turn a safety net off.
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-KNOWN_KEYS = ("always", "inert")
+KNOWN_KEYS = ("always", "inert", "build")
 
 
 class SettingsError(ValueError):
@@ -32,6 +34,11 @@ class SettingsError(ValueError):
 class RepoSettings:
     always: tuple[str, ...] = ()  # fnmatch patterns of pytest node ids
     inert: tuple[str, ...] = ()  # fnmatch patterns of repository paths
+    build: tuple[tuple[str, str], ...] = ()  # (native source pattern, extension module path pattern)
+
+    def extensions_of(self, path: str) -> tuple[str, ...]:
+        """The extension-module patterns the build map says ``path`` is compiled into."""
+        return tuple(extension for source, extension in self.build if fnmatch.fnmatchcase(path, source))
 
     def always_runs(self, node_id: str) -> bool:
         return any(fnmatch.fnmatchcase(node_id, pattern) for pattern in self.always)
@@ -72,4 +79,12 @@ def parse(table: Any, where: str = "pyproject.toml") -> RepoSettings:
         if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
             raise SettingsError(f"{where}: [tool.fastci] {key}: must be a list of {what} (got {value!r})")
         lists[key] = tuple(value)
-    return RepoSettings(**lists)
+    build = table.get("build", {})
+    if not isinstance(build, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and k and v for k, v in build.items()
+    ):
+        raise SettingsError(
+            f"{where}: [tool.fastci] build: must be a table of source patterns to extension-module patterns "
+            f'(e.g. "csrc/*" = "pkg/_C*"; got {build!r})'
+        )
+    return RepoSettings(**lists, build=tuple(sorted(build.items())))

@@ -1,0 +1,152 @@
+"""Module code by statement: a changed top-level statement that only binds names (an assignment, an
+import) changes what the code that reads those names does, and nothing else; the units that read
+them stand in for the module's ``<module>`` code.
+
+A literal ``__all__`` that gains or loses names re-binds just those names in every module that
+imports it with ``*``: the units that read them stand in too. A statement that does more at import
+(a call with side effects, a registration, a loop, a conditional) is not bounded that way: then the
+module's code counts as changed, as before, and every test whose imports reach it runs.
+"""
+
+from __future__ import annotations
+
+import ast
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def changed_names(old: str, new: str) -> tuple[set[str], set[str]] | None:
+    """The names bound by the top-level statements that differ between two versions of a module,
+    and of those the ones bound by assignment (what another module may import), or None when one
+    of the statements is not a plain binding (its effect cannot be bounded by names)."""
+    before, after = _statements(old), _statements(new)
+    changed = [s for s in before if s not in after] + [s for s in after if s not in before]
+    names: set[str] = set()
+    assigned: set[str] = set()
+    exports = [_exports(ast.parse(text).body[0]) for _, text in changed]
+    if any(e is not None for e in exports):
+        old_all, new_all = _all_of(old), _all_of(new)
+        if old_all is None or new_all is None:
+            return None  # a computed __all__: what import * brings cannot be bounded
+        names |= old_all ^ new_all
+        assigned |= old_all ^ new_all
+        changed = [c for c, e in zip(changed, exports) if e is None]
+    for _, text in changed:
+        node = ast.parse(text).body[0]
+        bound = _bound(node)
+        if bound is None:
+            return None
+        names |= bound
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            assigned |= bound
+    return names, assigned
+
+
+def readers(source: str, names: set[str], prefix: str = "") -> set[str]:
+    """Qualnames of the units (functions, methods, class bodies) of ``source`` that read one of
+    ``names``, as a name or as an attribute (``module.NAME``)."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt], scope: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qualname = f"{scope}{node.name}"
+                if _reads(node, names):
+                    found.add(qualname)
+                visit(_nested(node), f"{qualname}.<locals>.")
+            elif isinstance(node, ast.ClassDef):
+                qualname = f"{scope}{node.name}"
+                shape = [n for n in node.body if not isinstance(n, _DEFS)]
+                if any(_reads(n, names) for n in (*shape, *node.bases, *node.decorator_list)):
+                    found.add(f"{qualname}.<body>")
+                visit(node.body, f"{qualname}.")
+
+    visit(ast.parse(source).body, prefix)
+    return found
+
+
+def _statements(source: str) -> list[tuple[str, str]]:
+    """Top-level statements that are not defs or classes (those are units of their own), each as
+    (its AST dump without positions, its source)."""
+    tree = ast.parse(source)
+    return [
+        (ast.dump(node, include_attributes=False), ast.get_source_segment(source, node) or ast.unparse(node))
+        for node in tree.body
+        if not isinstance(node, _DEFS) and not _is_docstring(node)
+    ]
+
+
+def _bound(node: ast.stmt) -> set[str] | None:
+    """The names a plain binding statement binds; None for any other statement."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name != "*"} or None
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets, value = node.targets, node.value
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets, value = [node.target], node.value
+    else:
+        return None
+    names = set()
+    for target in targets:
+        if not isinstance(target, ast.Name) or target.id == "__all__":
+            return None
+        names.add(target.id)
+    if value is not None and _calls(value):
+        return None  # a value computed by a call may do anything at import
+    return names
+
+
+def _exports(node: ast.stmt) -> list[str] | None:
+    """The names of a literal ``__all__`` assignment (or augmentation); None for any other statement."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            value = node.value
+            if isinstance(value, (ast.List, ast.Tuple)) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts
+            ):
+                return [e.value for e in value.elts]
+            return []  # computed: the caller finds out from the whole module
+    return None
+
+
+def _all_of(source: str) -> set[str] | None:
+    """A module's exported names when every ``__all__`` statement is a literal (``+=`` adds)."""
+    found: set[str] = set()
+    for node in ast.parse(source).body:
+        names = _exports(node)
+        if names is None:
+            continue
+        value = node.value  # type: ignore[attr-defined]
+        if not (isinstance(value, (ast.List, ast.Tuple)) and len(names) == len(value.elts)):
+            return None
+        found = found | set(names) if isinstance(node, ast.AugAssign) else set(names)
+    return found
+
+
+def _calls(node: ast.AST) -> bool:
+    """Whether evaluating ``node`` calls something other than a few pure builtins."""
+    pure = {"frozenset", "set", "tuple", "list", "dict", "int", "float", "str", "bool", "range", "len"}
+    for child in ast.walk(node):
+        if isinstance(child, ast.Call):
+            if not (isinstance(child.func, ast.Name) and child.func.id in pure):
+                return True
+    return False
+
+
+def _reads(node: ast.AST, names: set[str]) -> bool:
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and child.id in names:
+            return True
+        if isinstance(child, ast.Attribute) and child.attr in names:
+            return True
+    return False
+
+
+def _nested(node: ast.AST) -> list[ast.stmt]:
+    return [child for child in ast.walk(node) if isinstance(child, _DEFS) and child is not node]
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
