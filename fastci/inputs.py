@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
 
 from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
+from fastci.core.provenance import PROVENANCE_MISMATCH, Provenance, content_digest
 
 Layer = Literal["model", "framework", "compiler", "kernels", "runtime", "driver", "firmware"]
 LAYERS: tuple[str, ...] = Layer.__args__  # type: ignore[attr-defined]
@@ -260,6 +262,23 @@ class ResultEvent(Event):
         description="sha256 (hex) of the run's numeric outputs (e.g. its logits, or the weights a training run "
         "ended with), so a rerun can show it reproduced them bit for bit.",
     )
+    provenance: Provenance | None = Field(
+        default=None,
+        description="Who produced it: the producing principal's signature over the result (fastci.core.provenance). "
+        "Not part of the id. A result without one counts for no release gate.",
+    )
+
+    @model_validator(mode="after")
+    def _signed_content(self) -> ResultEvent:
+        # Checked by every reader: a result changed after it was signed is refused at the door.
+        if self.provenance is not None and self.provenance.digest != content_digest(self):
+            raise PydanticCustomError(
+                PROVENANCE_MISMATCH,
+                "does not match the result's content (sha256 {actual}): the result was changed after "
+                "{principal} signed it",
+                {"actual": content_digest(self), "principal": repr(self.provenance.principal)},
+            )
+        return self
 
 
 class NodeHealthEvent(Event):

@@ -75,10 +75,12 @@ def pytest_terminal_summary(terminalreporter) -> None:
 class PrivateBroker:
     """A second broker on its own port and data dir, for tests that stop and start it."""
 
-    def __init__(self, port: int, data: Path, scram_users: str = "", tls: bool = False) -> None:
+    def __init__(self, port: int, data: Path, scram_users: str = "", tls: bool = False, acl: bool = False) -> None:
         self.env = {**os.environ, "FASTCI_KAFKA_PORT": str(port), "FASTCI_KAFKA_DATA": str(data)}
         self.env.pop("FASTCI_KAFKA_SCRAM_USERS", None)
         self.env["FASTCI_KAFKA_TLS"] = "1" if tls else "0"
+        self.env["FASTCI_KAFKA_ACL"] = "1" if acl else "0"
+        self.data = data
         if scram_users:
             self.env["FASTCI_KAFKA_SCRAM_USERS"] = scram_users
         self.bootstrap = f"127.0.0.1:{port}"
@@ -113,6 +115,27 @@ def scram_broker(tmp_path_factory) -> Iterator[PrivateBroker]:
     certificate for 127.0.0.1 signed by a CA of its own (``broker.ca_file``)."""
     users = ",".join(f"{name}:{password}" for name, password in SCRAM_USERS.items())
     broker = PrivateBroker(19492, tmp_path_factory.mktemp("scram-broker"), scram_users=users, tls=True)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+# One SCRAM user per role, and the super user (first: the broker's own principal, who applies ACLs).
+# The passwords are distinctive so that tests can search for them wherever they must not appear.
+ACL_USERS = {
+    "admin": "Adm1n-pw-9f3c2e71",
+    "producer": "Pr0ducer-pw-4b8d0a55",
+    "worker": "W0rker-pw-c61e9f02",
+    "analyst": "An4lyst-pw-7d2b3c98",
+    "operator": "0perator-pw-e5a1f437",
+}
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory) -> Iterator[PrivateBroker]:
+    """A broker with the authorizer on (nothing allowed without an ACL) and a SCRAM user per role."""
+    users = ",".join(f"{name}:{password}" for name, password in ACL_USERS.items())
+    broker = PrivateBroker(19592, tmp_path_factory.mktemp("acl-broker"), scram_users=users, tls=False, acl=True)
     broker.start()
     yield broker
     broker.stop()

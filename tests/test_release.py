@@ -1,5 +1,6 @@
 """Release bundles in a real temporary git repo: propose, promote only through every gate, roll back
-byte for byte, staging before production, and the command's errors."""
+byte for byte, staging before production, only results whose provenance the release accepts, and the
+command's errors."""
 
 from __future__ import annotations
 
@@ -20,6 +21,15 @@ from fastci.runtime.publish import publish_embedded
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 MODEL = "dlrm-small"
 OTHER = {**BUNDLE, "kernels": "kn-2.0"}
+KEYS = {"qualifier": "qualifier-key-0123456789", "ci": "ci-runner-key-0123456789"}
+
+
+@pytest.fixture(autouse=True)
+def signed_by_qualifier(monkeypatch):
+    """Results published here are signed by the qualification principal, and the release holds every key."""
+    monkeypatch.setenv("FASTCI_PROVENANCE_PRINCIPAL", "qualifier")
+    monkeypatch.setenv("FASTCI_PROVENANCE_KEY", KEYS["qualifier"])
+    monkeypatch.setenv("FASTCI_PROVENANCE_KEYS", ",".join(f"{p}:{k}" for p, k in KEYS.items()))
 
 
 def manifest(tmp_path, name="b1", bundle=BUNDLE, precision="bf16", max_batch=64) -> str:
@@ -105,6 +115,7 @@ def test_propose_is_a_branch_and_a_commit_with_the_review_record(setup, tmp_path
         "eval",
         "performance",
         "qualification",
+        "provenance",
     ]
     assert review["hardware_revisions"] == ["rev-a", "rev-b"] and review["serving"] == {
         MODEL: {"precision": "bf16", "max_batch": 64}
@@ -191,6 +202,103 @@ def test_a_recovered_regression_no_longer_blocks_and_an_unrelated_bundle_never_d
     assert cli(data, repo, "promote", "staging") == 1
     publish_embedded(data, [_alert("recovered", cause="d")])
     assert cli(data, repo, "promote", "staging") == 0
+
+
+def signed_as(monkeypatch, principal: str | None, key: str | None = None) -> None:
+    """Publish what follows as ``principal`` with ``key`` (its own unless given); None: unsigned."""
+    if principal is None:
+        monkeypatch.delenv("FASTCI_PROVENANCE_PRINCIPAL")
+        monkeypatch.delenv("FASTCI_PROVENANCE_KEY")
+        return
+    monkeypatch.setenv("FASTCI_PROVENANCE_PRINCIPAL", principal)
+    monkeypatch.setenv("FASTCI_PROVENANCE_KEY", key or KEYS[principal])
+
+
+NOT_ACCEPTED = {
+    # how the bundle's only (passing) results were published -> the reason the refusal gives
+    "unsigned": (None, None, "no provenance (published without FASTCI_PROVENANCE_PRINCIPAL and FASTCI_PROVENANCE_KEY)"),
+    # a CI producer's credential claiming the nightly qualification run
+    "ci": (
+        "ci",
+        None,
+        "signed by 'ci', which may not qualify a release (release.toml qualifying_principals: qualifier)",
+    ),
+    "unknown": ("mallory", "mallory-key-0123456789", "signed by principal 'mallory', which has no key in"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_ACCEPTED))
+def test_a_result_without_accepted_provenance_passes_no_gate(setup, tmp_path, capsys, monkeypatch, case, report_figure):
+    data, repo = setup
+    principal, key, reason = NOT_ACCEPTED[case]
+    signed_as(monkeypatch, principal, key)
+    publish_embedded(data, qualification())
+    assert cli(data, repo, "propose", "staging", manifest(tmp_path)) == 0
+    capsys.readouterr()
+    assert cli(data, repo, "promote", "staging") == 1
+    raw = capsys.readouterr().err
+    err = " ".join(raw.split())
+    assert "correctness: no result has run on this bundle" in err
+    assert "qualification: 6 missing (no nightly or release result)" in err
+    assert (
+        "6 result(s) on this bundle not counted: qualify/dlrm-small/bf16/inference on rev-a (run n1-rev-a, passed)"
+        in err
+    )
+    assert reason in err
+    failing = [line.strip() for line in raw.splitlines() if line.strip().startswith("qualification:")]
+    report_figure(
+        f"release promote, {case} results: refused; {failing[0][:60]}... "
+        + failing[0][failing[0].index("| 6 result(s)") :][:300]
+    )
+    refused = release_events(data)[-1]
+    provenance = next(g for g in refused["gates"] if g["gate"] == "provenance")
+    assert provenance["passed"] and "0 result(s) signed by qualifier counted; 6 not counted" in provenance["detail"]
+
+
+def test_a_forged_signature_fails_the_provenance_gate(setup, tmp_path, capsys, monkeypatch, report_figure):
+    data, repo = setup
+    signed_as(monkeypatch, "qualifier", "not-the-qualifier-key-0000")  # claims qualifier without its key
+    publish_embedded(data, qualification())
+    assert cli(data, repo, "propose", "staging", manifest(tmp_path)) == 0
+    capsys.readouterr()
+    assert cli(data, repo, "promote", "staging") == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "provenance: 6 result(s) on this bundle carry a signature that does not verify" in err
+    assert "signature does not verify with the key of principal 'qualifier'" in err
+    report_figure("release promote, forged qualifier signature: refused; " + err[err.index("provenance:") :][:300])
+
+
+def test_another_principal_claiming_a_newer_run_cannot_flip_a_gate(setup, tmp_path, capsys, monkeypatch):
+    data, repo = setup
+    publish_embedded(data, qualification(status={("inference", "rev-a"): "failed"}))  # the qualifier's run
+    signed_as(monkeypatch, "ci")
+    publish_embedded(data, qualification(run="n2", at=T0 + timedelta(hours=1)))  # newer, passing, not counted
+    assert cli(data, repo, "propose", "staging", manifest(tmp_path)) == 0
+    capsys.readouterr()
+    assert cli(data, repo, "promote", "staging") == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "qualification: 1 failed: qualify/dlrm-small/bf16/inference on rev-a (nightly): failed" in err
+    assert "(run n2-rev-a, passed): signed by 'ci', which may not qualify a release" in err
+
+    signed_as(monkeypatch, "qualifier")
+    publish_embedded(data, qualification(run="n3", at=T0 + timedelta(hours=2)))  # the qualifier runs it again
+    capsys.readouterr()
+    assert cli(data, repo, "promote", "staging") == 0
+    provenance = next(g for g in release_events(data)[-1]["gates"] if g["gate"] == "provenance")
+    assert provenance["passed"] and "12 result(s) signed by qualifier counted; 6 not counted" in provenance["detail"]
+
+
+def test_a_views_file_from_before_provenance_counts_nothing(setup, tmp_path, capsys):
+    import duckdb
+
+    data, repo = setup
+    publish_embedded(data, qualification())
+    assert cli(data, repo, "propose", "staging", manifest(tmp_path)) == 0  # refreshes the views
+    with duckdb.connect(str(data / "views.duckdb")) as con:
+        con.execute("ALTER TABLE results DROP COLUMN provenance")  # as a views file written before it
+    capsys.readouterr()
+    assert cli(data, repo, "promote", "staging", "--no-refresh") == 1
+    assert "no provenance (published without" in " ".join(capsys.readouterr().err.split())
 
 
 def test_promote_is_a_real_merge_commit_and_rollback_restores_the_files_byte_for_byte(setup, tmp_path, capsys):

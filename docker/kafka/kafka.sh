@@ -3,7 +3,7 @@
 # from the Maven Central jars of org.apache.kafka:kafka_2.13 (see docker/kafka/README.md).
 #
 #   kafka.sh fetch             resolve the jars into the cache (skipped when already complete)
-#   kafka.sh start [--scram] [--tls]
+#   kafka.sh start [--scram] [--tls] [--acl]
 #                              fetch if needed, format once, start, wait until ready;
 #                              prints FASTCI_KAFKA_BOOTSTRAP=127.0.0.1:<port> on stdout
 #   kafka.sh stop              stop the broker by its recorded pid
@@ -30,6 +30,7 @@ STOP_TIMEOUT="${FASTCI_KAFKA_STOP_TIMEOUT:-20}"
 HEAP="${FASTCI_KAFKA_HEAP:-512m}"
 SCRAM_USERS="${FASTCI_KAFKA_SCRAM_USERS:-}"
 TLS="${FASTCI_KAFKA_TLS:-0}"
+ACL="${FASTCI_KAFKA_ACL:-0}"
 JAVA="${JAVA:-java}"
 
 PIDFILE="$DATA/kafka.pid"
@@ -50,12 +51,13 @@ die() { log "error: $*"; exit 1; }
 
 usage() {
   cat >&2 <<'EOF'
-usage: kafka.sh fetch|start [--scram] [--tls]|stop|status|wipe
+usage: kafka.sh fetch|start [--scram] [--tls] [--acl]|stop|status|wipe
 env:   FASTCI_KAFKA_HOME (cache, default ~/.cache/fastci/kafka)  FASTCI_KAFKA_PORT (19092)
        FASTCI_KAFKA_CONTROLLER_PORT (port+1)  FASTCI_KAFKA_DATA (default $FASTCI_KAFKA_HOME/run-<port>)
        FASTCI_KAFKA_START_TIMEOUT (60)  FASTCI_KAFKA_STOP_TIMEOUT (20)  FASTCI_KAFKA_HEAP (512m)
        FASTCI_KAFKA_SCRAM_USERS ("admin:secret,alice:pw"; non-empty turns SCRAM on)
        FASTCI_KAFKA_TLS (1 turns TLS on: a local CA in <data dir>/tls, clients trust tls/ca.pem)
+       FASTCI_KAFKA_ACL (1 turns the authorizer on: needs SCRAM users; the first one is the super user)
 EOF
 }
 
@@ -220,9 +222,9 @@ tls_properties() {
 listener_protocol() {
   case "$1" in
     plaintext) echo PLAINTEXT ;;
-    scram) echo SASL_PLAINTEXT ;;
+    scram|scram-acl) echo SASL_PLAINTEXT ;;
     tls) echo SSL ;;
-    scram-tls) echo SASL_SSL ;;
+    scram-tls|scram-tls-acl) echo SASL_SSL ;;
   esac
 }
 
@@ -248,7 +250,16 @@ write_server_properties() {
       echo "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256"
       echo "listener.name.$listener.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"${SCRAM_NAMES[0]}\" password=\"${SCRAM_PASSWORDS[0]}\";"
     fi
-    [[ "$mode" == *tls ]] && tls_properties broker
+    [[ "$mode" == *tls* ]] && tls_properties broker
+    if [[ "$mode" == *acl ]]; then
+      # Nothing is allowed without an ACL (fastci kafka acls --apply writes them). Super users: the
+      # first SCRAM user (the broker's own inter-broker principal, and the admin who applies ACLs),
+      # and ANONYMOUS, which is what the PLAINTEXT controller listener on 127.0.0.1 authenticates
+      # the broker's own registration and heartbeats as. See docker/kafka/README.md.
+      echo "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+      echo "allow.everyone.if.no.acl.found=false"
+      echo "super.users=User:${SCRAM_NAMES[0]};User:ANONYMOUS"
+    fi
     echo "log.dirs=$DATA/logs"
     echo "num.partitions=1"
     echo "# fastci creates its topics (fastci kafka topics --apply, the worker, the producers' targets):"
@@ -273,7 +284,7 @@ write_server_properties() {
       echo "sasl.mechanism=SCRAM-SHA-256"
       echo "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"${SCRAM_NAMES[0]}\" password=\"${SCRAM_PASSWORDS[0]}\";"
     fi
-    [[ "$mode" == *tls ]] && tls_properties client
+    [[ "$mode" == *tls* ]] && tls_properties client
     true
   } >"$CLIENT_PROPS"
 }
@@ -339,6 +350,7 @@ cmd_start() {
     case "$1" in
       --scram) want_scram=1 ;;
       --tls) TLS=1 ;;
+      --acl) ACL=1 ;;
       *) usage; die "unknown option for start: $1" ;;
     esac
     shift
@@ -351,6 +363,10 @@ cmd_start() {
     die "--scram needs users: FASTCI_KAFKA_SCRAM_USERS=\"admin:secret,alice:pw\" (the first one is the broker's own)"
   fi
   [[ "$TLS" == 0 || "$TLS" == 1 ]] || die "FASTCI_KAFKA_TLS='$TLS' is not 0 or 1"
+  [[ "$ACL" == 0 || "$ACL" == 1 ]] || die "FASTCI_KAFKA_ACL='$ACL' is not 0 or 1"
+  if [[ "$ACL" == 1 && -z "$SCRAM_USERS" ]]; then
+    die "--acl needs SCRAM users (FASTCI_KAFKA_SCRAM_USERS): ACLs name authenticated principals, and the first user is the super user"
+  fi
   if [[ -n "$SCRAM_USERS" ]]; then
     parse_scram_users
     mode=scram
@@ -360,6 +376,7 @@ cmd_start() {
   if [[ "$TLS" == 1 ]]; then
     [[ "$mode" == scram ]] && mode=scram-tls || mode=tls
   fi
+  [[ "$ACL" == 1 ]] && mode="$mode-acl"
   command -v "$JAVA" >/dev/null || die "java not found"
 
   cmd_fetch
@@ -408,7 +425,7 @@ cmd_start() {
     die "$taken"
   fi
 
-  [[ "$mode" == *tls ]] && make_tls_material
+  [[ "$mode" == *tls* ]] && make_tls_material
   write_server_properties "$mode"
   [[ -f "$FORMATTED" ]] || format_storage "$mode"
   {

@@ -1,5 +1,7 @@
 """``fastci kafka topics``: the topics fastci reads and writes on the cluster, checked, and created
-before any producer writes (the broker fastci starts creates no topic on first use)."""
+before any producer writes (the broker fastci starts creates no topic on first use).
+``fastci kafka acls``: what each role (producer, worker, analyst, operator) may do, as Kafka ACLs,
+checked against the cluster's and, with ``--apply``, created (by a super user)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,11 @@ from typing import Any
 
 from rich.table import Column, Table
 
-from fastci.cli.base import console, kafka_settings, out
+from fastci.cli.base import UsageError, console, kafka_settings, out
 
 
 def register(commands: Any) -> None:
-    kafka = commands.add_parser("kafka", help="the Kafka cluster fastci uses: its topics")
+    kafka = commands.add_parser("kafka", help="the Kafka cluster fastci uses: its topics and ACLs")
     sub = kafka.add_subparsers(dest="kafka_command", required=True, metavar="COMMAND")
     topics = sub.add_parser(
         "topics",
@@ -21,6 +23,21 @@ def register(commands: Any) -> None:
     )
     topics.add_argument("--apply", action="store_true", help="create the topics that do not exist yet")
     topics.set_defaults(func=cmd_topics)
+    acls = sub.add_parser(
+        "acls",
+        help="each role's ACLs (producer, worker, analyst, operator), checked against the cluster; --apply creates "
+        "the missing ones (run it as a super user)",
+    )
+    acls.add_argument("--apply", action="store_true", help="create the ACLs the cluster does not have yet")
+    acls.add_argument(
+        "--user",
+        action="append",
+        default=[],
+        metavar="ROLE=NAME",
+        help="the SCRAM user of a role (repeatable, several users per role allowed; default: a user named "
+        "after each role)",
+    )
+    acls.set_defaults(func=cmd_acls)
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
@@ -68,3 +85,56 @@ def cmd_topics(args: argparse.Namespace) -> int:
             "FASTCI_KAFKA_PARTITIONS for the whole deployment"
         )
     return 1 if wrong or (missing and not args.apply) else 0
+
+
+def role_users(given: list[str]) -> dict[str, list[str]]:
+    """ROLE=NAME options -> role -> users; a role not given is held by a user of its own name."""
+    from fastci.runtime.roles import ROLES
+
+    users: dict[str, list[str]] = {}
+    for item in given:
+        role, sep, name = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--user {item!r}: expected ROLE=NAME, e.g. producer=ci-runner")
+        if role not in ROLES:
+            raise UsageError(f"--user {item!r}: unknown role {role!r} (roles: {', '.join(ROLES)})")
+        users.setdefault(role, []).append(name)
+    return {role: users.get(role, [role]) for role in ROLES}
+
+
+def cmd_acls(args: argparse.Namespace) -> int:
+    from fastci.runtime.kafka_acls import AclError, create_acls, describe_acls
+    from fastci.runtime.roles import all_acls
+    from fastci.topology import ALL_PROCESSORS
+
+    settings = kafka_settings(args)
+    wanted = all_acls(role_users(args.user), settings, ALL_PROCESSORS)
+    every = [acl for acls in wanted.values() for acl in acls]
+    try:
+        present = asyncio.run(describe_acls(settings))
+        missing = [acl for acl in every if acl not in present]
+        if args.apply and missing:
+            created = asyncio.run(create_acls(settings, missing))
+            console.print(f"created {created} ACL(s)", markup=False)
+            present = asyncio.run(describe_acls(settings))
+    except AclError as error:
+        if error.no_authorizer:
+            raise UsageError(str(error)) from None
+        who = f"User:{settings.username}" if settings.username else "an unauthenticated client"
+        raise UsageError(f"{error} (as {who}; ACLs are read and applied by a super user)") from None
+    # One row per role, principal and resource, its operations together.
+    rows: dict[tuple[str, str, str], list] = {}
+    for role, acls in wanted.items():
+        for acl in acls:
+            resource = f"{acl.resource.lower()} {acl.name}" + ("*" if acl.pattern == "PREFIXED" else "")
+            rows.setdefault((role, acl.principal, resource), []).append(acl)
+    table = Table("role", "principal", "resource", "operations", "status", title=f"fastci ACLs on {settings.bootstrap}")
+    for (role, who, resource), acls in rows.items():
+        absent = [a.operation for a in acls if a not in present]
+        status = "ok" if not absent else f"missing {', '.join(absent)}"
+        table.add_row(role, who, resource, ", ".join(a.operation for a in acls), status)
+    out.print(table)
+    still = [acl for acl in every if acl not in present]
+    if still and not args.apply:
+        console.print(f"{len(still)} ACL(s) missing: 'fastci kafka acls --apply' (as a super user) creates them")
+    return 1 if still else 0

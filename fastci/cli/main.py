@@ -104,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as error:
+        if _access_denied(error):
+            from rich.markup import escape
+
+            console.print(f"[red]error:[/red] {escape(str(error))}", markup=True)
+            return 2
         if not _broker_unreachable(error):
             raise
         console.print(
@@ -113,6 +118,14 @@ def main(argv: list[str] | None = None) -> int:
             markup=True,
         )
         return 2
+
+
+def _access_denied(error: BaseException) -> bool:
+    """A refusal to report in one line: the cluster's (an ACL) or a signing misconfiguration."""
+    from fastci.core.provenance import ProvenanceError
+    from fastci.runtime.kafka_io import AccessDenied  # only once something failed
+
+    return isinstance(error, AccessDenied | ProvenanceError)
 
 
 def _broker_unreachable(error: BaseException) -> bool:

@@ -23,7 +23,10 @@ def register(commands: Any) -> None:
 
     tickets = commands.add_parser("tickets", help="open one ticket per regression whose bisect ended")
     tickets.add_argument("--out", type=Path, help="folder for ticket JSON files (default <data dir>/tickets)")
-    tickets.add_argument("--webhook", help=f"also POST each new ticket to this URL (default ${WEBHOOK_ENV})")
+    tickets.add_argument(
+        "--webhook",
+        help=f"also POST each new ticket to this URL (default ${WEBHOOK_ENV}), signed with $FASTCI_WEBHOOK_SECRET",
+    )
     tickets.add_argument("--kafka", action="store_true", help="read alerts from Kafka instead of the embedded log")
     tickets.set_defaults(func=cmd_tickets)
 
@@ -67,11 +70,21 @@ def cmd_owners_publish(args: argparse.Namespace) -> int:
 
 def cmd_tickets(args: argparse.Namespace) -> int:
     from fastci.regression.tickets import open_tickets, read_alerts_embedded, read_alerts_kafka
+    from fastci.regression.webhook import SECRET_ENV, WebhookSecretError, secret_from_env
 
+    webhook = args.webhook or os.environ.get(WEBHOOK_ENV) or None
+    try:
+        secret = secret_from_env()
+    except WebhookSecretError as error:
+        raise UsageError(str(error)) from None
+    if webhook and secret is None:
+        raise UsageError(
+            f"{SECRET_ENV} is not set: webhook posts are signed with a secret shared with the receiver "
+            "(see docs/regression.md, signed webhooks)"
+        )
     alerts = read_alerts_kafka(kafka_settings(args)) if args.kafka else read_alerts_embedded(args.data_dir)
     out = args.out or Path(args.data_dir) / "tickets"
-    webhook = args.webhook or os.environ.get(WEBHOOK_ENV) or None
-    run = open_tickets(alerts, out, webhook)
+    run = open_tickets(alerts, out, webhook, secret=secret)
     console.print(f"tickets in {out}: {len(run.written)} new, {len(run.posted)} posted, {run.already} already open")
     for path in run.written:
         console.print(f"  {path.name}", markup=False)

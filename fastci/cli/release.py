@@ -85,10 +85,16 @@ def _repo(args: argparse.Namespace) -> Path:
 
 
 def _evidence_source(args: argparse.Namespace):
-    """Refresh the views once, then read the evidence about any bundle from them."""
+    """Refresh the views once, then read the evidence about any bundle from them, each result's
+    provenance checked with the keys in FASTCI_PROVENANCE_KEYS."""
+    from fastci.core.provenance import ProvenanceError, load_keyring
     from fastci.report.release_evidence import collect
     from fastci.views.store import Views
 
+    try:
+        keys = load_keyring()
+    except ProvenanceError as error:
+        raise UsageError(str(error)) from None
     path = views_path(args)
     if not args.no_refresh:
         refresh_views(args)
@@ -99,7 +105,7 @@ def _evidence_source(args: argparse.Namespace):
         except FileNotFoundError as error:
             raise UsageError(str(error)) from None
         try:
-            return collect(views, bundle)
+            return collect(views, bundle, keys)
         finally:
             views.close()
 

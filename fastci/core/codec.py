@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import ID_MISMATCH, NO_NUL_PATTERN, PRINTABLE_PATTERN, Event
+from fastci.core.provenance import PROVENANCE_MISMATCH
 
 MAX_EVENT_BYTES = 1_048_576  # Kafka's default message.max.bytes; split larger evidence by run
 _RAW_KEPT = 65_536  # bytes of a refused event kept on its dead letter
@@ -90,6 +91,8 @@ def _field_error(error: Any) -> FieldError:
     field = ".".join(str(part) for part in error["loc"])
     if error["type"] == ID_MISMATCH:
         field = "id"
+    elif error["type"] == PROVENANCE_MISMATCH:
+        field = "provenance.digest"
     reason = error["msg"]
     pattern = error.get("ctx", {}).get("pattern") if error["type"] == "string_pattern_mismatch" else None
     if pattern in _PATTERN_REASONS:

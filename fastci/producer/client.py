@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastci.core.events import Event
+from fastci.core.provenance import Signer
 from fastci.inputs import ResultEvent
 from fastci.producer.context import RunContext
 from fastci.producer.spool import Spool
@@ -59,6 +60,7 @@ class Producer:
         retry: RetryPolicy = RetryPolicy(),
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        signer: Signer | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"producer: field 'batch_size' must be at least 1 (got {batch_size})")
@@ -68,6 +70,8 @@ class Producer:
         self._quiet_until = float("-inf")
         self.sent = 0
         self.last_error: str | None = None
+        # Results are signed before they are spooled: the spool holds what the target will get.
+        self.signer = signer if signer is not None else Signer.from_env()
 
     # ----- publishing
 
@@ -78,6 +82,8 @@ class Producer:
                 f"producer: topic '{event.TOPIC}' is written by its processor; "
                 f"producers publish to {', '.join(INPUT_TOPICS)}"
             )
+        if self.signer is not None:
+            event = self.signer.sign(event)
         if self.spool.append(event) >= self.batch_size:
             self.spool.seal()
             if self._clock() >= self._quiet_until:
@@ -102,6 +108,8 @@ class Producer:
             time=fields.pop("time", datetime.now(UTC)),
             **fields,
         )
+        if self.signer is not None:
+            event = self.signer.sign(event)
         self.publish(event)
         return event
 

@@ -62,7 +62,7 @@ class KafkaTarget:
     async def _send(self, events: list[Event]) -> None:
         from aiokafka import AIOKafkaProducer
 
-        from fastci.runtime.kafka_io import ensure_topics
+        from fastci.runtime.kafka_io import ensure_topics, refused_as
 
         topics = {e.TOPIC for e in events} - self._topics_ready
         if topics:
@@ -75,14 +75,16 @@ class KafkaTarget:
             request_timeout_ms=int(self.timeout_s * 1000),
             **self.settings.client_options(),
         )
-        await producer.start()
-        try:
-            pending = [
-                await producer.send(self.settings.topic(e.TOPIC), value=encode(e), key=e.key.encode()) for e in events
-            ]
-            await asyncio.gather(*pending)
-        finally:
-            await producer.stop()
+        async with refused_as(self.settings, "WRITE", {self.settings.topic(e.TOPIC) for e in events}):
+            try:
+                await producer.start()  # inside: a producer that failed to start is stopped too
+                pending = [
+                    await producer.send(self.settings.topic(e.TOPIC), value=encode(e), key=e.key.encode())
+                    for e in events
+                ]
+                await asyncio.gather(*pending)
+            finally:
+                await producer.stop()
 
 
 def _run(coroutine: Any) -> Any:

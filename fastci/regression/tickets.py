@@ -6,7 +6,9 @@ a webhook post is recorded in a ledger (``<out>/.posted/<id>``) only once the en
 so a failed post is retried on the next run and a successful one is never repeated. Alerts are
 read from the start of the topic every time (there are few), so replays change nothing.
 
-Webhook posts go only to the URL given by configuration, never to anything named in an event.
+Webhook posts go only to the URL given by configuration, never to anything named in an event, and
+each is signed with the secret shared with the receiver (``fastci.regression.webhook``), so the
+receiver can refuse anything else posted to its URL, and a replay.
 """
 
 from __future__ import annotations
@@ -15,15 +17,17 @@ import asyncio
 import json
 import os
 import re
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fastci.core.codec import InvalidEvent, decode_as
 from fastci.regression.events import RegressionAlert
+from fastci.regression.webhook import SECRET_ENV, signed_headers
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.kafka_io import read_to_end
 
@@ -79,9 +83,16 @@ def final_alerts(alerts: Iterable[RegressionAlert]) -> list[RegressionAlert]:
 
 
 def open_tickets(
-    alerts: Iterable[RegressionAlert], out_dir: Path, webhook: str | None = None, timeout_s: float = 10.0
+    alerts: Iterable[RegressionAlert],
+    out_dir: Path,
+    webhook: str | None = None,
+    timeout_s: float = 10.0,
+    secret: bytes | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> TicketRun:
-    """Write (and post) a ticket for every final alert that has none yet."""
+    """Write (and post, signed with ``secret``) a ticket for every final alert that has none yet."""
+    if webhook and not secret:
+        raise ValueError(f"webhook posts are signed: give the secret shared with the receiver ({SECRET_ENV})")
     out_dir = Path(out_dir)
     ledger = out_dir / ".posted"
     ledger.mkdir(parents=True, exist_ok=True)
@@ -102,7 +113,7 @@ def open_tickets(
                 run.already += not fresh
                 continue
             try:
-                _post(webhook, document, timeout_s)
+                _post(webhook, document, timeout_s, secret, clock())  # type: ignore[arg-type]
             except (urllib.error.URLError, OSError, ValueError) as error:
                 run.failed.append(f"{ticket_id}: {error}")
                 continue
@@ -131,14 +142,19 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
 
 
-def _post(url: str, document: dict[str, Any], timeout_s: float) -> None:
+def _post(url: str, document: dict[str, Any], timeout_s: float, secret: bytes, now: float) -> None:
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"webhook must be an http(s) URL (got {url!r})")
+    body = json.dumps(document).encode()
     request = urllib.request.Request(
         url,
-        data=json.dumps(document).encode(),
+        data=body,
         method="POST",
-        headers={"Content-Type": "application/json", "Idempotency-Key": document["ticket_id"]},
+        headers={
+            "Content-Type": "application/json",
+            "Idempotency-Key": document["ticket_id"],
+            **signed_headers(secret, body, now),  # signed per attempt: a retry carries a fresh timestamp
+        },
     )
     with _OPENER.open(request, timeout=timeout_s) as response:  # noqa: S310 (configured URL only)
         if not 200 <= response.status < 300:

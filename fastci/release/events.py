@@ -15,7 +15,7 @@ from fastci.core.events import Event, Name, Record, Sha, Text, Timestamp
 from fastci.inputs import Bundle
 
 ReleaseAction = Literal["propose", "promote", "refused", "rollback"]
-GateName = Literal["correctness", "eval", "performance", "qualification", "staging"]
+GateName = Literal["correctness", "eval", "performance", "qualification", "provenance", "staging"]
 
 
 class GateOutcome(Record):

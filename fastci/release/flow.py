@@ -47,6 +47,9 @@ class ReleaseError(Exception):
 class Policy:
     hardware_revisions: tuple[str, ...] = DEFAULT_REVISIONS
     main_branch: str = DEFAULT_MAIN
+    # Whose signed results count for a release: the principals that run qualification (nightly and
+    # release runs), not every CI producer (fastci.core.provenance, docs/releases.md).
+    qualifying_principals: tuple[str, ...] = release_gates.DEFAULT_QUALIFYING
 
 
 @dataclass
@@ -126,7 +129,10 @@ def read_policy(repo: Repo) -> Policy:
     main = document.get("main_branch", DEFAULT_MAIN)
     if not isinstance(main, str) or not main:
         raise ReleaseError(f"{path}: field 'main_branch': must be a branch name")
-    return Policy(tuple(revisions), main)
+    qualifying = document.get("qualifying_principals", list(release_gates.DEFAULT_QUALIFYING))
+    if not isinstance(qualifying, list) or not all(isinstance(p, str) and p for p in qualifying):
+        raise ReleaseError(f"{path}: field 'qualifying_principals': must be a list of principal names")
+    return Policy(tuple(revisions), main, tuple(qualifying))
 
 
 def init(path: Path | str, revisions: Sequence[str] = DEFAULT_REVISIONS) -> Repo:
@@ -144,10 +150,12 @@ def init(path: Path | str, revisions: Sequence[str] = DEFAULT_REVISIONS) -> Repo
     if repo.has_commits() and repo.current_branch() != DEFAULT_MAIN:
         raise ReleaseError(f"{repo.path}: check out branch {DEFAULT_MAIN!r} first")
     quoted = ", ".join(orjson.dumps(r).decode() for r in revisions)
+    qualifying = ", ".join(orjson.dumps(p).decode() for p in release_gates.DEFAULT_QUALIFYING)
     (repo.path / POLICY_FILE).write_text(
         "# fastci release policy: what every promotion requires (changed by a commit, like everything here).\n"
         f"hardware_revisions = [{quoted}]  # full qualification is required on each\n"
-        f'main_branch = "{DEFAULT_MAIN}"\n',
+        f'main_branch = "{DEFAULT_MAIN}"\n'
+        f"qualifying_principals = [{qualifying}]  # whose signed results count for a release\n",
         encoding="utf-8",
     )
     repo.git("add", "--", POLICY_FILE)
@@ -190,7 +198,12 @@ def evaluate(
     repo: Repo, policy: Policy, env: str, bundle: ReleaseBundle, evidence: EvidenceSource
 ) -> list[GateOutcome]:
     return release_gates.evaluate(
-        env, evidence(bundle.versions), bundle.serving, policy.hardware_revisions, staged(repo, policy, env, bundle.id)
+        env,
+        evidence(bundle.versions),
+        bundle.serving,
+        policy.hardware_revisions,
+        staged(repo, policy, env, bundle.id),
+        policy.qualifying_principals,
     )
 
 

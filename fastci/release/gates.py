@@ -19,6 +19,13 @@ A bundle may be promoted only when every gate passes:
 
 "Trusted" means not excluded by ``baseline-guard`` (the run's node was suspect, quarantined or
 diagnosing); "open" means a regression detected with no later ``recovered`` stage.
+
+Only results whose provenance the release accepts count for any gate: signed by a principal the
+release policy lets qualify a release (``qualifying_principals`` in release.toml), with a signature
+that verifies under that principal's key (``fastci.core.provenance``). Any other result is left
+out, so it can neither pass nor fail a gate, and a failing gate names what was left out and why.
+The ``provenance`` gate fails when a result on the bundle carries a signature that does not verify
+under the key of the principal it names: a forgery, or a producer with the wrong key.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ EVAL_MIN_RATIO = 0.99
 DEFAULT_PRECISIONS = ("bf16", "fp8")
 QUALIFY_CHECKS = ("inference", "training", "throughput")
 FULL_TIERS = frozenset({"nightly", "release"})
+WANTS_EVIDENCE = ("correctness", "eval", "qualification")  # gates that fail when a result is missing
+DEFAULT_QUALIFYING = ("qualifier",)  # principals whose results count for a release (release.toml can say others)
 MAX_LISTED = 6  # problems spelled out per gate; the rest are counted
 
 
@@ -56,6 +65,10 @@ class TestResult:
     eval_ratio: float | None
     time: datetime | None
     offset: int
+    run_id: str = ""
+    principal: str | None = None  # who signed it, as the result names it
+    provenance_problem: str | None = None  # None: its signature verifies under that principal's key
+    forged: bool = False  # a signature that does not verify under a key the verifier holds
 
     @property
     def ok(self) -> bool:
@@ -87,16 +100,59 @@ def evaluate(
     serving: Mapping[str, Mapping],
     revisions: Sequence[str],
     staged: Staged | None = None,
+    qualifying: Sequence[str] = DEFAULT_QUALIFYING,
 ) -> list[GateOutcome]:
+    refused = {id(r): reason for r in evidence.results if (reason := not_counted(r, qualifying)) is not None}
+    counted = Evidence(evidence.bundle, [r for r in evidence.results if id(r) not in refused], evidence.alerts)
+    left_out = sorted(f"{_described(r)}: {refused[id(r)]}" for r in evidence.results if id(r) in refused)
     gates = [
-        correctness(evidence),
-        eval_gate(evidence, serving, revisions),
-        performance(evidence),
-        qualification(evidence, serving, revisions),
+        correctness(counted),
+        eval_gate(counted, serving, revisions),
+        performance(counted),
+        qualification(counted, serving, revisions),
     ]
+    if left_out:  # a gate that can fail for want of evidence says what was not counted
+        note = f" | {len(left_out)} result(s) on this bundle not counted: {_listed(left_out)}"
+        gates = [
+            g.model_copy(update={"detail": g.detail + note}) if not g.passed and g.gate in WANTS_EVIDENCE else g
+            for g in gates
+        ]
+    gates.append(provenance_gate(evidence.results, left_out, qualifying))
     if environment == "production":
         gates.append(staging_gate(staged or Staged(None)))
     return gates
+
+
+def not_counted(result: TestResult, qualifying: Sequence[str]) -> str | None:
+    """Why a result does not count for a release, or None when it does."""
+    if result.provenance_problem is not None:
+        return result.provenance_problem
+    if result.principal not in qualifying:
+        return (
+            f"signed by {result.principal!r}, which may not qualify a release "
+            f"(release.toml qualifying_principals: {', '.join(qualifying) or 'none'})"
+        )
+    return None
+
+
+def _described(r: TestResult) -> str:
+    return f"{r.test_id} on {r.hardware_revision} (run {r.run_id}, {r.status})"
+
+
+def provenance_gate(results: Sequence[TestResult], left_out: Sequence[str], qualifying: Sequence[str]) -> GateOutcome:
+    forged = sorted(f"{_described(r)}: {r.provenance_problem}" for r in results if r.forged)
+    if forged:
+        return GateOutcome(
+            gate="provenance",
+            passed=False,
+            detail=f"{len(forged)} result(s) on this bundle carry a signature that does not verify (forged, or "
+            f"signed with the wrong key): {_listed(forged)}",
+        )
+    counted = len(results) - len(left_out)
+    detail = f"{counted} result(s) signed by {', '.join(qualifying) or 'no principal'} counted"
+    if left_out:
+        detail += f"; {len(left_out)} not counted: {_listed(left_out)}"
+    return GateOutcome(gate="provenance", passed=True, detail=detail)
 
 
 def _latest(results: Sequence[TestResult], tiers: frozenset[str] | None = None) -> dict[tuple[str, str], TestResult]:

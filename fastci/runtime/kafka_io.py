@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError, for_code
 
 from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
@@ -19,6 +21,35 @@ _SEND_WINDOW = 5000  # unacknowledged sends in flight before we wait
 
 class TopicMismatch(RuntimeError):
     pass
+
+
+class AccessDenied(PermissionError):
+    """The cluster refused an operation for want of an ACL; the message names the principal, the
+    operation and the topic."""
+
+
+_TOPIC_ALREADY_EXISTS = 36
+_NOT_AUTHORIZED = (TopicAuthorizationFailedError, ClusterAuthorizationFailedError)
+
+
+def access_denied(settings: KafkaSettings, operation: str, topics: Iterable[str], error: Exception) -> AccessDenied:
+    """What was refused, to whom, and which ACL would allow it (never a credential)."""
+    who = f"User:{settings.username}" if settings.username else "this client (no SASL user: User:ANONYMOUS)"
+    named = [a for a in getattr(error, "args", ()) if isinstance(a, str) and a in set(topics)]
+    shown = ", ".join(sorted(named or set(topics)))
+    return AccessDenied(
+        f"{who} may not {operation} topic {shown}: no ACL allows {who} {operation} on TOPIC {shown} "
+        f"(the broker answered {type(error).__name__}); 'fastci kafka acls' lists what each role may do"
+    )
+
+
+@contextlib.asynccontextmanager
+async def refused_as(settings: KafkaSettings, operation: str, topics: Iterable[str]) -> AsyncIterator[None]:
+    topics = list(topics)
+    try:
+        yield
+    except _NOT_AUTHORIZED as error:
+        raise access_denied(settings, operation, topics, error) from None
 
 
 async def ensure_topics(settings: KafkaSettings, names: Iterable[str]) -> list[str]:
@@ -42,35 +73,54 @@ async def ensure_topics(settings: KafkaSettings, names: Iterable[str]) -> list[s
                 )
         wanted = [n for n in names if n not in existing]
         if wanted:
-            await admin.create_topics(
+            response = await admin.create_topics(
                 [
                     NewTopic(n, num_partitions=settings.partitions, replication_factor=settings.replication)
                     for n in wanted
                 ]
             )
+            _check_created(settings, response.topic_errors)
         return wanted
     finally:
         await admin.close()
 
 
+def _check_created(settings: KafkaSettings, topic_errors: Iterable[tuple]) -> None:
+    """Raise for a topic the broker did not create (one created meanwhile by another is fine)."""
+    for topic, code, *message in topic_errors:
+        if code in (0, _TOPIC_ALREADY_EXISTS):
+            continue
+        error = for_code(code)(topic)
+        if isinstance(error, _NOT_AUTHORIZED):
+            denied = access_denied(settings, "CREATE", [topic], error)
+            raise AccessDenied(
+                f"topic {topic} does not exist, and {denied}; the operator creates fastci's topics "
+                "('fastci kafka topics --apply')"
+            )
+        detail = f": {message[0]}" if message and message[0] else ""
+        raise TopicMismatch(f"could not create topic {topic}: {type(error).__name__}{detail}")
+
+
 async def publish(settings: KafkaSettings, events: Iterable[Event]) -> int:
     """Send events keyed by their partition key and wait until the broker has acknowledged all."""
+    events = list(events)
     producer = AIOKafkaProducer(acks="all", enable_idempotence=True, linger_ms=5, **settings.client_options())
-    await producer.start()
     sent = 0
-    try:
-        pending: list[asyncio.Future] = []
-        for event in events:
-            pending.append(
-                await producer.send(settings.topic(event.TOPIC), value=encode(event), key=event.key.encode())
-            )
-            sent += 1
-            if len(pending) >= _SEND_WINDOW:
-                await asyncio.gather(*pending)
-                pending.clear()
-        await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
+    async with refused_as(settings, "WRITE", {settings.topic(e.TOPIC) for e in events}):
+        try:
+            await producer.start()  # an idempotent producer needs WRITE on some topic already here
+            pending: list[asyncio.Future] = []
+            for event in events:
+                pending.append(
+                    await producer.send(settings.topic(event.TOPIC), value=encode(event), key=event.key.encode())
+                )
+                sent += 1
+                if len(pending) >= _SEND_WINDOW:
+                    await asyncio.gather(*pending)
+                    pending.clear()
+            await asyncio.gather(*pending)
+        finally:
+            await producer.stop()
     return sent
 
 
@@ -115,25 +165,26 @@ async def read_to_end(
     consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **settings.client_options())
     await consumer.start()
     try:
-        consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
-        remaining = set()
-        for tp in tps:
-            first = (start or {}).get(tp.partition, 0)
-            if first < ends[tp]:
-                consumer.seek(tp, first)
-                remaining.add(tp)
-        while remaining:
-            batches = await consumer.getmany(*remaining, timeout_ms=1000)
-            for tp, messages in batches.items():
-                for message in messages:
-                    if message.offset < ends[tp]:
-                        yield KafkaRecord(topic, tp.partition, message.offset, message.key, message.value)
-                if messages and messages[-1].offset >= ends[tp] - 1:
-                    remaining.discard(tp)
-            for tp in list(remaining):
-                if await consumer.position(tp) >= ends[tp]:
-                    remaining.discard(tp)
+        async with refused_as(settings, "READ", [name]):
+            consumer.assign(tps)
+            ends = await consumer.end_offsets(tps)
+            remaining = set()
+            for tp in tps:
+                first = (start or {}).get(tp.partition, 0)
+                if first < ends[tp]:
+                    consumer.seek(tp, first)
+                    remaining.add(tp)
+            while remaining:
+                batches = await consumer.getmany(*remaining, timeout_ms=1000)
+                for tp, messages in batches.items():
+                    for message in messages:
+                        if message.offset < ends[tp]:
+                            yield KafkaRecord(topic, tp.partition, message.offset, message.key, message.value)
+                    if messages and messages[-1].offset >= ends[tp] - 1:
+                        remaining.discard(tp)
+                for tp in list(remaining):
+                    if await consumer.position(tp) >= ends[tp]:
+                        remaining.discard(tp)
     finally:
         await consumer.stop()
 

@@ -1,5 +1,6 @@
 """Append events to the embedded log or to Kafka, as they are (validation is the caller's door:
-``fastci.producer.lines`` for lines from outside, the models for events built in code)."""
+``fastci.producer.lines`` for lines from outside, the models for events built in code), results
+signed by this producer's principal when one is configured (``fastci.core.provenance``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from pathlib import Path
 from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
+from fastci.core.provenance import Signer, sign_all
 from fastci.runtime import kafka_io
 from fastci.runtime.embedded import DataDir, now_ms
 
 
 def publish_embedded(data_dir: Path, events: list[Event]) -> None:
     """Append events to the embedded log, grouped by topic, in their given order per topic."""
+    events = sign_all(events, Signer.from_env())
     data = DataDir(data_dir)
     by_topic: dict[str, list[bytes]] = {}
     for event in events:
@@ -25,6 +28,8 @@ def publish_embedded(data_dir: Path, events: list[Event]) -> None:
 
 
 def publish_kafka(settings: KafkaSettings, events: list[Event]) -> None:
+    events = sign_all(events, Signer.from_env())
+
     async def send() -> None:
         await kafka_io.ensure_topics(settings, {e.TOPIC for e in events})
         await kafka_io.publish(settings, events)
