@@ -332,14 +332,19 @@ async def every_record(settings_: KafkaSettings) -> dict[str, bytes]:
     found: dict[str, bytearray] = defaultdict(bytearray)
     try:
         consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
+        starts, ends = await consumer.beginning_offsets(tps), await consumer.end_offsets(tps)
+        expected = sum(ends[tp] - starts[tp] for tp in tps)
         await consumer.seek_to_beginning(*tps)
-        while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+        fetched, deadline = 0, time.monotonic() + 120
+        while fetched < expected and time.monotonic() < deadline:
             for tp, messages in (await consumer.getmany(timeout_ms=1000)).items():
+                fetched += len(messages)
                 for m in messages:
                     found[tp.topic] += (m.key or b"") + b"\n" + (m.value or b"") + b"\n"
     finally:
         await consumer.stop()
+    # A search that read nothing would find no secret: it must have read every record.
+    assert expected > 0 and fetched >= expected, f"read {fetched} of {expected} records of {len(tps)} partitions"
     return {topic: bytes(data) for topic, data in found.items()}
 
 
