@@ -102,15 +102,21 @@ class ImportGraph:
 
 
 @lru_cache(maxsize=4096)
-def _imported_files(path: Path, root: Path) -> tuple[Path, ...]:
-    """The project files ``path`` imports directly (each package ``__init__`` on the way included)."""
+def _import_statements(path: Path) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """Every import statement of a file, at any depth (one parse per file and session)."""
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return ()
+    return tuple(node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+@lru_cache(maxsize=4096)
+def _imported_files(path: Path, root: Path) -> tuple[Path, ...]:
+    """The project files ``path`` imports directly (each package ``__init__`` on the way included)."""
     package = _package_of(path, root)
     found: list[Path] = []
-    for node in ast.walk(tree):
+    for node in _import_statements(path):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found += _resolve(alias.name.split("."), path, root)
@@ -133,12 +139,8 @@ def _imported_files(path: Path, root: Path) -> tuple[Path, ...]:
 def _external_names(path: Path, root: Path) -> frozenset[str]:
     """Top-level names of the modules ``path`` imports that are neither the project's nor the
     standard library's: third-party packages."""
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
-        return frozenset()
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _import_statements(path):
         if isinstance(node, ast.Import):
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
