@@ -190,6 +190,20 @@ def test_a_class_whose_attributes_or_decorators_change_is_module_code_still(repo
     assert ("pkg/model.py", "Model.<body>", "modified") in functions(event)  # a registry may hold it unnamed
 
 
+def test_a_function_added_beside_a_re_bound_name_is_added_only(repo):
+    # HIDDEN changes and a new function reads it: the function is new, not also "modified" (a
+    # modified unit no evidence knows would run every importer's tests).
+    after = MODEL.replace("HIDDEN = 128", "HIDDEN = 256") + "\n\n    def width():\n        return HIDDEN\n"
+    event = analyze_commit(repo.path, two_commits(repo, MODEL, after))
+    assert functions(event) == {("pkg/model.py", "Model.__init__", "modified"), ("pkg/model.py", "width", "added")}
+
+
+def test_a_deleted_class_changes_what_named_it_not_every_importer(repo):
+    before = MODEL + "\n\n    class Head:\n        def forward(self, x):\n            return x\n"
+    event = analyze_commit(repo.path, two_commits(repo, before, MODEL))
+    assert functions(event) == {("pkg/model.py", "Head.forward", "deleted")}
+
+
 def test_a_module_constant_change_modifies_the_units_that_read_it(repo):
     event = analyze_commit(repo.path, two_commits(repo, MODEL, MODEL.replace("HIDDEN = 128", "HIDDEN = 256")))
     assert functions(event) == {("pkg/model.py", "Model.__init__", "modified")}  # not every importer's test

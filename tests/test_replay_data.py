@@ -79,8 +79,10 @@ def test_the_packaged_recording_holds_100_real_commits_with_their_faults():
 @pytest.mark.slow
 def test_replaying_the_recording_reproduces_every_selection_of_the_live_run():
     # The live run pruned by the rule before thin wrappers counted as direct calls (direct_hops=0).
+    # One commit differs by a rule made since: deleting the test class BatchedTests no longer runs
+    # every other test of tests/test_more.py (its kept set is a subset, and no mutant escapes it).
     found = check("more-itertools", SelectionProcessor(direct_hops=0))
-    assert found["differing"] == [] and found["commits"] == 100
+    assert [sha[:12] for sha in found["differing"]] == ["d63ed69ad429"] and found["commits"] == 100
     assert 0.2 < found["kept_share"] < 0.4  # the live run kept 29.3% (durations measured on a loaded host vary)
     assert (found["faults_caught"], found["faults_detected"]) == (85, 86)  # pruning lost one mutant
 

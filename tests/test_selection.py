@@ -315,3 +315,11 @@ def test_a_changed_unit_no_evidence_contains_is_a_named_blind_spot_not_perfect_c
     widened = selection_for([*history(), imported], commit((*unseen, "modified")))
     assert sorted(kept_ids(widened)) == ["tests/test_model.py::test_backward", "tests/test_model.py::test_forward"]
     assert {k.reason for k in widened.kept} == {"import-time"}  # its module's importers: the safe side
+
+
+def test_a_deleted_test_class_runs_none_of_its_files_other_tests():
+    gone = commit(
+        ("tests/test_model.py", "OldTests.<body>", "deleted"), ("tests/test_model.py", "OldTests.test_x", "deleted")
+    )
+    selection = selection_for(history(), gone)
+    assert not selection.run_all and kept_ids(selection) == []  # not module code of tests/test_model.py

@@ -25,7 +25,7 @@ from fastci.inputs import LAYERS, MAX_DISTRIBUTIONS, Change, ChangedFile, Change
 from fastci.selection import statements
 from fastci.selection.config_changes import judge
 from fastci.selection.settings import RepoSettings, SettingsError, from_text
-from fastci.selection.units import BODY, MODULE, Units
+from fastci.selection.units import BODY, MODULE, Units, is_test_file
 
 PYTHON_SUFFIX = ".py"
 # A (directory name, layer) rule: files under a directory of that name belong to the layer.
@@ -218,7 +218,11 @@ def _narrowed(repo: Path, sha: str, diffs: list[_FileDiff], blobs: dict[str, byt
         found += [(diff.path, qualname, change) for qualname, change in changes]
     if rebound:
         found += _readers_elsewhere(repo, sha, rebound, {path for path, _, _ in found})
-    return list(dict.fromkeys(found))
+    # A unit the commit adds is new, not also modified because it reads a re-bound name: no
+    # evidence can know it, and a "modified" unit no evidence knows is a blind spot that runs every
+    # importer (five of more-itertools' commits ran the whole suite for a function they added).
+    added = {(path, qualname) for path, qualname, change in found if change == "added"}
+    return [f for f in dict.fromkeys(found) if not (f[2] == "modified" and f[:2] in added)]
 
 
 def _classes_narrowed(
@@ -226,23 +230,36 @@ def _classes_narrowed(
 ) -> list[tuple[str, Change]]:
     """A class body whose change only adds or removes methods stands for the class's existing
     methods and for the units that name the class (here and in other files), not for module code
-    that every importer runs (adding a method to more-itertools' ``seekable`` ran all 577 tests)."""
-    bodies = [q for q, change in changes if change == "modified" and q.endswith(f".{BODY}") and "<locals>" not in q]
+    that every importer runs (adding a method to more-itertools' ``seekable`` ran all 577 tests).
+    A deleted class likewise: its deleted methods and the units that named it (deleting a test
+    class ran every test of its file)."""
+    bodies = {
+        q: change
+        for q, change in changes
+        if change in ("modified", "deleted") and q.endswith(f".{BODY}") and "<locals>" not in q
+    }
     if not bodies:
         return changes
     try:
         old, new = _source(blobs[diff.old_blob]), _source(blobs[diff.new_blob])
-        narrowed = {q: statements.methods_only(old, new, q.removesuffix(f".{BODY}")) for q in bodies}
+        narrowed = {
+            q: statements.methods_only(old, new, q.removesuffix(f".{BODY}"))
+            if change == "modified"
+            else statements.removed_class(old, q.removesuffix(f".{BODY}"))
+            for q, change in bodies.items()
+        }
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, KeyError):
         return changes
     narrowed = {q: methods for q, methods in narrowed.items() if methods is not None}
     if not narrowed:
         return changes
-    kept = [c for c in changes if c[0] not in narrowed]
+    # A deleted test class stays listed: selection reads which tests went with it (inherited ones too).
+    kept = [c for c in changes if c[0] not in narrowed or (c[1] == "deleted" and is_test_file(diff.path))]
     present = {q for q, _ in kept}
     names: set[str] = set()
     for body, methods in narrowed.items():
-        kept += [(m, "modified") for m in sorted(methods) if m not in present]
+        if bodies[body] == "modified":  # a deleted class's methods are deleted units already
+            kept += [(m, "modified") for m in sorted(methods) if m not in present]
         names.add(body.removesuffix(f".{BODY}").rsplit(".", 1)[-1])
     kept += [(q, "modified") for q in sorted(statements.readers(new, names)) if q not in present | set(narrowed)]
     rebound.setdefault(diff.path, set()).update(names)

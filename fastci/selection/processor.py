@@ -497,6 +497,8 @@ def select(
     for change in commit.changed_functions:
         if change.qualname.endswith(f".{BODY}") and change.change == "added":
             continue  # a new class: no test ran it yet (its new tests are changed tests)
+        if change.qualname.endswith(f".{BODY}") and change.change == "deleted" and is_test_file(change.path):
+            continue  # a deleted test class: its tests went with it; what named it is listed as changed
         if change.qualname == MODULE or change.qualname.endswith(f".{BODY}"):
             # Module code runs at import: the tests that ran code of the file, and every test whose
             # imports reach it (a registration made at import is used by code elsewhere).

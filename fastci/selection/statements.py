@@ -82,6 +82,16 @@ def methods_only(old: str, new: str, class_qualname: str) -> set[str] | None:
     return {f"{class_qualname}.{name}" for name in methods}
 
 
+def removed_class(old: str, class_qualname: str) -> set[str] | None:
+    """For a deleted class with no decorator and a method at least, the qualnames of its methods
+    (deleted with it); None otherwise."""
+    before = _class(old, class_qualname)
+    if before is None or before.decorator_list:
+        return None
+    methods = {n.name for n in before.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {f"{class_qualname}.{name}" for name in methods} or None
+
+
 def _class(source: str, qualname: str) -> ast.ClassDef | None:
     """The class ``A.B`` of a module (classes nested in classes; not in functions)."""
     body: list[ast.stmt] = ast.parse(source).body
