@@ -4,9 +4,10 @@ them stand in for the module's ``<module>`` code.
 
 A literal ``__all__`` that gains or loses names re-binds just those names in every module that
 imports it with ``*``: the units that read them stand in too. A class that only gains or loses
-methods is a re-bound name as well, its existing methods changed with it. A statement that does more at import
-(a call with side effects, a registration, a loop, a conditional) is not bounded that way: then the
-module's code counts as changed, as before, and every test whose imports reach it runs.
+methods, or is deleted, is a re-bound name as well, its methods changed or deleted with it. A
+statement that does more at import (a call with side effects, a registration, a loop, a
+conditional) is not bounded that way: then the module's code counts as changed, as before, and
+every test whose imports reach it runs.
 """
 
 from __future__ import annotations
