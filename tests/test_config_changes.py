@@ -114,6 +114,13 @@ def changed(path: str, old: str, new: str):
         (".github/workflows/ci.yml", WORKFLOW, ("flake8 .", "flake8 src"), "none", "only job tests"),
         (".github/workflows/ci.yml", WORKFLOW, ('"3.12"]', '"3.13"]'), "suite", "job tests (strategy)"),
         (".github/workflows/ci.yml", WORKFLOW, ("pip install -e .", "pip install -e .[all]"), "suite", "(step 'pip"),
+        (
+            ".github/workflows/ci.yml",
+            WORKFLOW,
+            ("- run: pip install -e .", "- run: |\n          pip install -e .\n"),
+            "none",
+            "only job tests",
+        ),
         (".gitlab-ci.yml", GITLAB, ("[ruff check .]", "[ruff check src]"), "none", "only lint"),
         (".gitlab-ci.yml", GITLAB, ("[python -m pytest]", "[python -m pytest -x]"), "suite", "the test job tests"),
         ("setup.cfg", SETUP_CFG, ("[flake8]", "[flake8"), "suite", "could not be read by section"),

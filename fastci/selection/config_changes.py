@@ -22,6 +22,7 @@ from __future__ import annotations
 import configparser
 import fnmatch
 import re
+import textwrap
 import tomllib
 from collections.abc import Callable
 from typing import Any
@@ -312,11 +313,22 @@ def _step_matters(step: Any) -> bool:
 def _step_change_matters(old: Any, new: Any) -> bool:
     if not isinstance(old, dict) or not isinstance(new, dict):
         return True
+    if _as_run(old) == _as_run(new):
+        return False  # the same commands, laid out otherwise (`run: |` keeps a newline `run: cmd` has not)
     if {k: v for k, v in old.items() if k != "uses"} == {k: v for k, v in new.items() if k != "uses"}:
         same_action = str(old.get("uses", "")).split("@")[0] == str(new.get("uses", "")).split("@")[0]
         if same_action:
             return False  # the same action at another version: how the job is set up, not what it tests
     return _step_matters(old) or _step_matters(new)
+
+
+def _as_run(step: dict[Any, Any]) -> dict[Any, Any]:
+    """A step with its ``run`` script as its non-blank lines, the common indentation and trailing blanks
+    removed (what is left of a line's indentation can matter: a here-document of Python)."""
+    if "run" not in step:
+        return step
+    lines = [line.rstrip() for line in textwrap.dedent(str(step["run"])).splitlines()]
+    return {**step, "run": [line for line in lines if line]}
 
 
 def _gitlab(path: str, old: str, new: str) -> Verdict:
