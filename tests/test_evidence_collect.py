@@ -117,14 +117,13 @@ def git(root: Path, *args: str) -> str:
 @pytest.fixture
 def sample(tmp_path: Path) -> Path:
     """A git work tree: pkg/mod.py, tests/ (a conftest fixture and five tests), script.py."""
-    root = tmp_path / "proj"
-    for path, text in {
-        "pkg/__init__.py": "",
-        "pkg/mod.py": MODULE,
-        "tests/conftest.py": CONFTEST,
-        "tests/test_mod.py": TESTS,
-        "script.py": SCRIPT,
-    }.items():
+    files = {"pkg/mod.py": MODULE, "tests/conftest.py": CONFTEST, "tests/test_mod.py": TESTS, "script.py": SCRIPT}
+    return committed_project(tmp_path / "proj", files)
+
+
+def committed_project(root: Path, files: dict[str, str]) -> Path:
+    """A git work tree at ``root`` holding ``pkg/__init__.py`` and ``files`` (dedented), committed once."""
+    for path, text in {"pkg/__init__.py": "", **files}.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(textwrap.dedent(text))
     git(root, "init", "-q")

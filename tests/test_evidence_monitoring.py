@@ -12,14 +12,13 @@ import importlib.util
 import os
 import subprocess
 import sys
-import textwrap
 import threading
 from collections import Counter
 from pathlib import Path
 
 import orjson
 import pytest
-from test_evidence_collect import CONFTEST, MODULE, TESTS, TRAINING, clean_env, git
+from test_evidence_collect import CONFTEST, MODULE, TESTS, TRAINING, clean_env, committed_project
 
 from fastci.evidence.tracing import Tracer
 from fastci.runtime.embedded import DataDir
@@ -100,21 +99,14 @@ def test_train():
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    for path, text in {
-        "pkg/__init__.py": "",
+    files = {
         "pkg/mod.py": MODULE,
         "pkg/training.py": TRAINING,
         "tests/conftest.py": CONFTEST,
         "tests/test_mod.py": TESTS,
         "tests/test_more.py": MORE_TESTS,
-    }.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(textwrap.dedent(text))
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "-c", "user.email=dev@example.com", "-c", "user.name=dev", "commit", "-q", "-m", "sample")
-    return root
+    }
+    return committed_project(tmp_path / "proj", files)
 
 
 def other_python() -> str:
