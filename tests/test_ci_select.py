@@ -237,6 +237,42 @@ def test_a_data_file_change_runs_only_the_tests_that_read_it_and_a_readme_runs_n
     assert readme.returncode == 0 and "nothing to run" in readme.stdout, readme.stdout
 
 
+def test_a_file_a_shared_fixture_reads_belongs_to_every_test_that_uses_the_fixture(tmp_path):
+    """A session fixture reads its file once, while the first test using it is set up; the tests
+    after that one depend on the file all the same (pint's unit registry is such a fixture)."""
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    fixture = """
+        import pytest
+
+        from pkg import stats
+
+
+        @pytest.fixture(scope="session")
+        def answers():
+            return stats.table()
+        """
+    users = """
+        def test_answer(answers):
+            assert answers["answer"] == 42
+
+
+        def test_answer_again(answers):
+            assert answers["answer"] > 41
+
+
+        def test_no_answer():
+            assert True
+        """
+    commit(repo, {"tests/conftest.py": fixture, "tests/test_answers.py": users}, "a session fixture")
+    collect_evidence(repo, data)
+    edit(repo, "pkg/data/table.json", '"answer": 42', '"answer": 41', "a wrong value")
+    run = select(repo, data)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "FAILED tests/test_answers.py::test_answer " in run.stdout  # the test the read happened in
+    assert "FAILED tests/test_answers.py::test_answer_again" in run.stdout  # and the one after it
+    assert "3 failed, 7 deselected" in run.stdout  # with test_table; test_no_answer is not run
+
+
 def test_a_module_level_constant_change_runs_the_tests_of_the_functions_that_read_it(tmp_path):
     repo, data = make_repo(tmp_path), tmp_path / "data"
     edit(repo, "pkg/stats.py", "def spread(values):\n", "OFFSET = 0\n\n\ndef spread(values):\n", "a constant")

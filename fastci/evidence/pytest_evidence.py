@@ -458,16 +458,31 @@ class EvidenceCollector:
     def _fixtures_of(self, item: Any) -> list[str]:
         """The project fixtures in the test's closure, as units (``path::qualname`` of their functions)."""
         info = getattr(item, "_fixtureinfo", None)  # pytest's own per-item record of its fixture closure
-        found: set[str] = set()
-        for definitions in getattr(info, "name2fixturedefs", {}).values():
-            for definition in definitions:
-                code = getattr(getattr(definition, "func", None), "__code__", None)
-                if code is None:
-                    continue
-                relative = self.units.relpath(code.co_filename, self.root, self.cwd)
-                if relative is not None:
-                    found.add(f"{relative}::{code.co_qualname}")
+        found = {
+            unit
+            for definitions in getattr(info, "name2fixturedefs", {}).values()
+            for definition in definitions
+            if (unit := self._fixture_unit(definition)) is not None
+        }
         return sorted(found)
+
+    def _fixture_unit(self, definition: Any) -> str | None:
+        """A fixture definition as a unit of the project, or None for a fixture from elsewhere."""
+        code = getattr(getattr(definition, "func", None), "__code__", None)
+        if code is None:
+            return None
+        relative = self.units.relpath(code.co_filename, self.root, self.cwd)
+        return None if relative is None else f"{relative}::{code.co_qualname}"
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any):
+        """Files read while a project fixture is set up are the fixture's, for every test using it."""
+        unit = self._fixture_unit(fixturedef)
+        outer, self.reads.fixture = self.reads.fixture, unit or self.reads.fixture
+        try:
+            yield
+        finally:
+            self.reads.fixture = outer
 
     def pytest_sessionfinish(self, session: Any) -> None:
         from fastci.evidence.pyspy import PySpyError
@@ -518,6 +533,8 @@ class EvidenceCollector:
         read_by_test: dict[str, set[str]] = {}
         for index, test_id in enumerate(self.test_ids):
             read_by_test.setdefault(test_id, set()).update(self.reads.by_test.get(index, ()))
+            for fixture in self.fixtures.get(test_id, ()):
+                read_by_test[test_id].update(self.reads.by_fixture.get(fixture, ()))
         for test_id, (stacks, config) in self._evidence().items():
             if test_id in self.untraced:
                 continue  # its evidence from an earlier run still holds

@@ -5,6 +5,8 @@ and most libraries' loaders go through it), whatever code makes the call. A hook
 once added, so one hook per process records into whichever recorder is active: the current test,
 or, while modules are imported, the module being imported (the innermost ``<module>`` frame of a
 project file on the stack): a file read at import belongs to every test that imports that module.
+Likewise a file read while a project fixture is set up belongs to every test using the fixture: a
+session or module fixture runs once, inside the first test that asks for it.
 
 Only files under the project root count, and not its Python sources (evidence of code already says
 what ran), nor virtualenvs, ``.git`` or fastci's own data dir. Writes are left out: a file a test
@@ -33,8 +35,10 @@ class Reads:
         self.excluded = tuple(os.path.realpath(d) + os.sep for d in excluded)
         self.by_test: dict[int, set[str]] = {}
         self.by_module: dict[str, set[str]] = {}
+        self.by_fixture: dict[str, set[str]] = {}  # by fixture unit (path::qualname)
         self.test: int | None = None  # the test whose phases run now
         self.importing = False  # the import window is open
+        self.fixture: str | None = None  # the project fixture being set up now, if any
         self.module_of: Callable[[Any], str | None] = lambda frame: None  # set with the window
         self.disabled = False  # FASTCI_EVIDENCE_READS=0: nothing recorded (reads are then unknown, not empty)
         self._relpaths: dict[str, str | None] = {}
@@ -52,6 +56,8 @@ class Reads:
             return
         if self.test is not None:
             self.by_test.setdefault(self.test, set()).add(relative)
+            if self.fixture is not None:
+                self.by_fixture.setdefault(self.fixture, set()).add(relative)
         else:
             module = self.module_of(sys._getframe(1))
             if module is not None:
