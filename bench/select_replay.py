@@ -89,8 +89,16 @@ SETTINGS: dict[str, object] = {"python": sys.executable, "pytest_args": [], "rep
 
 
 def job(
-    checkout: Path, data: Path, trigger: str, args: list[str], junit: Path | None = None, timeout_s: float | None = None
+    checkout: Path,
+    data: Path,
+    trigger: str,
+    args: list[str],
+    junit: Path | None = None,
+    timeout_s: float | None = None,
+    transcript: Path | None = None,
 ) -> tuple[SuiteRun, str]:
+    """One pytest job in ``checkout``; ``transcript`` keeps its output (a mutant's job that fails
+    where the full suite passes needs it to be understood)."""
     env = pytest_env(
         checkout, {"FASTCI_DATA_DIR": str(data), "FASTCI_REPO": str(SETTINGS["repo"]), "FASTCI_TRIGGER": trigger}
     )
@@ -102,8 +110,12 @@ def job(
     try:
         done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:  # a mutant that hangs the suite: killed, as a CI timeout would
+        if transcript is not None:
+            transcript.write_text(f"$ {' '.join(command)}\ntimed out after {timeout_s:.0f} s\n")
         return SuiteRun(returncode=-1, timed_out=True, wall_s=time.perf_counter() - started), ""
     run = SuiteRun(returncode=done.returncode, wall_s=time.perf_counter() - started)
+    if transcript is not None:
+        transcript.write_text(f"$ {' '.join(command)}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}")
     if junit is not None and junit.exists():
         from selection_replay import read_junit
 
@@ -239,11 +251,12 @@ def main() -> None:
         seeded = [(m.path, m.source, m.description) for m in mutants_for(checkout, commit, args.mutants_per_commit)]
         if args.data_mutants and (found := data_mutant(checkout, sha, commit)) is not None:
             seeded.append(found)
-        for path, source, description in seeded:
+        for number, (path, source, description) in enumerate(seeded, 1):
             git(checkout, "checkout", "-q", "-B", "mutant", sha)
             amend_with(checkout, path, source)
             limit = HANG_FACTOR * base_run.wall_s
-            killed_by_job = job(checkout, data, "dev", ["--fastci-select", "-x"], timeout_s=limit)[0].red
+            transcript = out / f"{sha}-mutant-{number}.txt"
+            killed_by_job = job(checkout, data, "dev", ["--fastci-select", "-x"], None, limit, transcript)[0].red
             full = run_pytest(checkout, [*args.pytest_arg, "-x"], timeout_s=limit, memory_limit=MUTANT_MEMORY_BYTES)
             row.mutants.append((description, killed_by_job, full.red))
             git(checkout, "checkout", "-q", "-f", sha)
