@@ -168,7 +168,7 @@ class Selector:
             counts[kind] += 1
             item.stash[SELECTED_KEY] = kind != "skipped"
             (planned if kind == "planned" else skipped if kind == "skipped" else extra).append(item)
-        planned.sort(key=lambda item: rank[item.nodeid])
+        planned.sort(key=_grouped_risk_order(planned, rank))
         self.counts = counts
         if self.mode == "shadow":
             return  # everything runs, in the collected order; the results say what was kept
@@ -229,6 +229,23 @@ class Selector:
         if not kept:
             return f"fastci: {what}: nothing to run: the change reaches none of the {plan.tests_known} known tests"
         return f"fastci: {what}: running {kept_text}{share}; {counts['skipped']} deselected"
+
+
+def _grouped_risk_order(items: list[Any], rank: dict[str, int]) -> Any:
+    """A sort key for risk order that never interleaves modules or classes: a module (a directory, a
+    class) runs as one block, ranked by its riskiest test, and its tests by risk within it. Tests of
+    one module taking turns with another's would tear down and set up its module fixtures at every
+    turn, and break tests that share a module's state; pytest-randomly shuffles by the same blocks."""
+    best: dict[str, int] = {}
+    for item in items:
+        for node in item.listchain()[1:-1]:  # the blocks around the test: not the session, not itself
+            best[node.nodeid] = min(best.get(node.nodeid, rank[item.nodeid]), rank[item.nodeid])
+
+    def key(item: Any) -> list[int]:
+        # A test directly in a module stands beside the module's classes with its own rank.
+        return [best[node.nodeid] for node in item.listchain()[1:-1]] + [rank[item.nodeid]]
+
+    return key
 
 
 def _work_tree(path: Path) -> Path:
