@@ -66,3 +66,24 @@ def test_a_statement_whose_effect_names_do_not_bound_is_module_code(edit):
 def test_the_units_that_read_a_name_are_its_readers():
     assert readers(BASE, {"LIMIT"}) == {"spread"}
     assert readers(BASE, {"chain"}) == {"take"}
+
+
+def test_readers_are_named_as_evidence_names_units():
+    source = """X = 1
+try:
+    from fast import thing
+except ImportError:
+    def fallback():
+        return X
+
+
+def outer():
+    def inner():
+        return X
+
+    return inner
+"""
+    # a def under try/except reads too; an inner function is not also its outer one
+    assert readers(source, {"X"}) == {"fallback", "outer.<locals>.inner"}
+    # top-level code that loads the name computes with it: the module's code reads it
+    assert readers(source + "Y = X + 1\n", {"X"}) == {"<module>", "fallback", "outer.<locals>.inner"}

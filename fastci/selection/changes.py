@@ -9,7 +9,6 @@ makes its file a single ``<module>`` modified: conservative, since we cannot tel
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import os
 import re
@@ -212,8 +211,9 @@ def _narrowed(repo: Path, sha: str, diffs: list[_FileDiff], blobs: dict[str, byt
                 names, assigned = bindings
                 if assigned:
                     rebound.setdefault(diff.path, set()).update(assigned)
-                changes = [c for c in changes if c != (MODULE, "modified")]
                 readers_here = statements.readers(_source(blobs[diff.new_blob]), names)
+                if MODULE not in readers_here:  # no other top-level code computes with the names
+                    changes = [c for c in changes if c != (MODULE, "modified")]
                 changes += [(q, "modified") for q in sorted(readers_here) if (q, "modified") not in changes]
         found += [(diff.path, qualname, change) for qualname, change in changes]
     if rebound:
@@ -290,32 +290,12 @@ def _readers_elsewhere(
     found: list[tuple[str, str, Change]] = []
     for path, raw in sorted(blobs.items()):
         try:
-            source = _source(raw)
-            readers = statements.readers(source, names)
-            reads_at_import = _module_code_reads(source, names)
+            readers = statements.readers(_source(raw), names)
         except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
-            found.append((path, MODULE, "modified"))
-            continue
+            readers = {MODULE}
+        # <module> among them: its own module code computes with a name, so that code's effect moved too.
         found += [(path, qualname, "modified") for qualname in sorted(readers)]
-        if reads_at_import:  # its own module code computes with the name: that code's effect moved too
-            found.append((path, MODULE, "modified"))
     return found
-
-
-def _module_code_reads(source: str, names: set[str]) -> bool:
-    """Whether a module's own top-level statements (not its defs) read one of ``names``."""
-    tree = ast.parse(source)
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            continue  # an import binds the name; reading it is the readers' business
-        for child in ast.walk(node):
-            if (isinstance(child, ast.Name) and child.id in names) or (
-                isinstance(child, ast.Attribute) and child.attr in names
-            ):
-                return True
-    return False
 
 
 def _source(raw: bytes) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 
+from fastci.selection.units import MODULE, Units, is_docstring
+
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -44,26 +46,24 @@ def changed_names(old: str, new: str) -> tuple[set[str], set[str]] | None:
     return names, assigned
 
 
-def readers(source: str, names: set[str], prefix: str = "") -> set[str]:
-    """Qualnames of the units (functions, methods, class bodies) of ``source`` that read one of
-    ``names``, as a name or as an attribute (``module.NAME``)."""
+def readers(source: str, names: set[str]) -> set[str]:
+    """Qualnames of the units of ``source`` that read one of ``names``, as a name or as an attribute
+    (``module.NAME``), named as evidence names them: the innermost unit of the line (``Units``), so
+    a def under ``try``/``if`` counts and an inner function is not also its outer one. ``<module>``
+    when the module's own top-level code loads one (its bindings of them are not reads)."""
+    tree = ast.parse(source)
+    units = Units.parse(source, fingerprints=False)
+    augmented = {id(node.target) for node in ast.walk(tree) if isinstance(node, ast.AugAssign)}
     found: set[str] = set()
-
-    def visit(body: list[ast.stmt], scope: str) -> None:
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                qualname = f"{scope}{node.name}"
-                if _reads(node, names):
-                    found.add(qualname)
-                visit(_nested(node), f"{qualname}.<locals>.")
-            elif isinstance(node, ast.ClassDef):
-                qualname = f"{scope}{node.name}"
-                shape = [n for n in node.body if not isinstance(n, _DEFS)]
-                if any(_reads(n, names) for n in (*shape, *node.bases, *node.decorator_list)):
-                    found.add(f"{qualname}.<body>")
-                visit(node.body, f"{qualname}.")
-
-    visit(ast.parse(source).body, prefix)
+    for node in ast.walk(tree):
+        if not (
+            (isinstance(node, ast.Name) and node.id in names)
+            or (isinstance(node, ast.Attribute) and node.attr in names)
+        ):
+            continue
+        unit = units.unit_at(node.lineno)
+        if unit != MODULE or isinstance(node.ctx, ast.Load) or id(node) in augmented:
+            found.add(unit)
     return found
 
 
@@ -111,7 +111,7 @@ def _shape(node: ast.ClassDef) -> list[str]:
     return parts + [
         ast.dump(n, include_attributes=False)
         for n in node.body
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_docstring(n)
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not is_docstring(n)
     ]
 
 
@@ -122,7 +122,7 @@ def _statements(source: str) -> list[tuple[str, str]]:
     return [
         (ast.dump(node, include_attributes=False), ast.get_source_segment(source, node) or ast.unparse(node))
         for node in tree.body
-        if not isinstance(node, _DEFS) and not _is_docstring(node)
+        if not isinstance(node, _DEFS) and not is_docstring(node)
     ]
 
 
@@ -215,20 +215,3 @@ def _dotted(node: ast.expr) -> str | None:
     if isinstance(node, ast.Attribute) and (base := _dotted(node.value)) is not None:
         return f"{base}.{node.attr}"
     return None
-
-
-def _reads(node: ast.AST, names: set[str]) -> bool:
-    for child in ast.walk(node):
-        if isinstance(child, ast.Name) and child.id in names:
-            return True
-        if isinstance(child, ast.Attribute) and child.attr in names:
-            return True
-    return False
-
-
-def _nested(node: ast.AST) -> list[ast.stmt]:
-    return [child for child in ast.walk(node) if isinstance(child, _DEFS) and child is not node]
-
-
-def _is_docstring(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)

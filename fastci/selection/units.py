@@ -139,14 +139,15 @@ def _without_methods(node: ast.ClassDef) -> ast.ClassDef:
     return shape
 
 
-def _is_docstring(node: ast.stmt) -> bool:
+def is_docstring(node: ast.stmt) -> bool:
+    """A string literal standing alone: a docstring, which runs no code."""
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
 def _is_metadata(node: ast.stmt) -> bool:
     """A module docstring or a literal ``__all__``: runs no code a test could depend on. (Names
     leaving ``__all__`` can break ``import *``; change analysis compares ``exports`` for that.)"""
-    return _is_docstring(node) or _literal_all(node) is not None
+    return is_docstring(node) or _literal_all(node) is not None
 
 
 def _literal_all(node: ast.stmt) -> list[str] | None:
@@ -195,7 +196,7 @@ def _fingerprint(nodes: list[ast.stmt], unit: ast.stmt | None = None) -> str:
         if unit is None and isinstance(node, _DEFS):
             continue
         copied = copy.deepcopy(node)  # the transformer edits in place; the tree is still walked
-        if isinstance(copied, _DEFS) and copied.body and _is_docstring(copied.body[0]):
+        if isinstance(copied, _DEFS) and copied.body and is_docstring(copied.body[0]):
             copied.body = copied.body[1:]
         parts.append(
             ast.dump(_StripNested(copied if unit is not None else None).visit(copied), include_attributes=False)
