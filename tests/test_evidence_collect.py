@@ -284,6 +284,9 @@ def test_collect_runs_the_command_under_py_spy_and_publishes_one_event(sample, t
     monkeypatch.chdir(sample)
     monkeypatch.setenv("PYTHONPATH", str(sample))
     monkeypatch.setenv("FASTCI_RUN_ID", "collect-1")
+    # py-spy finds the command by polling for the wrapper's subprocess: on a loaded CI machine
+    # (Python 3.12) it missed all of a 0.2 s spin, so the script runs long enough to be found.
+    monkeypatch.setenv("SPIN_SCALE", "4")
     args = collect_parser().parse_args(
         ["--data-dir", str(tmp_path / "data"), "collect", "--test-id", "e2e::script", "--", sys.executable, "script.py"]
     )
