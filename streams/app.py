@@ -117,12 +117,13 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     routes: dict[str, list[Route]] = {}
     tables: list[tuple[Driver, Any]] = []
     forwarders: dict[str, Route] = {}
+    log_starts: dict[tuple[str, int], int] = {}  # (wire topic, partition) -> first offset the log holds
     every_processor = processors or build_processors()
     forwarder_table = _raw_table(app, settings, FORWARDERS) if any(p.partition_by for p in every_processor) else None
     reporters = System.decode_reporters(every_processor)
     for processor in every_processor:
         reports = reporters.get(processor.name, frozenset())
-        tables.append(_wire(app, settings, processor, routes, forwarders, forwarder_table, reports))
+        tables.append(_wire(app, settings, processor, routes, forwarders, forwarder_table, reports, log_starts))
 
     every_route = [route for topic_routes in routes.values() for route in topic_routes]
     pauses = PauseControl()
@@ -144,6 +145,8 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             # first, then positions: one changelog partition keeps them in that order.
             writes = [(table, driver.drain_writes()) for driver, table in tables]
             writes += [(route.table, route.positions.drain_writes()) for route in every_route]
+            if gaps:  # a route that stored nothing yet expects the log's start, which retention moves
+                await _read_log_starts(app, {tp for tp, _ in gaps}, log_starts)
             rewinds = _rewinds(gaps, app.consumer._committed_offset)  # faust has no public getter
             deliveries = [await s.sink.send(key=s.key, value=s.value, headers=s.headers) for s in sends]
             await asyncio.gather(*deliveries)
@@ -176,12 +179,19 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
 
     @app.on_partitions_assigned.connect
     async def _forget_caches(sender: Any, assigned: Any, **kwargs: Any) -> None:
+        await _read_log_starts(app, {tp for tp in assigned if tp.topic in routes}, log_starts)
         for driver, _ in tables:  # partitions moved: the Tables, not our caches, are the truth now
             driver.forget_cache()
         for route in every_route:
             route.positions.forget()
 
     return app
+
+
+async def _read_log_starts(app: faust.App, tps: set[Any], log_starts: dict[tuple[str, int], int]) -> None:
+    if tps:
+        starts = await app.consumer.earliest_offsets(*tps)
+        log_starts.update({(tp.topic, tp.partition): offset for tp, offset in starts.items()})
 
 
 class GaplessConsumer(faust_aiokafka.Consumer):
@@ -316,6 +326,7 @@ def _wire(
     forwarders: dict[str, Route],
     forwarder_table: Any,
     reports: frozenset[str],
+    log_starts: dict[tuple[str, int], int],
 ) -> tuple[Driver, Any]:
     """Add the processor's routes (its inputs, and the forwarders of topics it repartitions, unless
     another processor added them) and return its driver with the Table it persists to."""
@@ -331,7 +342,7 @@ def _wire(
         name = forwarder_route(topic, field)
         if name not in forwarders:
             handle = _forwarder(app, settings, topic, field, internal, only_misplaced)
-            forwarders[name] = Route(handle, Positions(name, TableStore(forwarder_table)), forwarder_table)
+            forwarders[name] = Route(handle, Positions(name, TableStore(forwarder_table), log_starts), forwarder_table)
             routes.setdefault(settings.topic(topic), []).append(forwarders[name])
 
     def drive(message: Any, decoded: Decoded, topic: str, origin: Origin) -> list[Send]:
@@ -347,7 +358,7 @@ def _wire(
 
             wire = settings.topic(rekeyed[topic])
             routes.setdefault(wire, []).append(
-                Route(from_internal, Positions(f"{processor.name}:{topic}", store), table)
+                Route(from_internal, Positions(f"{processor.name}:{topic}", store, log_starts), table)
             )
             continue
 
@@ -359,8 +370,8 @@ def _wire(
         def returned(message: Any, decoded: Decoded, topic: str = topic) -> list[Send]:
             return drive(message, decoded, topic, _origin(message))
 
-        own = Route(in_place, Positions(f"{processor.name}:{topic}", store), table)
-        back = Route(returned, Positions(f"{processor.name}:{topic}:misplaced", store), table)
+        own = Route(in_place, Positions(f"{processor.name}:{topic}", store, log_starts), table)
+        back = Route(returned, Positions(f"{processor.name}:{topic}:misplaced", store, log_starts), table)
         routes.setdefault(settings.topic(topic), []).append(own)
         routes.setdefault(settings.topic(misplaced[topic]), []).append(back)
     return driver, table

@@ -27,6 +27,30 @@ def test_the_first_record_starts_the_partition_then_order_is_enforced():
     assert positions.admit("results", 3, 0) is Verdict.NEXT  # partitions are independent
 
 
+def test_with_nothing_stored_a_route_expects_the_start_of_the_log_not_the_first_record_delivered():
+    starts = {("results", 2): 0}
+    positions = Positions("test-history:results:misplaced", DictStore(), starts)
+    assert positions.expected("results", 2) == 0
+    # After a rebalance faust delivered a worker's own topic from offset 833: a gap, not the start.
+    assert positions.admit("results", 2, 833) is Verdict.GAP
+    assert positions.admit("results", 2, 0) is Verdict.NEXT
+    starts[("results", 3)] = 40  # retention deleted 0..39: the log starts at 40
+    assert positions.admit("results", 3, 40) is Verdict.NEXT
+
+
+def test_a_stored_position_retention_has_passed_gives_way_to_the_start_of_the_log():
+    store = DictStore()
+    positions = Positions("r", store)
+    positions.admit("t", 0, 0)
+    store.update(positions.drain_writes())
+    starts: dict[tuple[str, int], int] = {}
+    restarted = Positions("r", store, starts)
+    assert restarted.expected("t", 0) == 1
+    starts[("t", 0)] = 500  # records 1..499 are gone: seeking back to 1 would find nothing
+    assert restarted.expected("t", 0) == 500
+    assert restarted.admit("t", 0, 500) is Verdict.NEXT
+
+
 def test_positions_survive_a_restart_through_the_store():
     store = DictStore()
     positions = Positions("test-history:results", store)
