@@ -79,7 +79,11 @@ def test_a_sick_node_is_quarantined_its_failures_rerun_elsewhere_and_it_returns_
 
     changes = read(root, NodeStateChanged.TOPIC, NodeStateChanged)
     assert {c.node_id for c in changes} == {SICK}  # the regression and the flaky test blame no node
-    assert [(c.state, c.rule) for c in changes] == [("suspect", "xid"), ("quarantined", "signal-and-failures")]
+    # in event-time order: the node's failures of the night (1.05 h) make it suspect, the xid (1.5 h) quarantines it
+    assert [(c.state, c.rule) for c in changes] == [
+        ("suspect", "failures-attributed"),
+        ("quarantined", "signal-and-failures"),
+    ]
     requests = [r for r in read(root, RunRequested.TOPIC, RunRequested) if r.work_class == "rerun"]
     assert sorted(r.test_id for r in requests) == [INFER, TRAIN]
     assert all(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from datetime import UTC, datetime, timedelta
 
 from factories import BUNDLE
@@ -30,7 +31,10 @@ def read(data_dir, topic: str) -> list[Event]:
     return [decode(topic, r.payload) for r in DataDir(data_dir).log.topic(topic).read()]
 
 
-def run(data_dir) -> None:
+def run(data_dir, applied: AppliedInputs | None = None) -> None:
+    """Process what is pending (noting in ``applied`` what that is, in the order it is applied)."""
+    if applied is not None:
+        applied.take_pending(data_dir)
     runtime = EmbeddedRuntime(data_dir, SYSTEM, processors=[PoolSchedulerProcessor()], sync=False)
     try:
         runtime.run()
@@ -83,9 +87,10 @@ def test_nightly_work_preempted_by_a_release_resumes_and_completes_through_the_e
         [request("release", "release", chips=16)],  # 25% of 32 chips is 8: two nodes is borrowing
         [request("release-small", "release")],  # within release's share: reclaims a node from nightly
     ]
+    applied = AppliedInputs()
     for events in steps:
         publish_embedded(tmp_path, events)
-        run(tmp_path)
+        run(tmp_path, applied)
     schedule = read(tmp_path, "schedule")
     preempted = [e for e in schedule if e.action == "preempted"]
     assert len(preempted) == 1 and preempted[0].work_class == "nightly" and preempted[0].lost_s == 300.0
@@ -97,15 +102,15 @@ def test_nightly_work_preempted_by_a_release_resumes_and_completes_through_the_e
         answered |= {p.run_id for p in placed}
         publish_embedded(tmp_path, [ClockTick(time=T0 + timedelta(minutes=minutes))])
         publish_embedded(tmp_path, results_of(placed, minutes))
-        run(tmp_path)
+        run(tmp_path, applied)
     schedule = read(tmp_path, "schedule")
     completed = [e.job_id for e in schedule if e.action == "completed"]
     assert sorted(completed) == sorted({e.job_id for e in schedule if e.action == "queued"}) and len(completed) == 7
     resumed = [e for e in schedule if e.action == "placed" and e.job_id == preempted[0].job_id]
     assert [e.attempt for e in resumed] == [1, 2] and resumed[1].resume_from_s == 1200.0
 
-    # the same inputs, in the order the runtime read them, through the processor alone give the same ids
-    memory = feed(PoolSchedulerProcessor(), Store(), inputs_in_log_order(tmp_path))
+    # the same inputs, in the order the runtime applied them, through the processor alone give the same ids
+    memory = feed(PoolSchedulerProcessor(), Store(), applied)
     assert [e.id for e in memory] == [e.id for e in schedule]
 
     # and the schedule is a table analysts can query: queue waits per class
@@ -134,10 +139,20 @@ def running_now(schedule: list[ScheduleEvent]) -> list[ScheduleEvent]:
     return list(running.values())
 
 
-def inputs_in_log_order(data_dir) -> list[Event]:
-    """Every input of the scheduler, merged by append time then topic order (as the runtime reads)."""
-    records = []
-    for index, topic in enumerate(PoolSchedulerProcessor.inputs):
-        for record in DataDir(data_dir).log.topic(topic).read():
-            records.append((record.timestamp_ms, index, record.offset, topic, record.payload))
-    return [decode(topic, payload) for *_, topic, payload in sorted(records)]
+class AppliedInputs(list):
+    """The scheduler's inputs in the order the runtime applies them: each run merges what is pending
+    by record time, then topic order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.offsets = dict.fromkeys(PoolSchedulerProcessor.inputs, 0)
+
+    def take_pending(self, data_dir) -> None:
+        log = DataDir(data_dir).log
+        streams = [
+            [(r.timestamp_ms, index, r.offset, topic, r.payload) for r in log.topic(topic).read() if r.offset >= start]
+            for index, (topic, start) in enumerate(self.offsets.items())
+        ]
+        for _, _, offset, topic, payload in heapq.merge(*streams):
+            self.append(decode(topic, payload))
+            self.offsets[topic] = offset + 1

@@ -159,24 +159,26 @@ class _ProcessorRunner:
 
     def step(self, batch_size: int, sync: bool, stats: ProcessorStats) -> int:
         """Process up to ``batch_size`` records; return how many."""
-        outputs: dict[str, list[Event]] = defaultdict(list)
+        outputs: dict[str, list[tuple[Event, int]]] = defaultdict(list)  # with their times
         positions: dict[str, Position] = {}
         count = 0
         for topic, record in itertools.islice(self._merged(batch_size), batch_size):
             item = self.shared.get(topic, record)
             for output in self.driver.handle_decoded(item, Origin(f"{topic}/0", record.offset)):
-                outputs[output.TOPIC].append(output)
+                # An output happened when its cause did, unless it says otherwise.
+                time_ms = output.time_ms()
+                outputs[output.TOPIC].append((output, record.timestamp_ms if time_ms is None else time_ms))
             positions[topic] = record.next
             count += 1
         if not count:
             return 0
         produced: dict[tuple[str, str], Position] = {}
-        timestamp = now_ms()
-        for topic, events in outputs.items():
-            payloads = [encode(e) for e in events if not self._already_appended(topic, e.id)]
-            if payloads:
-                produced[(self.producer, topic)] = self.log.topic(topic).append(payloads, timestamp, sync)
-            stats.outputs += len(events)
+        for topic, timed in outputs.items():
+            fresh = [(encode(e), time_ms) for e, time_ms in timed if not self._already_appended(topic, e.id)]
+            if fresh:
+                payloads, times = zip(*fresh, strict=True)
+                produced[(self.producer, topic)] = self.log.topic(topic).append(payloads, times, sync)
+            stats.outputs += len(timed)
         stats.dead_letters += len(outputs.get(DeadLetter.TOPIC, ()))
         stats.events += count
         self.checkpoint.commit(
@@ -188,7 +190,8 @@ class _ProcessorRunner:
         return count
 
     def _merged(self, limit: int) -> Iterator[tuple[str, LogRecord]]:
-        """Input records in append-time order across topics (ties: topic order, then offset)."""
+        """Input records in event-time order across topics (ties: topic order, then offset): a
+        function of each topic's records, not of how appends to different topics interleaved."""
         streams = [
             [
                 (record.timestamp_ms, index, record.offset, topic, record)

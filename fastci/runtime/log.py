@@ -1,9 +1,11 @@
 """A durable append-only log per topic: the embedded runtime's stand-in for a Kafka partition.
 
 Layout: ``<root>/<topic>/<base offset>.log`` segment files, each a run of records
-``[length u32][crc32 u32][append time ms i64][payload]``; the crc covers time and
-payload. An offset is a record's index in the topic. ``head.json`` remembers where
-the last append ended so opening a large log does not rescan it.
+``[length u32][crc32 u32][time ms i64][payload]``; the crc covers time and payload. The
+time is the record's event time where the appender knows one (the embedded runtime merges
+a processor's input topics by it), else when it was appended. An offset is a record's
+index in the topic. ``head.json`` remembers where the last append ended so opening a
+large log does not rescan it.
 
 Appends hold an exclusive ``flock`` (publishers and the runtime may append from
 different processes) and are one ``write`` per batch. A record cut short by a
@@ -61,8 +63,9 @@ class TopicLog:
 
     # ----- writing
 
-    def append(self, payloads: Sequence[bytes], timestamp_ms: int, sync: bool = True) -> Position:
-        """Append records in order; return the end position after them."""
+    def append(self, payloads: Sequence[bytes], timestamp_ms: int | Sequence[int], sync: bool = True) -> Position:
+        """Append records in order, with one time for all or one per record; return the end position
+        after them."""
         if not payloads:
             return self.end()
         with self._locked():
@@ -74,8 +77,11 @@ class TopicLog:
                 path = self._segment_path(segment)
                 end = Position(end.offset, segment, 0)
             buffer = bytearray()
-            for payload in payloads:
-                body = struct.pack("<q", timestamp_ms) + payload
+            times = [timestamp_ms] * len(payloads) if isinstance(timestamp_ms, int) else timestamp_ms
+            if len(times) != len(payloads):
+                raise ValueError(f"{len(times)} times for {len(payloads)} records")
+            for payload, time_ms in zip(payloads, times, strict=True):
+                body = struct.pack("<q", time_ms) + payload
                 buffer += struct.pack("<II", len(payload), zlib.crc32(body)) + body
             with open(path, "ab") as file:
                 file.write(buffer)

@@ -752,8 +752,8 @@ def flake_rate(outcome: FleetOutcome) -> tuple[int, int]:
 def replay_embedded(inputs: list[Event], data_dir, hours: float = 1.0) -> int:
     """Publish a simulation's input events to an embedded log an hour of simulated time at a time,
     running the embedded runtime (every processor) after each hour, as a live fleet would feed it;
-    return how many hours were published. Published all at once, the runtime would take each topic
-    in turn (one append time for everything), and node-state would see every signal before any result."""
+    return how many hours were published. Each run applies what is pending in event-time order; the
+    hours bound what one run holds, and what it decides, as the fleet's own cadence would."""
 
     def hour(event: Event) -> int:
         when = getattr(event, "time", None)
