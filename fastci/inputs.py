@@ -159,6 +159,8 @@ class EvidenceEvent(Event):
     TOPIC: ClassVar[str] = "evidence"
     KEY: ClassVar[str] = "test_id"
     IDENTITY: ClassVar[tuple[str, ...]] = ("test_id", "run_id")
+    # A test's (or a module's import) evidence replaces its last in every processor that reads it.
+    REPLACED_BY_SAME: ClassVar[tuple[str, ...]] = ("repo", "kind", "test_id")
 
     test_id: Name = Field(description="The test's node id, or the module's path for import evidence.")
     kind: Literal["test", "import"] = "test"

@@ -1,4 +1,4 @@
-"""``fastci publish``, ``run``, ``worker``, ``lag`` and ``schemas``: moving events through the runtimes."""
+"""``fastci publish``, ``run``, ``compact``, ``worker``, ``lag`` and ``schemas``: moving events through the runtimes."""
 
 from __future__ import annotations
 
@@ -29,6 +29,15 @@ def register(commands: Any) -> None:
         "--no-sync", action="store_true", help="skip fsync per batch (faster; a power cut may lose the last batches)"
     )
     run.set_defaults(func=cmd_run)
+
+    compact = commands.add_parser(
+        "compact",
+        help="drop the events a later one replaces (a test's older evidence) from the embedded log and views",
+        description="Of the events a later one replaces for every processor (a test's evidence, a module's import "
+        "evidence), keeps only the latest in the embedded log and the views, below what every processor and the "
+        "views have already read. Offsets stay; the bytes are freed where the filesystem punches holes.",
+    )
+    compact.set_defaults(func=cmd_compact)
 
     worker = commands.add_parser("worker", help="run the processors as a faust worker on Kafka")
     worker.add_argument("--processor", action="append", help="run only this processor (repeatable)")
@@ -109,6 +118,55 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, s in stats.by_processor.items():
         table.add_row(name, f"{s.events:,}", f"{s.outputs:,}", f"{s.dead_letters:,}", f"{s.seconds:.2f}")
     table.add_row("(decoding input records, once for all)", "", "", "", f"{stats.decode_seconds:.2f}")
+    console.print(table)
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from fastci.runtime.compaction import compact_topic, compactable_topics, processor_readers
+    from fastci.runtime.embedded import DataDir, RuntimeBusy
+    from fastci.views.refresh import EMBEDDED
+    from fastci.views.store import Views
+
+    data = DataDir(args.data_dir)
+    views_path = data.root / "views.duckdb"
+    table = Table(
+        "topic",
+        Column("records", justify="right"),
+        Column("removed", justify="right"),
+        Column("below offset", justify="right"),
+        Column("on disk", justify="right"),
+        Column("view rows removed", justify="right"),
+        title=f"compaction of {args.data_dir}",
+    )
+    try:
+        with data.processing():
+            try:
+                views = Views(views_path) if views_path.exists() else None
+            except duckdb.IOException as error:
+                raise UsageError(f"{views_path} is open in another process (a views refresh?): {error}") from None
+            try:
+                for topic, model in compactable_topics(SYSTEM).items():
+                    readers = processor_readers(data, SYSTEM, topic)
+                    if views is not None:
+                        readers["views"] = views.position(EMBEDDED, topic).next_offset
+                    done = compact_topic(data.log.topic(topic), model, readers)
+                    dropped = views.drop_replaced(topic, model.REPLACED_BY_SAME) if views is not None else 0
+                    table.add_row(
+                        topic,
+                        f"{done.records:,}",
+                        f"{done.removed:,}",
+                        f"{done.upto:,}",
+                        f"{done.bytes_before / 1e6:.2f} -> {done.bytes_after / 1e6:.2f} MB",
+                        f"{dropped:,}" if views is not None else "(no views)",
+                    )
+            finally:
+                if views is not None:
+                    views.close()
+    except RuntimeBusy as busy:
+        raise UsageError(str(busy)) from None
     console.print(table)
     return 0
 

@@ -96,6 +96,10 @@ class Event(Record):
     TOPIC: ClassVar[str]
     KEY: ClassVar[str]
     IDENTITY: ClassVar[tuple[str, ...]]
+    # Fields that name what an event stands for when a later event with the same values replaces it
+    # for every processor reading the topic (a test's evidence): compaction keeps only the latest.
+    # Empty: every event counts (results, signals), and the topic is never compacted.
+    REPLACED_BY_SAME: ClassVar[tuple[str, ...]] = ()
 
     id: str = Field(
         default="",

@@ -16,11 +16,12 @@ corruption and raises ``LogCorrupted``.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,10 @@ from pathlib import Path
 import orjson
 
 HEADER = struct.Struct("<IIq")
+# A gap: records compaction removed. Its header's time is GAP_TIME, its crc field the number of
+# records it stands for, its length the bytes it covers (a hole punched in the file where the
+# filesystem can). No record's time is GAP_TIME: times are milliseconds since 1970.
+GAP_TIME = -(2**63)
 SEGMENT_BYTES = 128 * 1024 * 1024
 _READ_CHUNK = 4 * 1024 * 1024
 _SUFFIX = ".log"
@@ -80,6 +85,8 @@ class TopicLog:
             times = [timestamp_ms] * len(payloads) if isinstance(timestamp_ms, int) else timestamp_ms
             if len(times) != len(payloads):
                 raise ValueError(f"{len(times)} times for {len(payloads)} records")
+            if GAP_TIME in times:
+                raise ValueError(f"time {GAP_TIME} marks a gap, not a record")
             for payload, time_ms in zip(payloads, times, strict=True):
                 body = struct.pack("<q", time_ms) + payload
                 buffer += struct.pack("<II", len(payload), zlib.crc32(body)) + body
@@ -95,72 +102,77 @@ class TopicLog:
     # ----- reading
 
     def read(self, start: Position = Position(), limit: int | None = None) -> Iterator[LogRecord]:
-        """Records from ``start`` on, in order, stopping at the end (or an incomplete record)."""
+        """Records from ``start`` on, in order, stopping at the end (or an incomplete record), at most
+        ``limit`` of them. Records compaction removed are stepped over: their offsets are skipped."""
+        yield from self._walk(start, limit)
+
+    def end(self) -> Position:
+        """The position after the last complete record (and after any gap that follows it)."""
+        position = self._read_head()
+        path = self._segment_path(position.segment)
+        if path.exists() and path.stat().st_size < position.byte:
+            position = Position(position.segment, position.segment, 0)  # stale hint: rescan the segment
+        walk = self._walk(position, None)
+        while True:
+            try:
+                next(walk)
+            except StopIteration as done:
+                return done.value
+
+    def remove(self, offsets: set[int]) -> int:
+        """Turn the records at ``offsets`` into gaps, freeing their bytes where the filesystem can
+        punch holes; return how many records were removed. Offsets and the byte positions readers
+        stored stay valid, except inside a removed record: the caller removes only records every
+        reader with a stored position has passed."""
+        removed = 0
+        with self._locked():
+            for segment in self._segments():
+                path = self._segment_path(segment)
+                runs = _runs(self._walk(Position(segment, segment, 0), None, one_segment=True), offsets)
+                if not runs:
+                    continue
+                with open(path, "r+b") as file:
+                    for first_byte, end_byte, count in runs:
+                        covered = end_byte - first_byte - HEADER.size
+                        file.seek(first_byte)
+                        file.write(HEADER.pack(covered, count, GAP_TIME))
+                        file.flush()
+                        _punch_hole(file.fileno(), first_byte + HEADER.size, covered)
+                        removed += count
+                    os.fsync(file.fileno())
+        return removed
+
+    # ----- internals
+
+    def _walk(
+        self, start: Position, limit: int | None, one_segment: bool = False
+    ) -> Generator[LogRecord, None, Position]:
+        """Records from ``start``, crossing into following segments (unless ``one_segment``);
+        returns the position after everything read, a trailing gap included."""
         position, remaining = start, limit
         while True:
             path = self._segment_path(position.segment)
             if not path.exists():
                 if position == Position():
-                    return  # an empty topic
+                    return position  # an empty topic
                 raise LogCorrupted(f"{self.topic}: segment {path.name} is missing")
-            for record in self._read_segment(path, position, remaining):
-                position = record.next
+            reader = _SegmentReader(self.topic, path, position)
+            for record in reader.records(remaining):
                 yield record
-            if remaining is not None:
-                remaining = limit - (position.offset - start.offset)  # type: ignore[operator]
-                if remaining <= 0:
-                    return
+                if remaining is not None:
+                    remaining -= 1
+            position = reader.position
+            if one_segment or (remaining is not None and remaining <= 0):
+                return position
             # At the end of this segment: continue into the next one if it starts here.
             following = self._segment_path(position.offset)
             if position.offset != position.segment and following.exists() and position.byte == path.stat().st_size:
                 position = Position(position.offset, position.offset, 0)
                 continue
-            return
+            return position
 
-    def end(self) -> Position:
-        """The position after the last complete record."""
-        position = self._read_head()
-        path = self._segment_path(position.segment)
-        if path.exists() and path.stat().st_size < position.byte:
-            position = Position(position.segment, position.segment, 0)  # stale hint: rescan the segment
-        for record in self.read(position):
-            position = record.next
-        return position
-
-    def _read_segment(self, path: Path, start: Position, limit: int | None) -> Iterator[LogRecord]:
-        offset, byte = start.offset, start.byte
-        with open(path, "rb") as file:
-            file.seek(byte)
-            buffer = b""
-            cursor = 0
-            produced = 0
-            while limit is None or produced < limit:
-                if len(buffer) - cursor < HEADER.size:
-                    chunk = file.read(_READ_CHUNK)
-                    if not chunk:
-                        return
-                    buffer = buffer[cursor:] + chunk
-                    cursor = 0
-                    continue
-                length, crc, timestamp = HEADER.unpack_from(buffer, cursor)
-                end = cursor + HEADER.size + length
-                if end > len(buffer):
-                    chunk = file.read(max(_READ_CHUNK, end - len(buffer)))
-                    if not chunk:
-                        return  # incomplete record: being written, or cut short by a crash
-                    buffer = buffer[cursor:] + chunk
-                    cursor = 0
-                    continue
-                if zlib.crc32(buffer[cursor + 8 : end]) != crc:
-                    raise LogCorrupted(f"{self.topic}: crc mismatch at offset {offset} ({path.name}, byte {byte})")
-                payload = buffer[cursor + HEADER.size : end]
-                byte += HEADER.size + length
-                offset += 1
-                produced += 1
-                cursor = end
-                yield LogRecord(offset - 1, timestamp, payload, Position(offset, start.segment, byte))
-
-    # ----- internals
+    def _segments(self) -> list[int]:
+        return sorted(int(p.name[: -len(_SUFFIX)]) for p in self.dir.glob(f"*{_SUFFIX}"))
 
     def _segment_path(self, base: int) -> Path:
         return self.dir / f"{base:020d}{_SUFFIX}"
@@ -191,7 +203,7 @@ class TopicLog:
             return self._first_position()
 
     def _first_position(self) -> Position:
-        bases = sorted(int(p.name[: -len(_SUFFIX)]) for p in self.dir.glob(f"*{_SUFFIX}"))
+        bases = self._segments()
         return Position(bases[0], bases[0], 0) if bases else Position()
 
     def _write_head(self, position: Position) -> None:
@@ -200,6 +212,91 @@ class TopicLog:
             orjson.dumps({"offset": position.offset, "segment": position.segment, "byte": position.byte})
         )
         os.replace(temporary, self._head_file)
+
+
+def _runs(records: Iterator[LogRecord], offsets: set[int]) -> list[tuple[int, int, int]]:
+    """(first byte, end byte, records) of each run of adjacent records of one segment to remove."""
+    runs: list[list[int]] = []  # [first byte, end byte, count]
+    last_end = -1  # end byte of the previous record, when it is being removed
+    for record in records:
+        start_byte = record.next.byte - HEADER.size - len(record.payload)
+        if record.offset not in offsets:
+            last_end = -1
+        elif start_byte == last_end:  # right after the last removed record: the run grows
+            runs[-1][1] += record.next.byte - start_byte
+            runs[-1][2] += 1
+            last_end = record.next.byte
+        else:
+            runs.append([start_byte, record.next.byte, 1])
+            last_end = record.next.byte
+    return [(first, end, count) for first, end, count in runs]
+
+
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+
+
+def _punch_hole(fd: int, offset: int, length: int) -> bool:
+    """Free the file's blocks in [offset, offset + length), size unchanged; False where the
+    filesystem (or platform) cannot, and the bytes then stay, unread."""
+    if length <= 0:
+        return True
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fallocate = libc.fallocate
+    except (OSError, AttributeError):
+        return False
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length) == 0
+
+
+class _SegmentReader:
+    """Reads one segment from a position: its records, stepping over gaps (what compaction removed)."""
+
+    def __init__(self, topic: str, path: Path, start: Position) -> None:
+        self.topic = topic
+        self.path = path
+        self.position = start  # after everything read so far
+
+    def records(self, limit: int | None) -> Iterator[LogRecord]:
+        offset, byte, segment = self.position.offset, self.position.byte, self.position.segment
+        with open(self.path, "rb") as file:
+            file.seek(byte)
+            buffer = b""
+            cursor = 0
+            produced = 0
+            while limit is None or produced < limit:
+                if len(buffer) - cursor < HEADER.size:
+                    chunk = file.read(_READ_CHUNK)
+                    if not chunk:
+                        return
+                    buffer = buffer[cursor:] + chunk
+                    cursor = 0
+                    continue
+                length, crc, timestamp = HEADER.unpack_from(buffer, cursor)
+                if timestamp == GAP_TIME:  # a gap: ``crc`` holds how many records it stands for
+                    byte += HEADER.size + length
+                    offset += crc
+                    self.position = Position(offset, segment, byte)
+                    file.seek(byte)  # its body is a hole in the file: not read
+                    buffer, cursor = b"", 0
+                    continue
+                end = cursor + HEADER.size + length
+                if end > len(buffer):
+                    chunk = file.read(max(_READ_CHUNK, end - len(buffer)))
+                    if not chunk:
+                        return  # incomplete record: being written, or cut short by a crash
+                    buffer = buffer[cursor:] + chunk
+                    cursor = 0
+                    continue
+                if zlib.crc32(buffer[cursor + 8 : end]) != crc:
+                    raise LogCorrupted(f"{self.topic}: crc mismatch at offset {offset} ({self.path.name}, byte {byte})")
+                payload = buffer[cursor + HEADER.size : end]
+                byte += HEADER.size + length
+                offset += 1
+                produced += 1
+                cursor = end
+                self.position = Position(offset, segment, byte)
+                yield LogRecord(offset - 1, timestamp, payload, self.position)
 
 
 class Log:

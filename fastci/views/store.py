@@ -153,6 +153,21 @@ class Views:
         finally:
             os.unlink(name)
 
+    def drop_replaced(self, topic: str, fields: tuple[str, ...]) -> int:
+        """Delete the event rows of ``topic`` a later row (in the same partition) with the same
+        ``fields`` replaces, as compaction removes them from the log; return how many."""
+        table = quote(topic_table(topic).name)
+        same = " AND ".join(f"later.{quote(f)} IS NOT DISTINCT FROM {table}.{quote(f)}" for f in fields)
+        condition = (
+            f"EXISTS (SELECT 1 FROM {table} AS later WHERE {same} AND later._partition = {table}._partition "
+            f"AND later._offset > {table}._offset)"
+        )
+        [(count,)] = self.con.execute(f"SELECT count(*) FROM {table} WHERE {condition}").fetchall()
+        if count:
+            self.con.execute(f"DELETE FROM {table} WHERE {condition}")
+            self.con.execute("CHECKPOINT")
+        return count
+
     # ----- querying
 
     def query(self, sql: str, parameters: list | None = None) -> tuple[list[str], list[tuple]]:
