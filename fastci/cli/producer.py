@@ -1,4 +1,5 @@
-"""``fastci spool drain|status``: send what producers spooled while their target was down."""
+"""``fastci spool drain|status``: send what producers spooled while their target was down; ``fastci import``:
+past CI history (JUnit XML, results as JSON lines) published as results."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fastci.cli.base import console, kafka_settings
+from fastci.cli.base import UsageError, console, kafka_settings, progress_bar
 
 
 def register(commands: Any) -> None:
@@ -25,6 +26,113 @@ def register(commands: Any) -> None:
             "--spool", type=Path, help="spool directory (default <data dir>/spool/<target>, as the pytest plugin uses)"
         )
         action.set_defaults(func=func)
+    _register_import(commands)
+
+
+def _register_import(commands: Any) -> None:
+    history = commands.add_parser(
+        "import",
+        help="publish past CI history (JUnit XML files, results as JSON lines) as results; resumable",
+        description="Reads each FILE as a stream and publishes its test outcomes as results, in batches. A killed "
+        "import resumes where it stopped, and a file imported once is skipped (progress in <data dir>/import/). "
+        "JUnit: the run context (repo, commit, trigger, node, bundle) comes from the options, $FASTCI_* and the "
+        "git work tree as for pytest --fastci-results; <property name=commit|repo|run_id> in a file overrides "
+        "them. An outcome that is not a valid result is refused with its file and line, onto dead-letters.",
+    )
+    history.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    history.add_argument("--format", choices=("junit", "jsonl"), help="default: by suffix (.xml, .jsonl/.json)")
+    history.add_argument(
+        "--root",
+        type=Path,
+        help="the repository's work tree, to tell modules from classes in "
+        "JUnit class names (default: the current directory)",
+    )
+    history.add_argument("--run-id", help="JUnit: the run id of every file's results (default: a hash of the file)")
+    history.add_argument("--repo", help="JUnit: repository (default $FASTCI_REPO, else the git remote)")
+    history.add_argument("--commit", help="JUnit: commit tested (default $FASTCI_COMMIT, else git HEAD)")
+    history.add_argument("--trigger", help="JUnit: nightly, presubmit, ... (default $FASTCI_TRIGGER, else dev)")
+    history.add_argument("--node-id", help="JUnit: the node that ran them (default $FASTCI_NODE_ID, else this host)")
+    history.add_argument("--bundle-file", help="JUnit: bundle TOML (default $FASTCI_BUNDLE_FILE; none: a plain repo)")
+    history.add_argument("--batch", type=int, default=5000, help="outcomes per publish and progress record")
+    history.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
+    history.set_defaults(func=cmd_import)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from fastci.producer.context import ContextError, load_context
+    from fastci.producer.history import format_of, import_file
+    from fastci.producer.junit import JUnitError
+    from fastci.runtime.publish import publish_embedded, publish_kafka
+
+    missing = [str(path) for path in args.files if not path.is_file()]
+    if missing:
+        raise UsageError(f"no such file: {', '.join(missing)}")
+    if args.batch < 1:
+        raise UsageError(f"--batch: must be at least 1 (got {args.batch})")
+    try:
+        formats = {path: format_of(path, args.format) for path in args.files}
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    root = (args.root or Path.cwd()).resolve()
+    context = None
+    if "junit" in formats.values():
+        try:
+            context = load_context(
+                args.bundle_file,
+                cwd=root,
+                repo=args.repo,
+                commit=args.commit,
+                trigger=args.trigger,
+                node_id=args.node_id,
+            )
+        except ContextError as error:
+            raise UsageError(f"import: {error}") from None
+    if args.kafka:
+        settings = kafka_settings(args)
+        where = f"Kafka at {settings.bootstrap}"
+
+        def publish(events: list) -> None:
+            publish_kafka(settings, events)
+    else:
+        where = f"the embedded log in {args.data_dir}"
+
+        def publish(events: list) -> None:
+            publish_embedded(args.data_dir, events)
+
+    published = refused = 0
+    failed = False
+    with progress_bar() as bar:
+        for path, fmt in formats.items():
+            task = bar.add_task(str(path), total=path.stat().st_size or 1)
+            try:
+                report = import_file(
+                    path,
+                    fmt,
+                    context,
+                    publish,
+                    Path(args.data_dir) / "import",
+                    root=root,
+                    run_id=args.run_id,
+                    batch=args.batch,
+                    progress=lambda _, done, total, task=task: bar.update(task, completed=done),
+                )
+            except JUnitError as error:
+                console.print(f"[red]error:[/red] {error}; the outcomes before it were published", highlight=False)
+                failed = True
+                continue
+            published += report.published
+            refused += len(report.refused)
+            if report.already:
+                console.print(f"{path}: imported before, skipped", highlight=False)
+                continue
+            resumed = f" (resumed after {report.resumed_at:,})" if report.resumed_at else ""
+            console.print(f"{path}: {report.published:,} result(s) published{resumed}", highlight=False)
+            for line in report.refused[:20]:
+                console.print(f"  refused {line}", highlight=False, markup=False)
+            if len(report.refused) > 20:
+                console.print(f"  ... and {len(report.refused) - 20} more (see the dead_letters view)")
+    console.print(f"imported {published:,} result(s) into {where}; {refused:,} refused onto dead-letters")
+    return 1 if failed or refused else 0
 
 
 def _target_and_spool(args: argparse.Namespace) -> tuple[Any, Path]:

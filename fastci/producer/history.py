@@ -1,0 +1,181 @@
+"""``fastci import``: past CI history (JUnit XML files, results as JSON lines) published as results.
+
+Each file is read as a stream and published in batches. After each batch the file's progress (how
+many of its outcomes are published) is written to ``<data dir>/import/``, so an import killed
+part-way resumes where it stopped and a file imported once is not published again; the results'
+ids are deterministic too (a JUnit file's run id defaults to a hash of its bytes), so a batch
+published twice around a kill is the same events. An outcome that does not make a valid result is
+refused with its file and line, and lands on dead-letters like any refused event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fastci.core.codec import InvalidEvent
+from fastci.core.dead_letters import FieldError
+from fastci.core.events import Event
+from fastci.producer.context import RunContext
+from fastci.producer.junit import read_cases, test_id
+from fastci.producer.lines import check_event
+
+SOURCE = "import"
+FORMATS = ("junit", "jsonl")
+Publish = Callable[[list[Event]], None]
+Progress = Callable[[Path, int, int], None]  # (file, bytes read, bytes in all)
+
+
+@dataclass
+class FileReport:
+    path: Path
+    published: int = 0  # outcomes published by this import
+    resumed_at: int = 0  # outcomes an earlier, interrupted import had published
+    refused: list[str] = field(default_factory=list)  # "FILE:LINE: why"
+    already: bool = False  # imported before: nothing published
+
+
+def format_of(path: Path, given: str | None) -> str:
+    if given:
+        return given
+    suffix = path.suffix.lower()
+    if suffix == ".xml":
+        return "junit"
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    raise ValueError(f"{path}: cannot tell the format from '{suffix or 'no suffix'}' (pass --format junit|jsonl)")
+
+
+def import_file(
+    path: Path,
+    fmt: str,
+    context: RunContext,
+    publish: Publish,
+    progress_dir: Path,
+    root: Path | None = None,
+    run_id: str | None = None,
+    batch: int = 5000,
+    progress: Progress | None = None,
+) -> FileReport:
+    """Publish ``path``'s outcomes after those an earlier import of it published."""
+    report = FileReport(path)
+    marker = progress_dir / f"{_file_key(path)}.json"
+    saved = orjson.loads(marker.read_bytes()) if marker.exists() else {"done": 0, "complete": False}
+    if saved["complete"]:
+        report.already = True
+        return report
+    report.resumed_at = done = saved["done"]
+    size = path.stat().st_size
+    outcomes = (
+        _junit_outcomes(path, context, root, run_id or _run_id(path)) if fmt == "junit" else _jsonl_outcomes(path)
+    )
+    pending: list[Event] = []
+    seen = 0
+
+    def flush(complete: bool) -> None:
+        nonlocal pending
+        if pending:
+            publish(pending)
+        progress_dir.mkdir(parents=True, exist_ok=True)
+        temporary = marker.with_suffix(".tmp")
+        temporary.write_bytes(orjson.dumps({"path": str(path), "done": seen, "complete": complete}))
+        os.replace(temporary, marker)
+        pending = []
+
+    for line, event, position in outcomes:
+        seen += 1
+        if seen <= done:
+            continue
+        if isinstance(event, InvalidEvent):
+            report.refused.append(f"{path}:{line}: {event}")
+            pending.append(event.dead_letter(SOURCE))
+        else:
+            pending.append(event)
+            report.published += 1
+        if len(pending) >= batch:
+            flush(False)
+            if progress:
+                progress(path, position, size)
+    flush(True)
+    if progress:
+        progress(path, size, size)
+    return report
+
+
+def _junit_outcomes(
+    path: Path, context: RunContext, root: Path | None, run_id: str
+) -> Iterator[tuple[int, Event | InvalidEvent, int]]:
+    base = context.model_dump(mode="json")
+    for case in read_cases(path):
+        position = case.byte
+        identity = test_id(case.attributes, root)
+        document: dict[str, Any] = {
+            **base,
+            "run_id": case.properties.get("run_id") or run_id,
+            "status": case.status,
+            "duration_s": _duration(case.attributes.get("time")),
+            "time": case.finished.isoformat() if case.finished else None,
+        }
+        for name in ("commit", "repo"):
+            if case.properties.get(name):
+                document[name] = case.properties[name]
+        raw = orjson.dumps({"test_id": identity, **document})
+        if identity is None:
+            reason = "a <testcase> needs a 'name' attribute"
+            yield case.line, InvalidEvent("results", [FieldError(field="test_id", reason=reason)], raw), position
+            continue
+        try:
+            yield case.line, check_event("results", raw), position
+        except InvalidEvent as error:
+            yield case.line, error, position
+
+
+def _jsonl_outcomes(path: Path) -> Iterator[tuple[int, Event | InvalidEvent, int]]:
+    position = 0
+    with open(path, "rb") as file:
+        for number, line in enumerate(file, start=1):
+            position += len(line)
+            if not line.strip():
+                continue
+            try:
+                document = orjson.loads(line)
+            except orjson.JSONDecodeError as error:
+                reason = f"malformed JSON: {error}"
+                yield number, InvalidEvent("results", [FieldError(field="", reason=reason)], line.strip()), position
+                continue
+            if isinstance(document, dict) and isinstance(document.get("topic"), str) and "event" in document:
+                topic, raw = document["topic"], orjson.dumps(document["event"])
+            else:
+                topic, raw = "results", line.strip()
+            try:
+                yield number, check_event(topic, raw), position
+            except InvalidEvent as error:
+                yield number, error, position
+
+
+def _duration(text: str | None) -> float | str:
+    try:
+        return float(text) if text else 0.0
+    except ValueError:
+        return text  # validation names it
+
+
+def _run_id(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return f"junit-{digest.hexdigest()[:16]}"
+
+
+def _file_key(path: Path) -> str:
+    """The same file (by path, size and modification time) maps to the same progress record."""
+    stat = path.stat()
+    text = f"{path.resolve()}\x1f{stat.st_size}\x1f{stat.st_mtime_ns}"
+    return hashlib.sha256(text.encode()).hexdigest()[:24]

@@ -1,0 +1,163 @@
+"""``fastci import``: a real pytest run's JUnit XML becomes results with pytest's own node ids; an
+import killed part-way resumes without publishing anything twice; bad input is named by file and line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from test_evidence_collect import committed_project, git
+
+from fastci.cli.main import main
+from fastci.inputs import ResultEvent
+from fastci.producer.context import load_context
+from fastci.producer.history import import_file
+from fastci.runtime.embedded import DataDir
+
+TESTS = """
+import pytest
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup fails")
+
+def test_plain():
+    pass
+
+def test_fails():
+    assert 1 == 2
+
+@pytest.mark.skip(reason="not today")
+def test_skipped():
+    pass
+
+def test_setup_error(broken):
+    pass
+
+class TestModel:
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_forward(self, n):
+        pass
+
+    class TestNested:
+        def test_deep(self):
+            pass
+"""
+
+
+@pytest.fixture
+def junit(tmp_path) -> tuple[Path, Path, list[str]]:
+    """A project, the JUnit XML of a real pytest run of it, and pytest's node ids."""
+    project = committed_project(
+        tmp_path / "proj", {"tests/test_model.py": TESTS, "tests/sub/test_more.py": "def test_x(): pass\n"}
+    )
+    (project / "tests" / "sub" / "__init__.py").write_text("")
+    report = tmp_path / "report.xml"
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "tests"]
+    subprocess.run([*run, f"--junitxml={report}"], cwd=project, capture_output=True)
+    collected = subprocess.run([*run, "--collect-only"], cwd=project, capture_output=True, text=True).stdout
+    node_ids = [line for line in collected.splitlines() if "::" in line]
+    return project, report, node_ids
+
+
+def results(data: Path) -> list[ResultEvent]:
+    return [ResultEvent.model_validate_json(r.payload) for r in DataDir(data).log.topic("results").read()]
+
+
+def test_a_pytest_junit_report_becomes_results_with_pytests_node_ids_and_statuses(junit, tmp_path, capfd):
+    project, report, node_ids = junit
+    data = tmp_path / "data"
+    assert main(["--data-dir", str(data), "import", str(report), "--root", str(project), "--trigger", "nightly"]) == 0
+    imported = {r.test_id: r for r in results(data)}
+    assert sorted(imported) == sorted(node_ids)  # pytest's own ids, classes and parameters included
+    assert {t: r.status for t, r in imported.items() if r.status != "passed"} == {
+        "tests/test_model.py::test_fails": "failed",
+        "tests/test_model.py::test_skipped": "skipped",
+        "tests/test_model.py::test_setup_error": "error",
+    }
+    head = git(project, "rev-parse", "HEAD")
+    assert {(r.repo, r.commit, r.trigger) for r in imported.values()} == {("proj", head, "nightly")}
+    assert len({r.run_id for r in imported.values()}) == 1 and all(r.time is not None for r in imported.values())
+    assert "8 result(s) published" in capfd.readouterr().err
+
+    # Imported again: skipped, nothing published twice.
+    assert main(["--data-dir", str(data), "import", str(report), "--root", str(project)]) == 0
+    assert "imported before, skipped" in capfd.readouterr().err
+    assert len(results(data)) == 8
+    # And the runtime takes them like any results.
+    assert main(["--data-dir", str(data), "run"]) == 0
+
+
+def test_without_the_work_tree_classes_are_told_from_modules_by_their_names(junit, tmp_path):
+    project, report, node_ids = junit
+    data = tmp_path / "data"
+    assert main(["--data-dir", str(data), "import", str(report), "--root", str(tmp_path), "--commit", "abcdef1",
+                 "--repo", "acme/proj"]) == 0  # fmt: skip
+    assert sorted(r.test_id for r in results(data)) == sorted(node_ids)
+
+
+def test_an_import_killed_part_way_resumes_where_it_stopped(junit, tmp_path):
+    project, report, node_ids = junit
+    data = tmp_path / "data"
+    context = load_context(cwd=project)
+    published: list[list] = []
+
+    def dies_after_two_batches(events: list) -> None:
+        if len(published) == 2:
+            raise KeyboardInterrupt  # a kill between two batches
+        published.append(events)
+
+    with pytest.raises(KeyboardInterrupt):
+        import_file(report, "junit", context, dies_after_two_batches, data / "import", root=project, batch=3)
+    assert [len(b) for b in published] == [3, 3]
+    report_after = import_file(report, "junit", context, published.append, data / "import", root=project, batch=3)
+    assert report_after.resumed_at == 6 and report_after.published == 2
+    ids = [e.id for batch in published for e in batch]
+    assert len(ids) == len(set(ids)) == len(node_ids)
+
+
+def test_bad_input_is_named_by_file_and_line_and_dead_lettered(tmp_path, capfd):
+    data = tmp_path / "data"
+    xml = tmp_path / "bad.xml"
+    xml.write_text(
+        '<?xml version="1.0"?>\n<testsuites><testsuite timestamp="2026-12-01T02:00:00">\n'
+        '<testcase classname="tests.test_a" name="test_ok" time="0.5"/>\n'
+        '<testcase classname="tests.test_a" time="0.1"/>\n'  # no name
+        '<testcase classname="tests.test_a" name="test_neg" time="-3"/>\n'
+        "</testsuite></testsuites>\n"
+    )
+    args = [
+        "--data-dir",
+        str(data),
+        "import",
+        str(xml),
+        "--commit",
+        "abcdef1",
+        "--repo",
+        "acme/a",
+        "--root",
+        str(tmp_path),
+    ]
+    assert main(args) == 1
+    err = capfd.readouterr().err
+    assert f"refused {xml}:4: " in err and "test_id" in err and "'name'" in err
+    assert f"refused {xml}:5: " in err and "duration_s" in err  # a negative time
+    assert [r.test_id for r in results(data)] == ["tests/test_a.py::test_ok"]
+    dead = [orjson.loads(r.payload) for r in DataDir(data).log.topic("dead-letters").read()]
+    assert [(d["topic"], d["source"]) for d in dead] == [("results", "import")] * 2
+
+    cut = tmp_path / "cut.xml"
+    cut.write_text(xml.read_text()[:200])  # a file cut short
+    assert main(["--data-dir", str(data), "import", str(cut), "--commit", "abcdef1", "--repo", "acme/a"]) == 1
+    assert f"{cut}:" in capfd.readouterr().err
+
+    lines = tmp_path / "history.jsonl"
+    good = results(data)[0].model_dump(mode="json", exclude={"id"})
+    bad = {**good, "run_id": "old-2", "status": "meh"}
+    lines.write_bytes(orjson.dumps({**good, "run_id": "old-1"}) + b"\n{not json\n" + orjson.dumps(bad) + b"\n")
+    assert main(["--data-dir", str(data), "import", str(lines)]) == 1
+    err = capfd.readouterr().err
+    assert f"{lines}:2: " in err and "malformed JSON" in err and f"{lines}:3: " in err and "status" in err
