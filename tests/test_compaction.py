@@ -41,6 +41,15 @@ def test_removed_records_become_a_gap_readers_step_over_with_offsets_and_positio
     assert [r.payload for r in log.read(after_four)][-1] == b"new"
 
 
+def test_a_reader_that_read_a_record_s_header_before_it_was_removed_steps_over_the_gap(tmp_path):
+    log = TopicLog(tmp_path, "evidence")
+    log.append([b"first", b"x" * (6 << 20), b"last"], 1)  # the middle record is longer than a read chunk
+    reader = log.read()
+    assert next(reader).payload == b"first"  # its chunk holds the next record's header, not all its bytes
+    log.remove({1})
+    assert [(r.offset, r.payload) for r in reader] == [(2, b"last")]
+
+
 def test_a_gap_at_the_end_of_a_segment_does_not_stop_readers_crossing_into_the_next(tmp_path, monkeypatch):
     monkeypatch.setattr(log_module, "SEGMENT_BYTES", 64)
     log = TopicLog(tmp_path, "evidence")

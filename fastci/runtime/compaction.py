@@ -7,6 +7,8 @@ only below every reader's stored position (the processors' in the checkpoint, th
 applied it. Offsets and byte positions stay valid (``TopicLog.remove`` turns the records into
 gaps). A processor replaying the log from the start reaches the same state, since each of these
 events replaces its predecessor there too; the decisions made between the two are not replayed.
+Compaction holds the runtime lock; a reader starting from the beginning meanwhile (a first views
+refresh) either reads a removed record whole or steps over its gap.
 """
 
 from __future__ import annotations
