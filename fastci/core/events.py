@@ -17,9 +17,9 @@ from pydantic_core import PydanticCustomError
 
 ID_HEX_CHARS = 32  # 128 bits of sha256: collisions are not a practical concern
 _SEPARATOR = "\x1f"  # ASCII unit separator: cannot occur in any validated name
-ID_MISMATCH = "id_mismatch"
+ID_MISMATCH = "id_mismatch"  # pydantic error type of a given id that is not the derived one
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MILLISECOND = timedelta(milliseconds=1)  # pydantic error type of a given id that is not the derived one
+_MILLISECOND = timedelta(milliseconds=1)
 
 
 def derive_id(*parts: object) -> str:
