@@ -14,7 +14,7 @@ from test_evidence_collect import committed_project, git
 from fastci.cli.main import main
 from fastci.inputs import ResultEvent
 from fastci.producer.context import load_context
-from fastci.producer.history import import_file
+from fastci.producer.history import EmbeddedTarget, import_file
 from fastci.runtime.embedded import DataDir
 
 TESTS = """
@@ -99,24 +99,46 @@ def test_without_the_work_tree_classes_are_told_from_modules_by_their_names(juni
     assert sorted(r.test_id for r in results(data)) == sorted(node_ids)
 
 
-def test_an_import_killed_part_way_resumes_where_it_stopped(junit, tmp_path):
+class ListTarget:
+    """A target that holds what it was given, in order, and dies on the publish ``dies_at`` (1-based):
+    before appending (``after=False``) or after (a kill between the publish and the progress record)."""
+
+    def __init__(self, dies_at: int | None = None, after: bool = False) -> None:
+        self.events: list = []
+        self.publishes = 0
+        self.dies_at, self.after = dies_at, after
+
+    def publish(self, events: list) -> None:
+        self.publishes += 1
+        dying = self.publishes == self.dies_at
+        if dying and not self.after:
+            raise KeyboardInterrupt
+        self.events.extend(events)
+        if dying:
+            raise KeyboardInterrupt
+
+    def mark(self) -> int:
+        return len(self.events)
+
+    def ids_since(self, mark: int) -> set[str]:
+        return {e.id for e in self.events[mark:]}
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-publishing", "after-publishing"])
+def test_an_import_killed_part_way_resumes_where_it_stopped_publishing_each_result_once(junit, tmp_path, after):
     project, report, node_ids = junit
-    data = tmp_path / "data"
     context = load_context(cwd=project)
-    published: list[list] = []
-
-    def dies_after_two_batches(events: list) -> None:
-        if len(published) == 2:
-            raise KeyboardInterrupt  # a kill between two batches
-        published.append(events)
-
+    progress = tmp_path / "data" / "import"
+    target = ListTarget(dies_at=3, after=after)  # killed at the third batch of 3
     with pytest.raises(KeyboardInterrupt):
-        import_file(report, "junit", context, dies_after_two_batches, data / "import", root=project, batch=3)
-    assert [len(b) for b in published] == [3, 3]
-    report_after = import_file(report, "junit", context, published.append, data / "import", root=project, batch=3)
-    assert report_after.resumed_at == 6 and report_after.published == 2
-    ids = [e.id for batch in published for e in batch]
-    assert len(ids) == len(set(ids)) == len(node_ids)
+        import_file(report, "junit", context, target, progress, root=project, batch=3)
+    assert len(target.events) == (8 if after else 6)
+    target.dies_at = None
+    resumed = import_file(report, "junit", context, target, progress, root=project, batch=3)
+    assert resumed.resumed_at == 6 and resumed.published == (0 if after else 2)
+    ids = [e.id for e in target.events]
+    assert len(ids) == len(set(ids)) == len(node_ids)  # every result once
+    assert import_file(report, "junit", context, target, progress, root=project).already
 
 
 def test_bad_input_is_named_by_file_and_line_and_dead_lettered(tmp_path, capfd):
@@ -161,3 +183,15 @@ def test_bad_input_is_named_by_file_and_line_and_dead_lettered(tmp_path, capfd):
     assert main(["--data-dir", str(data), "import", str(lines)]) == 1
     err = capfd.readouterr().err
     assert f"{lines}:2: " in err and "malformed JSON" in err and f"{lines}:3: " in err and "status" in err
+
+
+def test_the_embedded_log_tells_which_events_it_took_since_a_mark(junit, tmp_path):
+    project, report, _ = junit
+    data = tmp_path / "data"
+    target = EmbeddedTarget(data, ("results", "dead-letters"))
+    assert main(["--data-dir", str(data), "import", str(report), "--root", str(project), "--batch", "3"]) == 0
+    mark = target.mark()
+    assert target.ids_since(mark) == set()
+    later = ResultEvent.model_validate({**results(data)[0].model_dump(exclude={"id"}), "run_id": "later"})
+    target.publish([later])
+    assert target.ids_since(mark) == {later.id}

@@ -60,9 +60,10 @@ def _register_import(commands: Any) -> None:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from fastci.producer.context import ContextError, load_context
-    from fastci.producer.history import format_of, import_file
+    from fastci.producer.history import EmbeddedTarget, PublishOnly, format_of, import_file
     from fastci.producer.junit import JUnitError
-    from fastci.runtime.publish import publish_embedded, publish_kafka
+    from fastci.runtime.publish import publish_kafka
+    from fastci.topology import DEAD_LETTERS, SYSTEM
 
     missing = [str(path) for path in args.files if not path.is_file()]
     if missing:
@@ -90,14 +91,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.kafka:
         settings = kafka_settings(args)
         where = f"Kafka at {settings.bootstrap}"
-
-        def publish(events: list) -> None:
-            publish_kafka(settings, events)
+        target = PublishOnly(lambda events: publish_kafka(settings, events))
     else:
         where = f"the embedded log in {args.data_dir}"
-
-        def publish(events: list) -> None:
-            publish_embedded(args.data_dir, events)
+        target = EmbeddedTarget(Path(args.data_dir), (*SYSTEM.input_topics, DEAD_LETTERS))
 
     published = refused = 0
     failed = False
@@ -109,7 +106,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                     path,
                     fmt,
                     context,
-                    publish,
+                    target,
                     Path(args.data_dir) / "import",
                     root=root,
                     run_id=args.run_id,

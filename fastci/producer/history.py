@@ -4,7 +4,8 @@ Each file is read as a stream and published in batches. After each batch the fil
 many of its outcomes are published) is written to ``<data dir>/import/``, so an import killed
 part-way resumes where it stopped and a file imported once is not published again; the results'
 ids are deterministic too (a JUnit file's run id defaults to a hash of its bytes), so a batch
-published twice around a kill is the same events. An outcome that does not make a valid result is
+published twice around a kill is the same events, and on the embedded log an interrupted batch is
+completed with just what it lacks. An outcome that does not make a valid result is
 refused with its file and line, and lands on dead-letters like any refused event.
 """
 
@@ -13,14 +14,14 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from fastci.core.codec import InvalidEvent
-from fastci.core.dead_letters import FieldError
+from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event
 from fastci.producer.context import RunContext
 from fastci.producer.junit import read_cases, test_id
@@ -52,18 +53,34 @@ def format_of(path: Path, given: str | None) -> str:
     raise ValueError(f"{path}: cannot tell the format from '{suffix or 'no suffix'}' (pass --format junit|jsonl)")
 
 
+class Target(Protocol):
+    """Where an import publishes, and what it can tell about what it already holds."""
+
+    def publish(self, events: list[Event]) -> None: ...
+
+    def mark(self) -> Any:
+        """Where the target ends now (JSON), or None when it cannot say."""
+
+    def ids_since(self, mark: Any) -> set[str]:
+        """The ids of the events appended since ``mark``."""
+
+
 def import_file(
     path: Path,
     fmt: str,
-    context: RunContext,
-    publish: Publish,
+    context: RunContext | None,
+    target: Target,
     progress_dir: Path,
     root: Path | None = None,
     run_id: str | None = None,
     batch: int = 5000,
     progress: Progress | None = None,
 ) -> FileReport:
-    """Publish ``path``'s outcomes after those an earlier import of it published."""
+    """Publish ``path``'s outcomes after those an earlier import of it published.
+
+    Before each batch the progress record notes the batch and where the target ended; a kill
+    between the two leaves that note, and the next import publishes only the batch's events the
+    target does not hold (a target that cannot tell gets the batch again: the same ids)."""
     report = FileReport(path)
     marker = progress_dir / f"{_file_key(path)}.json"
     saved = orjson.loads(marker.read_bytes()) if marker.exists() else {"done": 0, "complete": False}
@@ -71,6 +88,7 @@ def import_file(
         report.already = True
         return report
     report.resumed_at = done = saved["done"]
+    in_flight = saved.get("in_flight")
     size = path.stat().st_size
     outcomes = (
         _junit_outcomes(path, context, root, run_id or _run_id(path)) if fmt == "junit" else _jsonl_outcomes(path)
@@ -78,14 +96,25 @@ def import_file(
     pending: list[Event] = []
     seen = 0
 
-    def flush(complete: bool) -> None:
-        nonlocal pending
-        if pending:
-            publish(pending)
+    def record(state: dict[str, Any]) -> None:
         progress_dir.mkdir(parents=True, exist_ok=True)
         temporary = marker.with_suffix(".tmp")
-        temporary.write_bytes(orjson.dumps({"path": str(path), "done": seen, "complete": complete}))
+        temporary.write_bytes(orjson.dumps({"path": str(path), **state}))
         os.replace(temporary, marker)
+
+    def flush(complete: bool) -> None:
+        nonlocal pending, done
+        if pending:
+            if in_flight is not None and seen == in_flight["until"]:  # the batch a kill interrupted
+                held = target.ids_since(in_flight["mark"]) if in_flight["mark"] is not None else set()
+                pending = [event for event in pending if event.id not in held]
+            else:
+                record({"done": done, "complete": False, "in_flight": {"until": seen, "mark": target.mark()}})
+            if pending:
+                target.publish(pending)
+                report.published += sum(1 for event in pending if event.TOPIC != DeadLetter.TOPIC)
+        done = seen
+        record({"done": done, "complete": complete})
         pending = []
 
     for line, event, position in outcomes:
@@ -97,8 +126,7 @@ def import_file(
             pending.append(event.dead_letter(SOURCE))
         else:
             pending.append(event)
-            report.published += 1
-        if len(pending) >= batch:
+        if len(pending) >= batch or (in_flight is not None and seen == in_flight["until"]):
             flush(False)
             if progress:
                 progress(path, position, size)
@@ -106,6 +134,47 @@ def import_file(
     if progress:
         progress(path, size, size)
     return report
+
+
+class EmbeddedTarget:
+    """The embedded log: it can say which events it holds since a mark."""
+
+    def __init__(self, data_dir: Path, topics: tuple[str, ...]) -> None:
+        from fastci.runtime.embedded import DataDir
+
+        self.data_dir = data_dir
+        self.log = DataDir(data_dir).log
+        self.topics = topics
+
+    def publish(self, events: list[Event]) -> None:
+        from fastci.runtime.publish import publish_embedded
+
+        publish_embedded(self.data_dir, events)
+
+    def mark(self) -> dict[str, list[int]]:
+        return {topic: list(astuple(self.log.topic(topic).end())) for topic in self.topics}
+
+    def ids_since(self, mark: dict[str, list[int]]) -> set[str]:
+        from fastci.runtime.log import Position
+
+        return {
+            orjson.loads(record.payload)["id"]
+            for topic, where in mark.items()
+            for record in self.log.topic(topic).read(Position(*where))
+        }
+
+
+class PublishOnly:
+    """A target that cannot tell what it holds (Kafka): an interrupted batch is published again."""
+
+    def __init__(self, publish: Publish) -> None:
+        self.publish = publish
+
+    def mark(self) -> None:
+        return None
+
+    def ids_since(self, mark: Any) -> set[str]:
+        return set()
 
 
 def _junit_outcomes(
