@@ -340,6 +340,7 @@ def main() -> None:
         "FASTCI_KAFKA_PARTITIONS": str(base.partitions),
     }
     if "naive" in parts:
+        asyncio.run(ensure_topics(base, ["naive-out"]))  # the broker creates no topic on first use
         naive = [sys.executable, "-c", NAIVE_AGENT, base.bootstrap, base.namespace, str(base.partitions)]
         measured(
             rates,
