@@ -172,9 +172,10 @@ def test_bad_input_is_named_by_file_and_line_and_dead_lettered(tmp_path, capfd):
     assert [(d["topic"], d["source"]) for d in dead] == [("results", "import")] * 2
 
     cut = tmp_path / "cut.xml"
-    cut.write_text(xml.read_text()[:200])  # a file cut short
+    cut.write_text(xml.read_text()[:200])  # a file cut short after its first test case
     assert main(["--data-dir", str(data), "import", str(cut), "--commit", "abcdef1", "--repo", "acme/a"]) == 1
     assert f"{cut}:" in capfd.readouterr().err
+    assert len(results(data)) == 2  # the case before the damage was published
 
     lines = tmp_path / "history.jsonl"
     good = results(data)[0].model_dump(mode="json", exclude={"id"})

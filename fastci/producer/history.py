@@ -24,7 +24,7 @@ from fastci.core.codec import InvalidEvent
 from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event
 from fastci.producer.context import RunContext
-from fastci.producer.junit import read_cases, test_id
+from fastci.producer.junit import JUnitError, read_cases, test_id
 from fastci.producer.lines import check_event
 
 SOURCE = "import"
@@ -117,19 +117,23 @@ def import_file(
         record({"done": done, "complete": complete})
         pending = []
 
-    for line, event, position in outcomes:
-        seen += 1
-        if seen <= done:
-            continue
-        if isinstance(event, InvalidEvent):
-            report.refused.append(f"{path}:{line}: {event}")
-            pending.append(event.dead_letter(SOURCE))
-        else:
-            pending.append(event)
-        if len(pending) >= batch or (in_flight is not None and seen == in_flight["until"]):
-            flush(False)
-            if progress:
-                progress(path, position, size)
+    try:
+        for line, event, position in outcomes:
+            seen += 1
+            if seen <= done:
+                continue
+            if isinstance(event, InvalidEvent):
+                report.refused.append(f"{path}:{line}: {event}")
+                pending.append(event.dead_letter(SOURCE))
+            else:
+                pending.append(event)
+            if len(pending) >= batch or (in_flight is not None and seen == in_flight["until"]):
+                flush(False)
+                if progress:
+                    progress(path, position, size)
+    except JUnitError:
+        flush(False)  # what came before the damage is published
+        raise
     flush(True)
     if progress:
         progress(path, size, size)
