@@ -37,6 +37,7 @@ from typing import Any
 
 import faust
 import orjson
+from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
@@ -189,9 +190,17 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
 
 
 async def _read_log_starts(app: faust.App, tps: set[Any], log_starts: dict[tuple[str, int], int]) -> None:
-    if tps:
+    """Where each partition's log starts now. When the broker does not say, a partition not known
+    yet starts at 0: a route then never takes a later record as its start, and a seek to 0 that
+    retention has passed comes back as a gap, which asks again."""
+    if not tps:
+        return
+    try:
         starts = await app.consumer.earliest_offsets(*tps)
-        log_starts.update({(tp.topic, tp.partition): offset for tp, offset in starts.items()})
+    except KafkaError as error:
+        app.log.warning("could not read where %d partitions start (%s): assuming 0 for new ones", len(tps), error)
+        starts = {tp: 0 for tp in tps if (tp.topic, tp.partition) not in log_starts}
+    log_starts.update({(tp.topic, tp.partition): offset for tp, offset in starts.items()})
 
 
 class GaplessConsumer(faust_aiokafka.Consumer):
