@@ -1,0 +1,150 @@
+"""Every view, the faust worker against the embedded runtime, over cross-topic interleavings: which
+views a Kafka run decides differently from the embedded runtime's event-time order.
+
+One synthetic history (``--commits``) is published in each order (as generated, one event after
+another; per-topic blocks; per-topic blocks reversed) to the embedded log and, in fresh topics, to
+the broker, where one ``fastci worker`` applies it; then every view of both is compared, row for
+row. Prints one line per view: its rows in the embedded runtime (the same in every order, by the
+ordering rule) and, per order, ``=`` when the Kafka run's rows are the same, else its row count
+and how many rows differ.
+
+    export $(docker/kafka/kafka.sh start)
+    .venv/bin/python bench/kafka_views.py [--commits 100] [--orders generated,blocks,reversed]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fastci.core.config import KafkaSettings
+from fastci.core.events import Event
+from fastci.demo.history import Workload
+from fastci.runtime.embedded import EmbeddedRuntime
+from fastci.runtime.kafka_io import ensure_topics, publish
+from fastci.runtime.publish import publish_embedded
+from fastci.topology import SYSTEM, TOPICS, build_processors
+from fastci.views.refresh import refresh_embedded, refresh_kafka
+from fastci.views.store import Views
+from streams.app import internal_topics
+from streams.progress import unapplied
+
+ORDERS = ("generated", "blocks", "reversed")
+
+
+def blocks(events: list[Event], order: str) -> list[list[Event]]:
+    if order == "generated":
+        return [events]
+    topics = list(dict.fromkeys(e.TOPIC for e in events))
+    per_topic = [[e for e in events if e.TOPIC == topic] for topic in topics]
+    return per_topic if order == "blocks" else per_topic[::-1]
+
+
+def tables(views: Views) -> dict[str, list[tuple]]:
+    found = {}
+    for topic in SYSTEM.topics:
+        name = topic.replace("-", "_")
+        columns = [c for c in views.query(f'SELECT * FROM "{name}" LIMIT 0')[0] if not c.startswith("_")]
+        listed = ", ".join(f'"{c}"' for c in columns)
+        found[name] = views.query(f'SELECT {listed} FROM "{name}" ORDER BY id')[1]
+    found["test_history"] = views.query("SELECT * FROM test_history ORDER BY test_id")[1]
+    return found
+
+
+def embedded(events: list[Event], order: str, scratch: Path) -> dict[str, list[tuple]]:
+    data = scratch / f"embedded-{order}"
+    for block in blocks(events, order):
+        publish_embedded(data, block)
+    runtime = EmbeddedRuntime(data, SYSTEM, sync=False)
+    runtime.run()
+    runtime.close()
+    views = Views(data / "views.duckdb")
+    try:
+        refresh_embedded(data, views)
+        return tables(views)
+    finally:
+        views.close()
+
+
+def on_kafka(events: list[Event], order: str, base: KafkaSettings, scratch: Path) -> dict[str, list[tuple]]:
+    settings = replace(base, namespace=f"views{uuid.uuid4().hex[:6]}-")
+    processors = build_processors()
+
+    async def load() -> None:
+        internal = {t for p in processors for t in internal_topics(settings, p)}
+        await ensure_topics(settings, [*TOPICS, *internal])
+        for block in blocks(events, order):
+            await publish(settings, block)
+
+    asyncio.run(load())
+    env = {
+        **os.environ,
+        "FASTCI_KAFKA_BOOTSTRAP": settings.bootstrap,
+        "FASTCI_KAFKA_NAMESPACE": settings.namespace,
+        "FASTCI_KAFKA_PARTITIONS": str(settings.partitions),
+    }
+    log = open(scratch / f"worker-{order}.log", "wb")
+    worker = subprocess.Popen([sys.executable, "-m", "fastci.cli", "worker"], env=env, stdout=log, stderr=log)
+    try:
+        settled, deadline = 0, time.monotonic() + 900
+        while settled < 3:  # nothing left to apply, three polls in a row
+            if worker.poll() is not None or time.monotonic() > deadline:
+                sys.exit(f"the worker did not finish ({order}); see {log.name}")
+            time.sleep(1)
+            try:
+                settled = settled + 1 if not any(asyncio.run(unapplied(settings, processors)).values()) else 0
+            except Exception:  # the group coordinator of fresh topics may not answer yet
+                settled = 0
+    finally:
+        worker.terminate()
+        worker.wait(60)
+    views = Views(scratch / f"kafka-{order}.duckdb")
+    try:
+        asyncio.run(refresh_kafka(settings, views))
+        return tables(views)
+    finally:
+        views.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commits", type=int, default=100)
+    parser.add_argument("--orders", default=",".join(ORDERS))
+    args = parser.parse_args()
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)  # fresh topics' leader elections, retried
+    orders = args.orders.split(",")
+    events = Workload(commits=args.commits, seed=5).events()
+    base = KafkaSettings.from_env(partitions=4)
+    with tempfile.TemporaryDirectory(prefix="fastci-kafka-views-") as scratch_name:
+        scratch = Path(scratch_name)
+        reference = {order: embedded(events, order, scratch) for order in orders}
+        first = reference[orders[0]]
+        assert all(r == first for r in reference.values()), "the embedded runtime differs between orders"
+        kafka = {order: on_kafka(events, order, base, scratch) for order in orders}
+        print(f"{len(events):,} events ({args.commits} commits); Kafka: one worker, 4 partitions, aiokafka producer")
+        print(f"{'view':<22}{'embedded':>10}" + "".join(f"{order:>26}" for order in orders))
+        equal = 0
+        for name, rows in first.items():
+            cells = []
+            for order in orders:
+                got = kafka[order][name]
+                differ = len({repr(r) for r in got} ^ {repr(r) for r in rows})
+                cells.append("=" if got == rows else f"{len(got):,} rows, {differ:,} differ")
+            equal += all(cell == "=" for cell in cells)
+            print(f"{name:<22}{len(rows):>10,}" + "".join(f"{cell:>26}" for cell in cells))
+        print(f"{equal} of {len(first)} views equal to the embedded runtime's in every order")
+
+
+if __name__ == "__main__":
+    main()
