@@ -51,17 +51,6 @@ def blocks(events: list[Event], order: str) -> list[list[Event]]:
     return per_topic if order == "blocks" else per_topic[::-1]
 
 
-def tables(views: Views) -> dict[str, list[tuple]]:
-    found = {}
-    for topic in SYSTEM.topics:
-        name = topic.replace("-", "_")
-        columns = [c for c in views.query(f'SELECT * FROM "{name}" LIMIT 0')[0] if not c.startswith("_")]
-        listed = ", ".join(f'"{c}"' for c in columns)
-        found[name] = views.query(f'SELECT {listed} FROM "{name}" ORDER BY id')[1]
-    found["test_history"] = views.query("SELECT * FROM test_history ORDER BY test_id")[1]
-    return found
-
-
 def embedded(events: list[Event], order: str, scratch: Path) -> dict[str, list[tuple]]:
     data = scratch / f"embedded-{order}"
     for block in blocks(events, order):
@@ -72,7 +61,7 @@ def embedded(events: list[Event], order: str, scratch: Path) -> dict[str, list[t
     views = Views(data / "views.duckdb")
     try:
         refresh_embedded(data, views)
-        return tables(views)
+        return views.event_tables()
     finally:
         views.close()
 
@@ -112,7 +101,7 @@ def on_kafka(events: list[Event], order: str, base: KafkaSettings, scratch: Path
     views = Views(scratch / f"kafka-{order}.duckdb")
     try:
         asyncio.run(refresh_kafka(settings, views))
-        return tables(views)
+        return views.event_tables()
     finally:
         views.close()
 

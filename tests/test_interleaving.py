@@ -41,14 +41,7 @@ def run(data_dir) -> dict[str, list[tuple]]:
     views = Views(data_dir / "views.duckdb")
     try:
         refresh_embedded(data_dir, views)
-        tables = {}
-        for topic in SYSTEM.topics:
-            name = topic.replace("-", "_")
-            columns = [c for c in views.query(f'SELECT * FROM "{name}" LIMIT 0')[0] if not c.startswith("_")]
-            listed = ", ".join(f'"{c}"' for c in columns)
-            tables[name] = views.query(f'SELECT {listed} FROM "{name}" ORDER BY id')[1]
-        tables["test_history"] = views.query("SELECT * FROM test_history ORDER BY test_id")[1]
-        return tables
+        return views.event_tables()
     finally:
         views.close()
 

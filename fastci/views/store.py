@@ -168,6 +168,18 @@ class Views:
             self.con.execute("CHECKPOINT")
         return count
 
+    def event_tables(self) -> dict[str, list[tuple]]:
+        """Every topic's rows by id, without where they were read (``_partition``, ``_offset``), and
+        ``test_history`` by test: what two runs over the same events must agree on."""
+        tables = {}
+        for topic in TOPICS:
+            name = topic_table(topic).name
+            columns = [c for c in self.query(f"SELECT * FROM {quote(name)} LIMIT 0")[0] if not c.startswith("_")]
+            listed = ", ".join(quote(c) for c in columns)
+            tables[name] = self.query(f"SELECT {listed} FROM {quote(name)} ORDER BY id")[1]
+        tables["test_history"] = self.query("SELECT * FROM test_history ORDER BY test_id")[1]
+        return tables
+
     # ----- querying
 
     def query(self, sql: str, parameters: list | None = None) -> tuple[list[str], list[tuple]]:
