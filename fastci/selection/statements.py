@@ -52,7 +52,7 @@ def readers(source: str, names: set[str]) -> set[str]:
     a def under ``try``/``if`` counts and an inner function is not also its outer one. ``<module>``
     when the module's own top-level code loads one (its bindings of them are not reads)."""
     tree = ast.parse(source)
-    units = Units.parse(source, fingerprints=False)
+    units = Units.of_tree(tree, source, fingerprints=False)
     augmented = {id(node.target) for node in ast.walk(tree) if isinstance(node, ast.AugAssign)}
     found: set[str] = set()
     for node in ast.walk(tree):

@@ -52,7 +52,11 @@ class Units:
         """Units of ``source``; raises SyntaxError (with ``filename``) when it does not parse.
         Without ``fingerprints`` (empty) only the spans are known: enough to name the unit of a
         line, as evidence does, at a fraction of the cost (a fingerprint copies its unit's AST)."""
-        tree = ast.parse(source, filename=filename)
+        return cls.of_tree(ast.parse(source, filename=filename), source, filename, fingerprints)
+
+    @classmethod
+    def of_tree(cls, tree: ast.Module, source: str, filename: str = "<source>", fingerprints: bool = True) -> Units:
+        """Units of ``source`` already parsed into ``tree`` (a caller that walks the tree too)."""
         fingerprint = _fingerprint if fingerprints else _no_fingerprint
         module_code = [node for node in tree.body if not _is_metadata(node)]
         units: list[Unit] = [Unit(MODULE, 1, max(1, len(source.splitlines())), fingerprint(module_code))]
