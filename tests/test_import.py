@@ -14,7 +14,8 @@ from test_evidence_collect import committed_project, git
 from fastci.cli.main import main
 from fastci.inputs import ResultEvent
 from fastci.producer.context import load_context
-from fastci.producer.history import EmbeddedTarget, import_file
+from fastci.producer.history import import_file
+from fastci.producer.targets import EmbeddedTarget
 from fastci.runtime.embedded import DataDir
 
 TESTS = """
@@ -100,15 +101,17 @@ def test_without_the_work_tree_classes_are_told_from_modules_by_their_names(juni
 
 
 class ListTarget:
-    """A target that holds what it was given, in order, and dies on the publish ``dies_at`` (1-based):
-    before appending (``after=False``) or after (a kill between the publish and the progress record)."""
+    """A target that holds what it was given, in order, and dies on the send ``dies_at`` (1-based):
+    before appending (``after=False``) or after (a kill between the send and the progress record)."""
 
     def __init__(self, dies_at: int | None = None, after: bool = False) -> None:
         self.events: list = []
         self.publishes = 0
         self.dies_at, self.after = dies_at, after
 
-    def publish(self, events: list) -> None:
+    description = "a list"
+
+    def send(self, events: list) -> None:
         self.publishes += 1
         dying = self.publishes == self.dies_at
         if dying and not self.after:
@@ -120,8 +123,8 @@ class ListTarget:
     def mark(self) -> int:
         return len(self.events)
 
-    def ids_since(self, mark: int) -> set[str]:
-        return {e.id for e in self.events[mark:]}
+    def ids_since(self, mark: int, topics: set[str]) -> set[str]:
+        return {e.id for e in self.events[mark:] if e.TOPIC in topics}
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["before-publishing", "after-publishing"])
@@ -189,10 +192,10 @@ def test_bad_input_is_named_by_file_and_line_and_dead_lettered(tmp_path, capfd):
 def test_the_embedded_log_tells_which_events_it_took_since_a_mark(junit, tmp_path):
     project, report, _ = junit
     data = tmp_path / "data"
-    target = EmbeddedTarget(data, ("results", "dead-letters"))
+    target = EmbeddedTarget(data)
     assert main(["--data-dir", str(data), "import", str(report), "--root", str(project), "--batch", "3"]) == 0
     mark = target.mark()
-    assert target.ids_since(mark) == set()
+    assert target.ids_since(mark, {"results"}) == set()
     later = ResultEvent.model_validate({**results(data)[0].model_dump(exclude={"id"}), "run_id": "later"})
-    target.publish([later])
-    assert target.ids_since(mark) == {later.id}
+    target.send([later])
+    assert target.ids_since(mark, {"results"}) == {later.id} and target.ids_since(mark, {"commits"}) == set()

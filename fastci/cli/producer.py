@@ -60,10 +60,9 @@ def _register_import(commands: Any) -> None:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from fastci.producer.context import ContextError, load_context
-    from fastci.producer.history import EmbeddedTarget, PublishOnly, format_of, import_file
+    from fastci.producer.history import format_of, import_file
     from fastci.producer.junit import JUnitError
-    from fastci.runtime.publish import publish_kafka
-    from fastci.topology import DEAD_LETTERS, SYSTEM
+    from fastci.producer.targets import EmbeddedTarget, KafkaTarget, TargetUnavailable
 
     missing = [str(path) for path in args.files if not path.is_file()]
     if missing:
@@ -88,13 +87,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             )
         except ContextError as error:
             raise UsageError(f"import: {error}") from None
-    if args.kafka:
-        settings = kafka_settings(args)
-        where = f"Kafka at {settings.bootstrap}"
-        target = PublishOnly(lambda events: publish_kafka(settings, events))
-    else:
-        where = f"the embedded log in {args.data_dir}"
-        target = EmbeddedTarget(Path(args.data_dir), (*SYSTEM.input_topics, DEAD_LETTERS))
+    # The producers' own targets: acknowledged appends (fsynced; acks=all), a bounded wait.
+    target = KafkaTarget(kafka_settings(args), timeout_s=120.0) if args.kafka else EmbeddedTarget(args.data_dir)
 
     published = refused = 0
     failed = False
@@ -117,6 +111,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                 console.print(f"[red]error:[/red] {error}; the outcomes before it were published", highlight=False)
                 failed = True
                 continue
+            except TargetUnavailable as error:
+                raise UsageError(f"{error}; the same command resumes where this import stopped") from None
             published += report.published
             refused += len(report.refused)
             if report.already:
@@ -128,7 +124,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                 console.print(f"  refused {line}", highlight=False, markup=False)
             if len(report.refused) > 20:
                 console.print(f"  ... and {len(report.refused) - 20} more (see the dead_letters view)")
-    console.print(f"imported {published:,} result(s) into {where}; {refused:,} refused onto dead-letters")
+    console.print(f"imported {published:,} result(s) into {target.description}; {refused:,} refused onto dead-letters")
     return 1 if failed or refused else 0
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
@@ -26,10 +26,9 @@ from fastci.core.events import Event
 from fastci.producer.context import RunContext
 from fastci.producer.junit import JUnitError, read_cases, test_id
 from fastci.producer.lines import check_event
+from fastci.producer.targets import Target
 
 SOURCE = "import"
-FORMATS = ("junit", "jsonl")
-Publish = Callable[[list[Event]], None]
 Progress = Callable[[Path, int, int], None]  # (file, bytes read, bytes in all)
 
 
@@ -51,18 +50,6 @@ def format_of(path: Path, given: str | None) -> str:
     if suffix in (".jsonl", ".ndjson", ".json"):
         return "jsonl"
     raise ValueError(f"{path}: cannot tell the format from '{suffix or 'no suffix'}' (pass --format junit|jsonl)")
-
-
-class Target(Protocol):
-    """Where an import publishes, and what it can tell about what it already holds."""
-
-    def publish(self, events: list[Event]) -> None: ...
-
-    def mark(self) -> Any:
-        """Where the target ends now (JSON), or None when it cannot say."""
-
-    def ids_since(self, mark: Any) -> set[str]:
-        """The ids of the events appended since ``mark``."""
 
 
 def import_file(
@@ -106,12 +93,13 @@ def import_file(
         nonlocal pending, done
         if pending:
             if in_flight is not None and seen == in_flight["until"]:  # the batch a kill interrupted
-                held = target.ids_since(in_flight["mark"]) if in_flight["mark"] is not None else set()
+                topics = {event.TOPIC for event in pending}
+                held = target.ids_since(in_flight["mark"], topics) if in_flight["mark"] is not None else set()
                 pending = [event for event in pending if event.id not in held]
             else:
                 record({"done": done, "complete": False, "in_flight": {"until": seen, "mark": target.mark()}})
             if pending:
-                target.publish(pending)
+                target.send(pending)
                 report.published += sum(1 for event in pending if event.TOPIC != DeadLetter.TOPIC)
         done = seen
         record({"done": done, "complete": complete})
@@ -138,47 +126,6 @@ def import_file(
     if progress:
         progress(path, size, size)
     return report
-
-
-class EmbeddedTarget:
-    """The embedded log: it can say which events it holds since a mark."""
-
-    def __init__(self, data_dir: Path, topics: tuple[str, ...]) -> None:
-        from fastci.runtime.embedded import DataDir
-
-        self.data_dir = data_dir
-        self.log = DataDir(data_dir).log
-        self.topics = topics
-
-    def publish(self, events: list[Event]) -> None:
-        from fastci.runtime.publish import publish_embedded
-
-        publish_embedded(self.data_dir, events)
-
-    def mark(self) -> dict[str, list[int]]:
-        return {topic: list(astuple(self.log.topic(topic).end())) for topic in self.topics}
-
-    def ids_since(self, mark: dict[str, list[int]]) -> set[str]:
-        from fastci.runtime.log import Position
-
-        return {
-            orjson.loads(record.payload)["id"]
-            for topic, where in mark.items()
-            for record in self.log.topic(topic).read(Position(*where))
-        }
-
-
-class PublishOnly:
-    """A target that cannot tell what it holds (Kafka): an interrupted batch is published again."""
-
-    def __init__(self, publish: Publish) -> None:
-        self.publish = publish
-
-    def mark(self) -> None:
-        return None
-
-    def ids_since(self, mark: Any) -> set[str]:
-        return set()
 
 
 def _junit_outcomes(

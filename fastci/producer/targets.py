@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any, Protocol
+
+import orjson
 
 from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
@@ -24,6 +27,12 @@ class Target(Protocol):
     def send(self, events: list[Event]) -> None:
         """Publish ``events`` and return once every one is acknowledged."""
 
+    def mark(self) -> Any:
+        """Where the target ends now (JSON), or None when it cannot say."""
+
+    def ids_since(self, mark: Any, topics: set[str]) -> set[str]:
+        """The ids of the events of ``topics`` appended since ``mark`` (empty when it cannot say)."""
+
 
 class EmbeddedTarget:
     def __init__(self, data_dir: str | Path) -> None:
@@ -38,6 +47,26 @@ class EmbeddedTarget:
         except OSError as error:
             raise TargetUnavailable(f"{self.description}: {error}") from error
 
+    def mark(self) -> dict[str, list[int]]:
+        """The end of every topic of the log now."""
+        log = self._log()
+        return {topic: list(astuple(log.topic(topic).end())) for topic in log.topics()}
+
+    def ids_since(self, mark: dict[str, list[int]], topics: set[str]) -> set[str]:
+        from fastci.runtime.log import Position
+
+        log = self._log()
+        return {
+            orjson.loads(record.payload)["id"]
+            for topic in sorted(topics)
+            for record in log.topic(topic).read(Position(*mark.get(topic, [0, 0, 0])))  # absent: made since
+        }
+
+    def _log(self) -> Any:
+        from fastci.runtime.embedded import DataDir
+
+        return DataDir(self.data_dir).log
+
 
 class KafkaTarget:
     """Kafka with ``acks=all`` and an idempotent producer; topics are created (with the configured
@@ -50,6 +79,12 @@ class KafkaTarget:
             f" (namespace {settings.namespace})" if settings.namespace else ""
         )
         self._topics_ready: set[str] = set()
+
+    def mark(self) -> None:
+        return None  # reading back what a broker holds since a point is not worth it: ids make copies harmless
+
+    def ids_since(self, mark: Any, topics: set[str]) -> set[str]:
+        return set()
 
     def send(self, events: list[Event]) -> None:
         try:
