@@ -59,8 +59,8 @@ def sizes(data: Path) -> dict[str, int]:
     views = data / "views.duckdb"
     return {
         "log": disk_bytes(DataDir(data).log.topic("evidence").dir),
-        "state": sum(disk_bytes(p) if p.is_dir() else p.stat().st_blocks * 512 for p in data.glob("state.sqlite*")),
-        "views": views.stat().st_blocks * 512 if views.exists() else 0,
+        "state": sum(disk_bytes(p) for p in data.glob("state.sqlite*")),
+        "views": disk_bytes(views),
     }
 
 

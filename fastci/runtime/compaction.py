@@ -69,10 +69,12 @@ def compact_topic(log: TopicLog, model: type[Event], readers: Mapping[str, int])
     return Compacted(log.topic, records, removed, upto, before, disk_bytes(log.dir))
 
 
-def disk_bytes(directory: Path) -> int:
-    """Bytes the files under ``directory`` take on disk (holes punched in them do not count)."""
+def disk_bytes(path: Path) -> int:
+    """Bytes a file, or the files under a directory, take on disk (holes punched in them do not count)."""
+    if not path.is_dir():
+        return path.stat().st_blocks * 512 if path.exists() else 0
     total = 0
-    for root, _, files in os.walk(directory):
+    for root, _, files in os.walk(path):
         for name in files:
             total += os.stat(os.path.join(root, name)).st_blocks * 512
     return total
