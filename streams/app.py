@@ -146,8 +146,6 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             # first, then positions: one changelog partition keeps them in that order.
             writes = [(table, driver.drain_writes()) for driver, table in tables]
             writes += [(route.table, route.positions.drain_writes()) for route in every_route]
-            if gaps:  # a route that stored nothing yet expects the log's start, which retention moves
-                await _read_log_starts(app, {tp for tp, _ in gaps}, log_starts)
             rewinds = _rewinds(gaps, app.consumer._committed_offset)  # faust has no public getter
             deliveries = [await s.sink.send(key=s.key, value=s.value, headers=s.headers) for s in sends]
             await asyncio.gather(*deliveries)
@@ -190,9 +188,10 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
 
 
 async def _read_log_starts(app: faust.App, tps: set[Any], log_starts: dict[tuple[str, int], int]) -> None:
-    """Where each partition's log starts now. When the broker does not say, a partition not known
-    yet starts at 0: a route then never takes a later record as its start, and a seek to 0 that
-    retention has passed comes back as a gap, which asks again."""
+    """Where each partition's log starts now, read when partitions are assigned (never from the
+    agent's batch loop: a broker call there waited on the consumer thread while a rebalance waited on
+    the agent, and the two-worker fault test hung). When the broker does not say, a partition not
+    known yet starts at 0: a route then never takes a later record as its start."""
     if not tps:
         return
     try:
