@@ -137,9 +137,10 @@ async def raw_consume(settings: KafkaSettings, expected: int) -> float:
 
 
 NAIVE_AGENT = """
-import faust, sys
+import faust, os, sys, tempfile
 bootstrap, namespace, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
 app = faust.App(namespace + "naive", broker="kafka://" + bootstrap, store="memory://", web_enabled=False,
+                datadir=os.path.join(tempfile.gettempdir(), "fastci-bench-{conf.name}"),
                 topic_partitions=partitions, consumer_auto_offset_reset="earliest")
 raw = dict(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 source = app.topic(*[namespace + t for t in ("commits", "results", "evidence", "node-health")], **raw)

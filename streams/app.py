@@ -42,7 +42,7 @@ from aiokafka.partitioner import murmur2
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from fastci.core.codec import InvalidEvent, encode
-from fastci.core.config import KafkaSettings
+from fastci.core.config import KafkaSettings, data_dir
 from fastci.core.events import Event
 from fastci.core.processor import Processor, owner_of
 from fastci.core.system import System
@@ -93,11 +93,16 @@ class Route:
 
 
 def create_app(settings: KafkaSettings, processors: list[Processor] | None = None) -> faust.App:
+    # faust's own directory (tables are in memory; it still makes one), under fastci's data dir
+    # rather than beside wherever the worker was started. faust makes only its last level.
+    faust_dir = data_dir() / "faust"
+    faust_dir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         settings.app_id,
         broker=[f"kafka://{host}" for host in settings.bootstrap.split(",")],
         broker_credentials=_credentials(settings),
         store="memory://",
+        datadir=str(faust_dir / "{conf.name}"),
         web_enabled=False,
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,

@@ -26,6 +26,7 @@ def start_worker(settings: KafkaSettings, log_path: Path) -> subprocess.Popen:
         "FASTCI_KAFKA_BOOTSTRAP": settings.bootstrap,
         "FASTCI_KAFKA_NAMESPACE": settings.namespace,
         "FASTCI_KAFKA_PARTITIONS": str(settings.partitions),
+        "FASTCI_DATA_DIR": str(log_path.with_suffix(".data")),  # its own, not the checkout's
     }
     log = open(log_path, "ab")
     return subprocess.Popen(
