@@ -34,6 +34,11 @@ class Checkpoint:
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
+        # A replay writes a row per key per processor each batch: with SQLite's defaults (2 MiB of
+        # page cache, a WAL checkpoint and its fsync every 1,000 pages) committing was the largest
+        # part of a results replay (docs/benchmarks.md).
+        self.db.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB, allocated as pages are used
+        self.db.execute("PRAGMA wal_autocheckpoint=16384")  # pages: checkpoint every 64 MiB of WAL
         self.db.executescript(_SCHEMA)
 
     def close(self) -> None:
