@@ -12,7 +12,8 @@ to) into fresh topics on the broker, then measures on that same data:
 and prints events/s and the ratio of each to raw. While the single worker is still up (its graph
 warm), it produces commits one at a time and prints p50/p99 latency from a commit being produced to
 its `selection` event being readable. Last, the replay: a results-only history through the embedded
-runtime (every processor on), extrapolated to a year of a 400-changes/day fleet (40 million results).
+runtime (every processor on), extrapolated to a year of a 400-changes/day fleet (40 million results),
+and (replay-worker) the same results through one faust worker.
 Needs the broker: export $(docker/kafka/kafka.sh start).
 """
 
@@ -47,7 +48,7 @@ from fastci.topology import ALL_PROCESSORS, SYSTEM, TOPICS
 from streams.app import internal_topics
 
 INPUTS = ["commits", "results", "evidence", "node-health"]
-PARTS = ("raw", "naive", "worker1", "worker2", "embedded", "replay")
+PARTS = ("raw", "naive", "worker1", "worker2", "embedded", "replay", "replay-worker")
 YEAR_OF_RESULTS = 40_000_000  # a year of a 400-changes/day fleet (issue 9)
 STALL_S = 180.0  # a group whose committed offsets do not move for this long is stuck, not slow
 FUNCTIONS = [
@@ -397,14 +398,37 @@ def main() -> None:
             f"p50 {percentile(latencies, 0.5) * 1000:.0f} ms, p99 {percentile(latencies, 0.99) * 1000:.0f} ms, "
             f"max {max(latencies) * 1000:.0f} ms"
         )
-    if "replay" in parts:
+    if parts & {"replay", "replay-worker"}:
         history = Workload(commits=args.replay_results // 9 + 24, seed=43).events()  # ~9.5 results per commit
         results = [e for e in history if e.TOPIC == "results"][: args.replay_results]
+    if "replay" in parts:
         rate, elapsed, _ = embedded_rate(results, ["results"], work)
         print(
             f"\nreplay: {len(results):,} results through the embedded runtime (every processor on) in {elapsed:.1f} s, "
             f"{rate:,.0f} results/s; a year of a 400-changes/day fleet ({YEAR_OF_RESULTS / 1e6:.0f} million results) "
             f"would take {YEAR_OF_RESULTS / rate / 60:.0f} min at that rate (extrapolated)"
+        )
+    if "replay-worker" in parts:
+        # The same results through one faust worker: about ten changelog records per result, so this
+        # is where the worker's send path shows (the mix above is mostly small node-health signals).
+        replay = replace(base, namespace=f"{base.namespace}replay-", app="fastci-replay")
+        asyncio.run(ensure_topics(replay, TOPICS))
+        asyncio.run(publish(replay, results))
+        internal = sorted({name for p in ALL_PROCESSORS for name in internal_topics(replay, p)})
+        rate = faust_rate(
+            replay,
+            replay.app_id,
+            ["results", *internal],
+            [worker],
+            {**env, "FASTCI_KAFKA_NAMESPACE": replay.namespace, "FASTCI_KAFKA_APP": replay.app},
+            len(results),
+            work,
+            "replay-worker",
+        )
+        print(
+            f"\nreplay through the faust worker x1: {len(results):,} results, {rate:,.0f} results/s; "
+            f"a year ({YEAR_OF_RESULTS / 1e6:.0f} million results) would take {YEAR_OF_RESULTS / rate / 60:.0f} min "
+            "on one worker (extrapolated)"
         )
 
 

@@ -75,12 +75,39 @@ class TableStore:
 
 @dataclass(frozen=True)
 class Send:
-    """One record to produce: where, with which key, value and headers."""
+    """One record to produce: the wire topic, its partition, key, value and headers."""
 
-    sink: Any
+    topic: str
+    partition: int
     key: bytes | None
     value: bytes
-    headers: dict[str, bytes] | None = None
+    headers: list[tuple[str, bytes]] | None = None
+
+
+async def send_batched(app: faust.App, sends: list[Send]) -> None:
+    """Produce ``sends`` and wait for the broker's acknowledgement of every one.
+
+    One aiokafka record batch per partition, filled in order (so each partition keeps the order of
+    ``sends``), instead of one faust ``Topic.send`` per record (a message object, a future and
+    callbacks each). The batches go through faust's own producer: its connection, acks=all and
+    retries."""
+    if not sends:
+        return
+    producer = app.producer._ensure_producer()  # the aiokafka producer faust started
+    batches: list[tuple[str, int, Any]] = []
+    open_batch: dict[tuple[str, int], Any] = {}
+    for send in sends:
+        where = (send.topic, send.partition)
+        batch = open_batch.get(where)
+        headers = send.headers or []
+        if batch is None or batch.append(timestamp=None, key=send.key, value=send.value, headers=headers) is None:
+            batch = open_batch[where] = producer.create_batch()
+            batches.append((send.topic, send.partition, batch))
+            if batch.append(timestamp=None, key=send.key, value=send.value, headers=headers) is None:
+                # aiokafka takes any first record into an empty batch: never a record dropped silently
+                raise RuntimeError(f"aiokafka refused a {len(send.value):,}-byte record for {send.topic}")
+    deliveries = [await producer.send_batch(batch, topic, partition=partition) for topic, partition, batch in batches]
+    await asyncio.gather(*deliveries)
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,26 +179,20 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             writes = [(table, driver.drain_writes()) for driver, table in tables]
             writes += [(route.table, route.positions.drain_writes()) for route in every_route]
             rewinds = _rewinds(gaps, app.consumer._committed_offset)  # faust has no public getter
-            deliveries = [await s.sink.send(key=s.key, value=s.value, headers=s.headers) for s in sends]
-            await asyncio.gather(*deliveries)
+            await send_batched(app, sends)  # outputs durable before the state that produced them
             # Each value goes to the Table's store and to its changelog, and the batch waits for the
             # broker's acknowledgements, in drain order (one partition keeps them in order). Setting
             # table[key] instead queues each changelog record in faust's producer buffer, which
-            # stops the stream for a flush every 100 records, a fraction of a second each.
+            # stops the stream for a flush every 100 records, a fraction of a second each. (The
+            # Tables are in memory: there is no store offset to record, which faust's own write adds.)
             changelog = []
             for table, changed in writes:
+                topic = table.changelog_topic.get_topic_name()
                 for key, value in changed.items():
                     raw_key = key.encode()
                     table.data[raw_key] = value
-                    changelog.append(
-                        await table.changelog_topic.send(
-                            key=raw_key,
-                            value=value,
-                            partition=table.partition_for_key(raw_key),
-                            callback=table._on_changelog_sent,  # what faust's own write does (RocksDB offsets)
-                        )
-                    )
-            await asyncio.gather(*changelog)
+                    changelog.append(Send(topic, table.partition_for_key(raw_key), raw_key, value))
+            await send_batched(app, changelog)
             if rewinds:
                 app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)
                 await app.consumer.seek_wait(rewinds)  # in the consumer's thread, where aiokafka lives
@@ -345,7 +366,7 @@ def _wire(
     another processor added them) and return its driver with the Table it persists to."""
     rekeyed = repartition_topics(settings, processor)
     misplaced = misplaced_topics(settings, processor)
-    sinks = {t: app.topic(settings.topic(t), schema=RAW) for t in (*processor.outputs, DEAD_LETTERS)}
+    sinks = {t: settings.topic(t) for t in (*processor.outputs, DEAD_LETTERS)}
     table = _raw_table(app, settings, processor.name)
     store = TableStore(table)
     driver = Driver(processor, store, reports)
@@ -354,15 +375,19 @@ def _wire(
     for topic, (field, internal, only_misplaced) in sorted(forwarded.items()):
         name = forwarder_route(topic, field)
         if name not in forwarders:
-            handle = _forwarder(app, settings, topic, field, internal, only_misplaced)
+            handle = _forwarder(settings, topic, field, internal, only_misplaced)
             forwarders[name] = Route(handle, Positions(name, TableStore(forwarder_table), log_starts), forwarder_table)
             routes.setdefault(settings.topic(topic), []).append(forwarders[name])
 
-    def drive(message: Any, decoded: Decoded, topic: str, origin: Origin) -> list[Send]:
-        outputs = driver.handle_decoded(decoded.item(topic), origin)
-        return [Send(sinks[o.TOPIC], o.key.encode(), encode(o)) for o in outputs]
-
     partitions = settings.partitions
+
+    def drive(message: Any, decoded: Decoded, topic: str, origin: Origin) -> list[Send]:
+        sends = []
+        for output in driver.handle_decoded(decoded.item(topic), origin):
+            key = output.key.encode()
+            sends.append(Send(sinks[output.TOPIC], partition_of(key, partitions), key, encode(output)))
+        return sends
+
     for topic in processor.inputs:
         if topic in rekeyed:  # every record comes through the worker's own topic, keyed by the field
 
@@ -398,13 +423,13 @@ def _table_partition(key: str, partitions: int) -> int:
 
 
 def _forwarder(
-    app: faust.App, settings: KafkaSettings, topic: str, field: str, internal: str, only_misplaced: bool
+    settings: KafkaSettings, topic: str, field: str, internal: str, only_misplaced: bool
 ) -> Callable[[Any, Decoded], list[Send]]:
     """Forward ``topic`` to ``internal``, keyed by ``field`` (faust's group_by, spelled out so the
     bytes pass through untouched): every record, or (``only_misplaced``) those not in the partition
     of their key. Undecodable records keep their key; the processors reading the internal topic
     dead-letter them."""
-    sink = app.topic(settings.topic(internal), schema=RAW)
+    sink = settings.topic(internal)
     partitions = settings.partitions
 
     def forward(message: Any, decoded: Decoded) -> list[Send]:
@@ -413,7 +438,11 @@ def _forwarder(
         value = message.value or b""
         key = _field_of(value, field)
         origin = f"{topic}/{message.partition}/{message.offset}".encode()
-        return [Send(sink, message.key if key is None else key.encode(), value, {ORIGIN_HEADER: origin})]
+        raw_key = message.key if key is None else key.encode()
+        # A record with no key at all (undecodable, from a producer that set none) keeps its
+        # partition number: the processors reading that partition dead-letter it.
+        partition = message.partition % partitions if raw_key is None else partition_of(raw_key, partitions)
+        return [Send(sink, partition, raw_key, value, [(ORIGIN_HEADER, origin)])]
 
     return forward
 
