@@ -31,6 +31,7 @@ topic its processors partition by another field is forwarded whole, as faust's `
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -427,8 +428,8 @@ def _forwarder(
 ) -> Callable[[Any, Decoded], list[Send]]:
     """Forward ``topic`` to ``internal``, keyed by ``field`` (faust's group_by, spelled out so the
     bytes pass through untouched): every record, or (``only_misplaced``) those not in the partition
-    of their key. Undecodable records keep their key; the processors reading the internal topic
-    dead-letter them."""
+    of their key. An undecodable record is keyed by the field if its JSON has one, else keeps its
+    key; the processors reading the internal topic dead-letter it."""
     sink = settings.topic(internal)
     partitions = settings.partitions
 
@@ -436,7 +437,9 @@ def _forwarder(
         if only_misplaced and decoded.in_place(topic, partitions):
             return []
         value = message.value or b""
-        key = _field_of(value, field)
+        event = decoded.item(topic)  # decoded once for every route reading the record: no second parse
+        found = _field_of(value, field) if isinstance(event, InvalidEvent) else getattr(event, field, None)
+        key = found if isinstance(found, str) else None
         origin = f"{topic}/{message.partition}/{message.offset}".encode()
         raw_key = message.key if key is None else key.encode()
         # A record with no key at all (undecodable, from a producer that set none) keeps its
@@ -467,8 +470,11 @@ def _field_of(value: bytes, field: str) -> str | None:
     return found if isinstance(found, str) else None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def partition_of(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner (murmur2, as in Java and aiokafka) gives a key."""
+    """The partition Kafka's default partitioner (murmur2, as in Java and aiokafka) gives a key.
+    Cached: aiokafka's murmur2 is pure Python, and the worker asks it for every changelog record,
+    output and forwarded record, mostly about the same few thousand tests, repos and nodes."""
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
