@@ -71,7 +71,7 @@ def on_kafka(events: list[Event], order: str, base: KafkaSettings, scratch: Path
     processors = build_processors()
 
     async def load() -> None:
-        internal = {t for p in processors for t in internal_topics(settings, p)}
+        internal = internal_topics(settings, processors)
         await ensure_topics(settings, [*TOPICS, *internal])
         for block in blocks(events, order):
             await publish(settings, block)

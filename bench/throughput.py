@@ -356,7 +356,7 @@ def main() -> None:
         if f"worker{count}" not in parts:
             continue
         app = f"fastci-x{count}"
-        internal = sorted({name for p in ALL_PROCESSORS for name in internal_topics(replace(base, app=app), p)})
+        internal = internal_topics(replace(base, app=app), ALL_PROCESSORS)
         probe = None
         if count == 1 and args.probes:
 
@@ -414,7 +414,7 @@ def main() -> None:
         replay = replace(base, namespace=f"{base.namespace}replay-", app="fastci-replay")
         asyncio.run(ensure_topics(replay, TOPICS))
         asyncio.run(publish(replay, results))
-        internal = sorted({name for p in ALL_PROCESSORS for name in internal_topics(replay, p)})
+        internal = internal_topics(replay, ALL_PROCESSORS)
         rate = faust_rate(
             replay,
             replay.app_id,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,9 +314,16 @@ def misplaced_topics(settings: KafkaSettings, processor: Processor) -> dict[str,
     }
 
 
-def internal_topics(settings: KafkaSettings, processor: Processor) -> list[str]:
-    """Every internal topic the processor's routes read (the worker creates them before it starts)."""
-    return sorted({*repartition_topics(settings, processor).values(), *misplaced_topics(settings, processor).values()})
+def internal_topics(settings: KafkaSettings, processors: Iterable[Processor]) -> list[str]:
+    """Every internal topic the processors' routes read, once each (the worker creates them before
+    it starts)."""
+    return sorted(
+        {
+            name
+            for p in processors
+            for name in (*repartition_topics(settings, p).values(), *misplaced_topics(settings, p).values())
+        }
+    )
 
 
 def forwarder_route(topic: str, field: str) -> str:

@@ -22,7 +22,7 @@ def run_worker(settings: KafkaSettings, processor_names: list[str] | None = None
 
 
 def run_processors(settings: KafkaSettings, processors: list[Processor], loglevel: str = "warn") -> None:
-    internal = sorted({name for p in processors for name in internal_topics(settings, p)})
+    internal = internal_topics(settings, processors)
     asyncio.run(ensure_topics(settings, [*TOPICS, *internal]))
     app = create_app(settings, processors)
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)

@@ -46,7 +46,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
     from streams.app import internal_topics
 
     settings = kafka_settings(args)
-    names = sorted({*TOPICS, *(t for p in ALL_PROCESSORS for t in internal_topics(settings, p))})
+    names = sorted({*TOPICS, *internal_topics(settings, ALL_PROCESSORS)})
 
     async def counts() -> dict[str, int]:
         found: dict[str, int] = {}
