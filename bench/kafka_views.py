@@ -35,7 +35,7 @@ from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS, build_processors
-from fastci.views.refresh import refresh_embedded, refresh_kafka
+from fastci.views.refresh import refresh_kafka, refreshed_views
 from fastci.views.store import Views
 from streams.app import internal_topics
 from streams.progress import unapplied
@@ -58,12 +58,8 @@ def embedded(events: list[Event], order: str, scratch: Path) -> dict[str, list[t
     runtime = EmbeddedRuntime(data, SYSTEM, sync=False)
     runtime.run()
     runtime.close()
-    views = Views(data / "views.duckdb")
-    try:
-        refresh_embedded(data, views)
+    with refreshed_views(data) as views:
         return views.event_tables()
-    finally:
-        views.close()
 
 
 def on_kafka(events: list[Event], order: str, base: KafkaSettings, scratch: Path) -> dict[str, list[tuple]]:

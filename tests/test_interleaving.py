@@ -12,8 +12,7 @@ from fastci.demo.history import Workload
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM
-from fastci.views.refresh import refresh_embedded
-from fastci.views.store import Views
+from fastci.views.refresh import refreshed_views
 
 
 def append(data_dir, blocks: list[list[Event]]) -> None:
@@ -38,12 +37,8 @@ def run(data_dir) -> dict[str, list[tuple]]:
         runtime.run()
     finally:
         runtime.close()
-    views = Views(data_dir / "views.duckdb")
-    try:
-        refresh_embedded(data_dir, views)
+    with refreshed_views(data_dir) as views:
         return views.event_tables()
-    finally:
-        views.close()
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS
-from fastci.views.refresh import refresh_embedded, refresh_kafka
+from fastci.views.refresh import refresh_kafka, refreshed_views
 from fastci.views.store import Views
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -44,12 +44,8 @@ def reference_views(tmp_path, events) -> dict[str, list]:
     runtime = EmbeddedRuntime(data, SYSTEM)
     runtime.run()
     runtime.close()
-    views = Views(data / "views.duckdb")
-    try:
-        refresh_embedded(data, views)
+    with refreshed_views(data) as views:
         return {name: views.query(sql)[1] for name, sql in COMPARED.items()}
-    finally:
-        views.close()
 
 
 def kafka_views(tmp_path, settings) -> dict[str, list]:

@@ -8,6 +8,7 @@ Records that do not decode are skipped here: the processors dead-letter them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fastci.core.codec import InvalidEvent, encode
@@ -29,6 +30,18 @@ EMBEDDED = "embedded"
 
 def kafka_source(settings: KafkaSettings) -> str:
     return f"kafka:{settings.bootstrap}/{settings.namespace}"
+
+
+@contextmanager
+def refreshed_views(data_dir: Path) -> Iterator[Views]:
+    """The data dir's own views (``views.duckdb`` in it), brought up to date with what the embedded
+    runtime has applied there; closed on leaving."""
+    views = Views(data_dir / "views.duckdb")
+    try:
+        refresh_embedded(data_dir, views)
+        yield views
+    finally:
+        views.close()
 
 
 def refresh_embedded(data_dir: Path, views: Views, progress: Progress | None = None) -> dict[str, int]:
