@@ -136,6 +136,20 @@ class Event(Record):
         return None if time is None else (time - _EPOCH) // _MILLISECOND
 
 
+def record_times(events: list[Event], now_ms: int) -> list[int]:
+    """The time each record carries, in both runtimes, by which a processor's input topics are
+    merged: the event's own time; for an event without one (a golden reference, an owner map), the
+    time of the timed event before it in ``events``, else after it, else ``now_ms``: it is ordered
+    where it was published among the events published with it."""
+    own = [event.time_ms() for event in events]
+    latest = next((time_ms for time_ms in own if time_ms is not None), now_ms)
+    times = []
+    for time_ms in own:
+        latest = latest if time_ms is None else time_ms
+        times.append(latest)
+    return times
+
+
 # NaN and infinity are refused in the core even inside lists and dicts, where the model-level
 # ``allow_inf_nan=False`` does not reach.
 FiniteFloat = Annotated[float, AllowInfNan(False)]

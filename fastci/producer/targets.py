@@ -97,7 +97,7 @@ class KafkaTarget:
     async def _send(self, events: list[Event]) -> None:
         from aiokafka import AIOKafkaProducer
 
-        from fastci.runtime.kafka_io import ensure_topics, refused_as
+        from fastci.runtime.kafka_io import ensure_topics, refused_as, time_headers
 
         topics = {e.TOPIC for e in events} - self._topics_ready
         if topics:
@@ -114,8 +114,8 @@ class KafkaTarget:
             try:
                 await producer.start()  # inside: a producer that failed to start is stopped too
                 pending = [
-                    await producer.send(self.settings.topic(e.TOPIC), value=encode(e), key=e.key.encode())
-                    for e in events
+                    await producer.send(self.settings.topic(e.TOPIC), value=encode(e), key=e.key.encode(), headers=h)
+                    for e, h in zip(events, time_headers(events), strict=True)
                 ]
                 await asyncio.gather(*pending)
             finally:

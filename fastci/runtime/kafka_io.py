@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from aiokafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationF
 
 from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
-from fastci.core.events import Event
+from fastci.core.events import Event, record_times
 
 _SEND_WINDOW = 5000  # unacknowledged sends in flight before we wait
 
@@ -101,6 +102,22 @@ def _check_created(settings: KafkaSettings, topic_errors: Iterable[tuple]) -> No
         raise TopicMismatch(f"could not create topic {topic}: {type(error).__name__}{detail}")
 
 
+TIME_HEADER = "fastci-time"  # on a record whose event has no time of its own: the time it is ordered at
+
+
+def time_headers(events: list[Event]) -> list[list[tuple[str, bytes]] | None]:
+    """The headers that give each event without a time of its own (a golden reference, an owner map)
+    the time it is ordered at, as the embedded log records it (``record_times``): the worker merges a
+    processor's topics by event time. Not the record's timestamp: the broker deletes records by
+    their timestamps, and a history published with its own would be gone at the next retention
+    check."""
+    times = record_times(events, time.time_ns() // 1_000_000)
+    return [
+        None if event.time_ms() is not None else [(TIME_HEADER, str(time_ms).encode())]
+        for event, time_ms in zip(events, times, strict=True)
+    ]
+
+
 async def publish(settings: KafkaSettings, events: Iterable[Event]) -> int:
     """Send events keyed by their partition key and wait until the broker has acknowledged all."""
     events = list(events)
@@ -110,10 +127,9 @@ async def publish(settings: KafkaSettings, events: Iterable[Event]) -> int:
         try:
             await producer.start()  # an idempotent producer needs WRITE on some topic already here
             pending: list[asyncio.Future] = []
-            for event in events:
-                pending.append(
-                    await producer.send(settings.topic(event.TOPIC), value=encode(event), key=event.key.encode())
-                )
+            for event, headers in zip(events, time_headers(events), strict=True):
+                topic, value, key = settings.topic(event.TOPIC), encode(event), event.key.encode()
+                pending.append(await producer.send(topic, value=value, key=key, headers=headers))
                 sent += 1
                 if len(pending) >= _SEND_WINDOW:
                     await asyncio.gather(*pending)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
-from fastci.core.events import Event
+from fastci.core.events import Event, record_times
 from fastci.core.provenance import Signer, sign_all
 from fastci.runtime import kafka_io
 from fastci.runtime.embedded import DataDir, now_ms
@@ -20,28 +20,12 @@ def publish_embedded(data_dir: Path, events: list[Event]) -> None:
     events = sign_all(events, Signer.from_env())
     data = DataDir(data_dir)
     by_topic: dict[str, tuple[list[bytes], list[int]]] = {}
-    for event, time_ms in zip(events, record_times(events), strict=True):
+    for event, time_ms in zip(events, record_times(events, now_ms()), strict=True):
         payloads, times = by_topic.setdefault(event.TOPIC, ([], []))
         payloads.append(encode(event))
         times.append(time_ms)
     for topic, (payloads, times) in by_topic.items():
         data.log.topic(topic).append(payloads, times)
-
-
-def record_times(events: list[Event]) -> list[int]:
-    """The time each record carries, by which the embedded runtime merges a processor's input topics:
-    the event's own time; for an event without one (a golden reference, an owner map), the time of
-    the timed event before it in ``events``, else after it, else now: it is ordered where it was
-    published among the events published with it."""
-    own = [event.time_ms() for event in events]
-    latest = next((time_ms for time_ms in own if time_ms is not None), None)
-    if latest is None:
-        latest = now_ms()
-    times = []
-    for time_ms in own:
-        latest = latest if time_ms is None else time_ms
-        times.append(latest)
-    return times
 
 
 def publish_kafka(settings: KafkaSettings, events: list[Event]) -> None:
