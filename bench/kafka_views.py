@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.core.config import KafkaSettings
-from fastci.core.events import Event
+from fastci.core.events import Event, record_times
 from fastci.demo.history import Workload
 from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish
@@ -106,10 +106,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--commits", type=int, default=100)
     parser.add_argument("--orders", default=",".join(ORDERS))
+    parser.add_argument(
+        "--in-time-order",
+        action="store_true",
+        help="append each topic in time order (the history as generated appends results run by run)",
+    )
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.ERROR)  # fresh topics' leader elections, retried
     orders = args.orders.split(",")
     events = Workload(commits=args.commits, seed=5).events()
+    if args.in_time_order:
+        times = record_times(events, 0)
+        events = [e for _, _, e in sorted(zip(times, range(len(events)), events, strict=True))]
     base = KafkaSettings.from_env(partitions=4)
     with tempfile.TemporaryDirectory(prefix="fastci-kafka-views-") as scratch_name:
         scratch = Path(scratch_name)
@@ -129,6 +137,8 @@ def main() -> None:
             equal += all(cell == "=" for cell in cells)
             print(f"{name:<22}{len(rows):>10,}" + "".join(f"{cell:>26}" for cell in cells))
         print(f"{equal} of {len(first)} views equal to the embedded runtime's in every order")
+        alike = sum(all(kafka[order][name] == kafka[orders[0]][name] for order in orders) for name in first)
+        print(f"{alike} of {len(first)} views the same in the Kafka runs of every order")
 
 
 if __name__ == "__main__":

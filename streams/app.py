@@ -1,11 +1,12 @@
 """Wire every processor to Kafka: one agent reads every topic, state lives in faust Tables.
 
-Nothing here decides anything: the agent hands each record to the ``Driver`` of
-every processor that reads its topic (the same driver the embedded runtime uses)
-and moves what comes back. Per batch: each record is decoded once for all the
-processors reading it, every processor's writes are taken, outputs are sent and
-acknowledged, then the Tables are written and their changelog records acknowledged
-(before faust commits the batch's offsets). With the offset marks and dedup window in
+Nothing here decides anything: the agent holds each record in the merge of every
+processor that reads its topic (``streams.ordering``: the ordering rule, by event time
+across topics) and hands what the merges release to the processors' ``Driver`` (the
+same driver the embedded runtime uses), then moves what comes back. Per batch: each
+record is decoded once for all the processors reading it, every processor's writes
+are taken, outputs are sent and acknowledged, then the Tables are written and their
+changelog records acknowledged (before faust commits the batch's offsets). With the offset marks and dedup window in
 each Table value and deterministic output ids, a crash anywhere gives no lost
 state and no duplicate a consumer would keep (see ``fastci.runtime.driver``).
 
@@ -33,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import faust
@@ -41,6 +42,7 @@ import orjson
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
 
 from fastci.core.codec import InvalidEvent, encode
 from fastci.core.config import KafkaSettings, data_dir
@@ -49,8 +51,10 @@ from fastci.core.processor import Processor, owner_of
 from fastci.core.system import System
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.driver import Driver, Origin
+from fastci.runtime.kafka_io import TIME_HEADER
 from fastci.runtime.positions import Positions, Verdict, position_partition
 from fastci.topology import DEAD_LETTERS, SYSTEM, TOPICS, build_processors
+from streams.ordering import Consumed, Feed, Held, Ordering, SortKey
 
 AGENT = "fastci"
 BATCH = 2000  # records per take; one Table write per key per batch
@@ -61,6 +65,7 @@ WITHIN_S = 0.05  # longest a record waits for its batch to fill (bounds latency 
 STREAM_BUFFER = 16_384
 ORIGIN_HEADER = "fastci-origin"  # on repartitioned records: "<topic>/<partition>/<offset>" they came from
 MAX_POLL_RECORDS = 10_000
+RELEASE_INTERVAL_S = 0.05  # how often held records are looked at again when no batch comes
 PRODUCE_BATCH_BYTES = 512 * 1024  # under the broker's 1 MiB message.max.bytes
 
 
@@ -85,30 +90,35 @@ class Send:
     headers: list[tuple[str, bytes]] | None = None
 
 
-async def send_batched(app: faust.App, sends: list[Send]) -> None:
-    """Produce ``sends`` and wait for the broker's acknowledgement of every one.
+async def send_batched(app: faust.App, sends: list[Send]) -> dict[tuple[str, int], int]:
+    """Produce ``sends`` and wait for the broker's acknowledgement of every one; return each
+    partition's end offset after them.
 
     One aiokafka record batch per partition, filled in order (so each partition keeps the order of
     ``sends``), instead of one faust ``Topic.send`` per record (a message object, a future and
     callbacks each). The batches go through faust's own producer: its connection, acks=all and
     retries."""
     if not sends:
-        return
+        return {}
     producer = app.producer._ensure_producer()  # the aiokafka producer faust started
     batches: list[tuple[str, int, Any]] = []
     open_batch: dict[tuple[str, int], Any] = {}
     for send in sends:
         where = (send.topic, send.partition)
         batch = open_batch.get(where)
-        headers = send.headers or []
-        if batch is None or batch.append(timestamp=None, key=send.key, value=send.value, headers=headers) is None:
+        record = {"timestamp": None, "key": send.key, "value": send.value, "headers": send.headers or []}
+        if batch is None or batch.append(**record) is None:
             batch = open_batch[where] = producer.create_batch()
             batches.append((send.topic, send.partition, batch))
-            if batch.append(timestamp=None, key=send.key, value=send.value, headers=headers) is None:
+            if batch.append(**record) is None:
                 # aiokafka takes any first record into an empty batch: never a record dropped silently
                 raise RuntimeError(f"aiokafka refused a {len(send.value):,}-byte record for {send.topic}")
+    counts = [batch.record_count() for _, _, batch in batches]
     deliveries = [await producer.send_batch(batch, topic, partition=partition) for topic, partition, batch in batches]
-    await asyncio.gather(*deliveries)
+    ends: dict[tuple[str, int], int] = {}
+    for (topic, partition, _), count, metadata in zip(batches, counts, await asyncio.gather(*deliveries), strict=True):
+        ends[(topic, partition)] = max(ends.get((topic, partition), 0), metadata.offset + count)
+    return ends
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,53 +165,79 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     every_processor = processors or build_processors()
     forwarder_table = _raw_table(app, settings, FORWARDERS) if any(p.partition_by for p in every_processor) else None
     reporters = System.decode_reporters(every_processor)
+    feeds: dict[str, dict[str, Feed]] = {}
+    ordering = Ordering([p.name for p in every_processor], feeds, settings.partitions, _highwater_of(app))
     for processor in every_processor:
         reports = reporters.get(processor.name, frozenset())
-        tables.append(_wire(app, settings, processor, routes, forwarders, forwarder_table, reports, log_starts))
+        wired = _wire(app, settings, processor, routes, forwarders, forwarder_table, reports, log_starts, ordering)
+        tables.append(wired)
+    writers = {t: [p.name for p in every_processor if t in p.outputs] for p in every_processor for t in p.inputs}
+    for processor in every_processor:
+        for topic, feed in feeds[processor.name].items():
+            ahead = tuple(w for w in writers[topic] if (w, processor.name) not in SYSTEM.feedback)
+            feeds[processor.name][topic] = replace(feed, writers=ahead)
 
     every_route = [route for topic_routes in routes.values() for route in topic_routes]
     pauses = PauseControl()
+    turn = asyncio.Lock()  # the agent's batches and the release timer take turns
+
+    async def process(batch: list[Any]) -> None:
+        sends: list[Send] = []
+        gaps: set[Any] = set()
+        for item in batch:
+            message = item.message
+            decoded = Decoded(message)  # one decode per record, however many processors read it
+            for route in routes[message.topic]:
+                verdict = route.positions.admit(message.topic, message.partition, message.offset)
+                if verdict is Verdict.NEXT:
+                    sends.extend(route.handle(message, decoded))
+                elif verdict is Verdict.GAP:
+                    gaps.add((message.tp, route))
+        sends.extend(ordering.release(sends))  # what each processor's merge lets go
+        # Taken before the first await: a rebalance signal may clear the caches meanwhile. State
+        # first, then positions: one changelog partition keeps them in that order.
+        writes = [(table, driver.drain_writes()) for driver, table in tables]
+        writes += [(route.table, route.positions.drain_writes()) for route in every_route]
+        rewinds = _rewinds(gaps, app.consumer._committed_offset)  # faust has no public getter
+        ordering.sent(await send_batched(app, sends))  # outputs durable before the state that produced them
+        # Each value goes to the Table's store and to its changelog, and the batch waits for the
+        # broker's acknowledgements, in drain order (one partition keeps them in order). Setting
+        # table[key] instead queues each changelog record in faust's producer buffer, which
+        # stops the stream for a flush every 100 records, a fraction of a second each. (The
+        # Tables are in memory: there is no store offset to record, which faust's own write adds.)
+        changelog = []
+        for table, changed in writes:
+            topic = table.changelog_topic.get_topic_name()
+            for key, value in changed.items():
+                raw_key = key.encode()
+                table.data[raw_key] = value
+                changelog.append(Send(topic, table.partition_for_key(raw_key), raw_key, value))
+        await send_batched(app, changelog)
+        if rewinds:
+            app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)
+            await app.consumer.seek_wait(rewinds)  # in the consumer's thread, where aiokafka lives
+        full = pauses.after_batch()
+        if full is not None:
+            app.log.info("full garbage collection: %d unreachable objects, %.2f s", full.unreachable, full.seconds)
 
     async def run(stream: Any) -> None:
         async for batch in stream.take_events(BATCH, within=WITHIN_S):
-            sends: list[Send] = []
-            gaps: set[Any] = set()
-            for item in batch:
-                message = item.message
-                decoded = Decoded(message)  # one decode per record, however many processors read it
-                for route in routes[message.topic]:
-                    verdict = route.positions.admit(message.topic, message.partition, message.offset)
-                    if verdict is Verdict.NEXT:
-                        sends.extend(route.handle(message, decoded))
-                    elif verdict is Verdict.GAP:
-                        gaps.add((message.tp, route))
-            # Taken before the first await: a rebalance signal may clear the caches meanwhile. State
-            # first, then positions: one changelog partition keeps them in that order.
-            writes = [(table, driver.drain_writes()) for driver, table in tables]
-            writes += [(route.table, route.positions.drain_writes()) for route in every_route]
-            rewinds = _rewinds(gaps, app.consumer._committed_offset)  # faust has no public getter
-            await send_batched(app, sends)  # outputs durable before the state that produced them
-            # Each value goes to the Table's store and to its changelog, and the batch waits for the
-            # broker's acknowledgements, in drain order (one partition keeps them in order). Setting
-            # table[key] instead queues each changelog record in faust's producer buffer, which
-            # stops the stream for a flush every 100 records, a fraction of a second each. (The
-            # Tables are in memory: there is no store offset to record, which faust's own write adds.)
-            changelog = []
-            for table, changed in writes:
-                topic = table.changelog_topic.get_topic_name()
-                for key, value in changed.items():
-                    raw_key = key.encode()
-                    table.data[raw_key] = value
-                    changelog.append(Send(topic, table.partition_for_key(raw_key), raw_key, value))
-            await send_batched(app, changelog)
-            if rewinds:
-                app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)
-                await app.consumer.seek_wait(rewinds)  # in the consumer's thread, where aiokafka lives
-            full = pauses.after_batch()
-            if full is not None:
-                app.log.info("full garbage collection: %d unreachable objects, %.2f s", full.unreachable, full.seconds)
+            async with turn:
+                await process(batch)
 
     app.agent(app.topic(*routes, schema=RAW), name=AGENT)(run)
+
+    @app.timer(interval=RELEASE_INTERVAL_S)
+    async def _release_held() -> None:
+        # A held record may wait for what arrives in no record of its own: a high-water mark, the
+        # acknowledgement of what the last batch sent. faust yields no empty batch to look again.
+        if ordering.held():
+            async with turn:
+                await process([])
+
+    @app.on_partitions_revoked.connect
+    async def _drop_held(sender: Any, revoked: Any, **kwargs: Any) -> None:
+        ordering.clear()  # their positions make the consumer deliver them again, wherever they go
 
     @app.on_partitions_assigned.connect
     async def _forget_caches(sender: Any, assigned: Any, **kwargs: Any) -> None:
@@ -210,8 +246,22 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             driver.forget_cache()
         for route in every_route:
             route.positions.forget()
+        ordering.assign({(tp.topic, tp.partition) for tp in assigned if tp.topic in routes})
 
     return app
+
+
+def _highwater_of(app: faust.App) -> Callable[[str, int], int | None]:
+    """The high-water mark the consumer last fetched for a partition (None before its first fetch
+    or when the partition is not assigned here): no broker call."""
+
+    def highwater(topic: str, partition: int) -> int | None:
+        try:
+            return app.consumer.highwater(TP(topic, partition))
+        except (AssertionError, AttributeError):
+            return None
+
+    return highwater
 
 
 async def _read_log_starts(app: faust.App, tps: set[Any], log_starts: dict[tuple[str, int], int]) -> None:
@@ -369,9 +419,11 @@ def _wire(
     forwarder_table: Any,
     reports: frozenset[str],
     log_starts: dict[tuple[str, int], int],
+    ordering: Ordering,
 ) -> tuple[Driver, Any]:
     """Add the processor's routes (its inputs, and the forwarders of topics it repartitions, unless
-    another processor added them) and return its driver with the Table it persists to."""
+    another processor added them) and its feeds, and return its driver with the Table it persists
+    to. Its routes hold what they take in its merge; what the merge releases is applied."""
     rekeyed = repartition_topics(settings, processor)
     misplaced = misplaced_topics(settings, processor)
     sinks = {t: settings.topic(t) for t in (*processor.outputs, DEAD_LETTERS)}
@@ -388,39 +440,79 @@ def _wire(
             routes.setdefault(settings.topic(topic), []).append(forwarders[name])
 
     partitions = settings.partitions
+    feeds = ordering.feeds.setdefault(processor.name, {})
 
-    def drive(message: Any, decoded: Decoded, topic: str, origin: Origin) -> list[Send]:
+    def drive(held: Held, topic: str) -> list[Send]:
         sends = []
-        for output in driver.handle_decoded(decoded.item(topic), origin):
+        for output in driver.handle_decoded(held.decoded.item(topic), held.origin):
             key = output.key.encode()
-            sends.append(Send(sinks[output.TOPIC], partition_of(key, partitions), key, encode(output)))
+            # An output happened when its cause did, unless it says otherwise (as in the embedded log).
+            headers = None if output.time_ms() is not None else [(TIME_HEADER, str(held.key[0]).encode())]
+            sends.append(Send(sinks[output.TOPIC], partition_of(key, partitions), key, encode(output), headers))
         return sends
 
-    for topic in processor.inputs:
-        if topic in rekeyed:  # every record comes through the worker's own topic, keyed by the field
+    def applier(positions: Positions, topic: str) -> Callable[[Held], list[Send]]:
+        def apply(held: Held) -> list[Send]:
+            message = held.message
+            positions.release(message.topic, message.partition, message.offset)
+            return drive(held, topic)
 
-            def from_internal(message: Any, decoded: Decoded, topic: str = topic) -> list[Send]:
-                return drive(message, decoded, topic, _origin(message))
+        return apply
 
-            wire = settings.topic(rekeyed[topic])
-            routes.setdefault(wire, []).append(
-                Route(from_internal, Positions(f"{processor.name}:{topic}", store, log_starts), table)
-            )
-            continue
+    def holder(positions: Positions, topic: str, index: int, from_origin: bool) -> Callable[[Any, Decoded], list[Send]]:
+        apply = applier(positions, topic)
 
-        def in_place(message: Any, decoded: Decoded, topic: str = topic) -> list[Send]:
-            if not decoded.in_place(topic, partitions):
+        def hold(message: Any, decoded: Decoded) -> list[Send]:
+            if not from_origin and not decoded.in_place(topic, partitions):
                 return []  # its forwarder sends it where its key's state is
-            return drive(message, decoded, topic, Origin(f"{topic}/{message.partition}", message.offset))
+            origin = _origin(message) if from_origin else Origin(f"{topic}/{message.partition}", message.offset)
+            positions.hold(message.topic, message.partition, message.offset)
+            held = Held(_sort_key(message, decoded.item(topic), index), apply, message, decoded, origin)
+            ordering.hold(processor.name, message.partition, topic, held)
+            return []
 
-        def returned(message: Any, decoded: Decoded, topic: str = topic) -> list[Send]:
-            return drive(message, decoded, topic, _origin(message))
+        return hold
 
-        own = Route(in_place, Positions(f"{processor.name}:{topic}", store, log_starts), table)
-        back = Route(returned, Positions(f"{processor.name}:{topic}:misplaced", store, log_starts), table)
-        routes.setdefault(settings.topic(topic), []).append(own)
-        routes.setdefault(settings.topic(misplaced[topic]), []).append(back)
+    for index, topic in enumerate(processor.inputs):
+        field = processor.partition_by.get(topic, TOPICS[topic].KEY)
+        source = Consumed(forwarders[forwarder_route(topic, field)].positions, settings.topic(topic))
+        if topic in rekeyed:  # every record comes through the worker's own topic, keyed by the field
+            wire = settings.topic(rekeyed[topic])
+            positions = Positions(f"{processor.name}:{topic}", store, log_starts)
+            routes.setdefault(wire, []).append(Route(holder(positions, topic, index, True), positions, table))
+            feeds[topic] = Feed(index, None, Consumed(positions, wire), source, ())
+            continue
+        own = Positions(f"{processor.name}:{topic}", store, log_starts)
+        back = Positions(f"{processor.name}:{topic}:misplaced", store, log_starts)
+        back_wire = settings.topic(misplaced[topic])
+        routes.setdefault(settings.topic(topic), []).append(Route(holder(own, topic, index, False), own, table))
+        routes.setdefault(back_wire, []).append(Route(holder(back, topic, index, True), back, table))
+        feeds[topic] = Feed(index, Consumed(own, settings.topic(topic)), Consumed(back, back_wire), source, ())
     return driver, table
+
+
+def _sort_key(message: Any, event: Event | InvalidEvent, index: int) -> SortKey:
+    """Where a record goes in its processor's merge: its event's time (else the time the record
+    carries, as its producer stamped it), its topic's place among the processor's inputs, its id."""
+    time_ms = None if isinstance(event, InvalidEvent) else event.time_ms()
+    if time_ms is None:
+        time_ms = _record_time(message)
+    return (time_ms, index, "" if isinstance(event, InvalidEvent) else event.id)
+
+
+def _record_time(message: Any) -> int:
+    """The time a record without an event time is ordered at: the one its producer gave it in a
+    header (``fastci.runtime.kafka_io.time_headers``), else its timestamp (its arrival)."""
+    raw = _header(message, TIME_HEADER)
+    if raw is not None:
+        return int(raw)
+    return round(message.timestamp * 1000) if message.timestamp else 0
+
+
+def _header(message: Any, name: str) -> bytes | None:
+    headers = message.headers or {}
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    return next((value for key, value in pairs if key == name), None)
 
 
 def _table_partition(key: str, partitions: int) -> int:
@@ -452,7 +544,10 @@ def _forwarder(
         # A record with no key at all (undecodable, from a producer that set none) keeps its
         # partition number: the processors reading that partition dead-letter it.
         partition = message.partition % partitions if raw_key is None else partition_of(raw_key, partitions)
-        return [Send(sink, partition, raw_key, value, [(ORIGIN_HEADER, origin)])]
+        headers = [(ORIGIN_HEADER, origin)]
+        if isinstance(event, InvalidEvent) or event.time_ms() is None:  # the time it is ordered at goes along
+            headers.append((TIME_HEADER, str(_record_time(message)).encode()))
+        return [Send(sink, partition, raw_key, value, headers)]
 
     return forward
 
@@ -460,9 +555,7 @@ def _forwarder(
 def _origin(message: Any) -> Origin:
     """Where a forwarded record was first appended, from the header the forwarder set: a crash of
     the forwarder re-sends records at new offsets, but with the same origin."""
-    headers = message.headers or {}
-    pairs = headers.items() if isinstance(headers, dict) else headers
-    raw = next((value for name, value in pairs if name == ORIGIN_HEADER), None)
+    raw = _header(message, ORIGIN_HEADER)
     if raw is None:
         return Origin(f"{message.topic}/{message.partition}", message.offset)
     stream, _, offset = raw.decode().rpartition("/")

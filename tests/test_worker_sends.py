@@ -4,6 +4,7 @@ tests run the same function against the real broker)."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,19 +22,25 @@ class FakeBatch:
         self.records.append((key, value, headers))
         return object()
 
+    def record_count(self) -> int:
+        return len(self.records)
+
 
 class FakeProducer:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.sent: list[tuple[str, int, list]] = []
+        self.ends: dict[tuple[str, int], int] = {}  # the broker's log end per partition
 
     def create_batch(self) -> FakeBatch:
         return FakeBatch(self.capacity)
 
     async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int):
         self.sent.append((topic, partition, batch.records))
+        base = self.ends.get((topic, partition), 100)
+        self.ends[(topic, partition)] = base + len(batch.records)
         done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
+        done.set_result(SimpleNamespace(topic=topic, partition=partition, offset=base))
         return done
 
 
@@ -50,7 +57,9 @@ def test_each_partition_keeps_the_order_of_its_records_across_full_batches():
     app = FakeApp(capacity=2)
     sends = [Send("t", n % 2, f"k{n}".encode(), f"v{n}".encode()) for n in range(7)]
     sends.append(Send("u", 0, None, b"keyless", [("fastci-origin", b"t/0/3")]))
-    asyncio.run(send_batched(app, sends))
+    ends = asyncio.run(send_batched(app, sends))
+    # the end of each partition after the last of its batches: what the worker's merge waits to read
+    assert ends == {("t", 0): 104, ("t", 1): 103, ("u", 0): 101}
 
     per_partition: dict[tuple[str, int], list[bytes]] = {}
     for topic, partition, records in app.aiokafka.sent:

@@ -23,6 +23,7 @@ state it covers.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from enum import Enum
 from typing import Protocol
@@ -62,6 +63,11 @@ class Positions:
         self.log_starts = {} if log_starts is None else log_starts
         self._next: dict[tuple[str, int], int] = {}
         self._dirty: set[tuple[str, int]] = set()
+        # Records admitted but held for event-time order, not applied yet: the stored position stays
+        # at the first of them, so a crash replays what was held (in admission order, with the
+        # offsets released out of order until the first one is).
+        self._held: dict[tuple[str, int], deque[int]] = {}
+        self._released: dict[tuple[str, int], set[int]] = {}
 
     def expected(self, topic: str, partition: int) -> int | None:
         """The next offset to apply: the stored position, else the start of the log; None when
@@ -89,16 +95,40 @@ class Positions:
         self._dirty.add((topic, partition))
         return Verdict.NEXT
 
+    def hold(self, topic: str, partition: int, offset: int) -> None:
+        """An admitted record waits to be applied: until ``release``, the stored position stays at it."""
+        self._held.setdefault((topic, partition), deque()).append(offset)
+
+    def release(self, topic: str, partition: int, offset: int) -> None:
+        """A held record was applied."""
+        where = (topic, partition)
+        self._released.setdefault(where, set()).add(offset)
+        self._dirty.add(where)
+
     def drain_writes(self) -> dict[str, bytes]:
-        """Positions changed since the last drain, as store writes."""
+        """Positions changed since the last drain, as store writes: the next offset to apply, or the
+        first record still held when one is."""
         writes = {
-            position_key(self.route, topic, partition): str(self._next[(topic, partition)]).encode()
+            position_key(self.route, topic, partition): str(self._stored(topic, partition)).encode()
             for topic, partition in sorted(self._dirty)
         }
         self._dirty.clear()
         return writes
 
+    def _stored(self, topic: str, partition: int) -> int:
+        where = (topic, partition)
+        held = self._held.get(where)
+        if held:
+            released = self._released[where] if where in self._released else set()
+            while held and held[0] in released:
+                released.discard(held.popleft())
+            if held:
+                return held[0]
+        return self._next[where]
+
     def forget(self) -> None:
-        """Drop cached positions (after a rebalance the store holds the truth)."""
+        """Drop cached positions and what was held (after a rebalance the store holds the truth)."""
         self._next.clear()
         self._dirty.clear()
+        self._held.clear()
+        self._released.clear()

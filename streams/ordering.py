@@ -1,0 +1,238 @@
+"""The ordering rule on Kafka: a processor's input streams merged by event time, per partition.
+
+The embedded runtime merges each processor's input topics by the time each record carries
+(``fastci.runtime.embedded``): it takes the least head among its topics, every topic being read to
+its end. faust delivers partitions in fetch order instead, so the worker holds what it is given
+and releases the same merge: per processor and partition, one FIFO stream per input topic and
+origin partition (a repartitioned topic interleaves its source partitions in delivery order, so
+each source partition is its own stream), and the least head goes first, but only while every
+empty stream is known to hold nothing that would sort before it. What a stream may still hold is
+its *limit*, given by the runtime: nothing when it has been read to its end and its writer has
+nothing left; only records after its writer's low watermark when the writer still holds some; and
+anything at all while it has not been read to its end (the merge waits for it).
+
+Nothing here touches Kafka: the worker (``streams.app``) says what is complete.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+SortKey = tuple[Any, ...]  # (time in ms, the topic's index among the processor's inputs, event id)
+NOTHING_LEFT: SortKey = (float("inf"),)  # a limit: the stream will hold nothing more
+ANYTHING: SortKey = (float("-inf"),)  # a limit: the stream may still hold anything
+
+
+def limit_after(time_ms: float, index: int) -> SortKey:
+    """The limit of a stream that may still hold records of topic ``index`` timed ``time_ms`` or
+    later: a head sorts before all of them only when it is earlier, or as early from a topic
+    earlier in the processor's order (a key longer than the limit's, with its prefix, sorts after)."""
+    return (time_ms, index)
+
+
+@dataclass(slots=True)
+class Held:
+    """A delivered record waiting for its turn."""
+
+    key: SortKey
+    apply: Callable[[Held], list[Any]]  # applies it; returns the records to send
+    message: Any
+    decoded: Any
+    origin: Any
+
+
+@dataclass(slots=True)
+class Stream:
+    """One input topic's records from one origin partition, in their log order."""
+
+    topic: str
+    origin: str  # "<topic>/<partition>" where the records were first appended
+    records: deque[Held] = field(default_factory=deque)
+
+
+class Merge:
+    """One processor's input streams in one partition, released in the order of their sort keys."""
+
+    def __init__(self) -> None:
+        self.streams: dict[str, Stream] = {}
+
+    def stream(self, topic: str, origin: str) -> Stream:
+        found = self.streams.get(origin)
+        if found is None:
+            found = self.streams[origin] = Stream(topic, origin)
+        return found
+
+    def held(self) -> int:
+        return sum(len(s.records) for s in self.streams.values())
+
+    def release(self, limit: Callable[[Stream], SortKey]) -> Iterator[Held]:
+        """The held records that may go now, least first: a head goes when it sorts before every
+        empty stream's limit. ``limit`` is asked only about streams that are or become empty."""
+        heads = [(s.records[0].key, n, s) for n, s in enumerate(self.streams.values()) if s.records]
+        if not heads:
+            return
+        heapq.heapify(heads)
+        bound = min((limit(s) for s in self.streams.values() if not s.records), default=NOTHING_LEFT)
+        while heads and heads[0][0] < bound:
+            _, n, stream = heads[0]
+            held = stream.records.popleft()
+            if stream.records:
+                heapq.heapreplace(heads, (stream.records[0].key, n, stream))
+            else:
+                heapq.heappop(heads)
+                bound = min(bound, limit(stream))
+            yield held
+
+    def low_watermark(self, limit: Callable[[Stream], SortKey]) -> float:
+        """The earliest time this merge may still release a record at (infinite when it may release
+        nothing more): what the outputs it has yet to make can be timed, at the earliest."""
+        return min(
+            (s.records[0].key[0] if s.records else limit(s)[0] for s in self.streams.values()),
+            default=float("inf"),
+        )
+
+    def clear(self) -> None:
+        self.streams.clear()
+
+
+class Consumed:
+    """How far a route has read one of its partitions: its positions (``fastci.runtime.positions``),
+    the wire topic, and whether it reads that topic in every partition the merge asks about."""
+
+    __slots__ = ("positions", "wire")
+
+    def __init__(self, positions: Any, wire: str) -> None:
+        self.positions = positions
+        self.wire = wire
+
+
+@dataclass(frozen=True, slots=True)
+class Feed:
+    """Where one processor reads one input topic from: straight from the topic (records in the
+    partition of their key) and/or through the worker's own topic, fed by a forwarder of the topic."""
+
+    index: int  # the topic's place among the processor's inputs: ties in time go by it
+    direct: Consumed | None  # the topic itself, when the processor reads it by its own key
+    internal: Consumed  # the worker's topic the topic's (misplaced or rekeyed) records come back through
+    source: Consumed  # the forwarder reading the topic
+    writers: tuple[str, ...]  # the processors writing the topic (not through a feedback pipe)
+
+
+class Ordering:
+    """Every processor's merges on one worker, and what it knows of each stream's completeness.
+
+    A stream (a topic's records from one origin partition, for one processor partition) is read to
+    its end when every route it comes through has taken every record the broker holds in its
+    partition (its high-water mark) and every record this worker has produced there; what the
+    worker is sending now counts as not read. Then its limit is its writers' low watermark (an input
+    topic has no writer: nothing left). A source partition another worker reads is not known here:
+    its records are merged when they arrive."""
+
+    def __init__(
+        self,
+        order: list[str],
+        feeds: dict[str, dict[str, Feed]],
+        partitions: int,
+        highwater: Callable[[str, int], int | None],
+    ) -> None:
+        self.order = order  # writers before readers (the topology's processor order)
+        self.feeds = feeds
+        self.partitions = partitions
+        self.highwater = highwater
+        self.merges: dict[str, dict[int, Merge]] = {name: {} for name in order}
+        self.frontier: dict[str, float] = {}
+        self.produced_end: dict[tuple[str, int], int] = {}
+        self.in_flight: set[tuple[str, int]] = set()
+        self.assigned: set[tuple[str, int]] = set()
+
+    def assign(self, assigned: set[tuple[str, int]]) -> None:
+        """Partitions moved: forget what was held (its positions make the consumer deliver it again)
+        and merge anew in the partitions this worker now reads."""
+        self.assigned = set(assigned)
+        local = sorted({partition for _, partition in assigned})
+        self.frontier.clear()
+        for name, merges in self.merges.items():
+            merges.clear()
+            for partition in local:
+                merge = merges[partition] = Merge()
+                for topic in self.feeds[name]:
+                    for origin in range(self.partitions):
+                        merge.stream(topic, f"{topic}/{origin}")
+
+    def clear(self) -> None:
+        for merges in self.merges.values():
+            for merge in merges.values():
+                merge.clear()
+
+    def hold(self, name: str, partition: int, topic: str, held: Held) -> None:
+        merges = self.merges[name]
+        merge = merges.get(partition)
+        if merge is None:
+            merge = merges[partition] = Merge()
+        merge.stream(topic, held.origin.stream).records.append(held)
+
+    def held(self) -> int:
+        return sum(merge.held() for merges in self.merges.values() for merge in merges.values())
+
+    def release(self, sending: list[Any]) -> list[Any]:
+        """Release what the rule lets go, processor by processor in the topology's order (a writer's
+        new outputs, counted as being sent, hold back its readers); ``sending``: what the batch sends
+        already. Returns the records the released ones make."""
+        self.in_flight = {(send.topic, send.partition) for send in sending}
+        made: list[Any] = []
+        for name in self.order:
+            produced: list[Any] = []
+            merges = self.merges[name]
+            for partition, merge in merges.items():
+                limit = functools.partial(self.limit, name, partition)
+                for held in merge.release(limit):
+                    produced.extend(held.apply(held))
+            self.in_flight.update((send.topic, send.partition) for send in produced)
+            self.frontier[name] = min(
+                (m.low_watermark(functools.partial(self.limit, name, p)) for p, m in merges.items()),
+                default=float("inf"),
+            )
+            made.extend(produced)
+        return made
+
+    def sent(self, ends: dict[tuple[str, int], int]) -> None:
+        """The broker acknowledged the batch's records: each partition's end after them."""
+        for where, end in ends.items():
+            if end > self.produced_end.get(where, 0):
+                self.produced_end[where] = end
+        self.in_flight.clear()
+
+    def limit(self, name: str, partition: int, stream: Stream) -> SortKey:
+        """What an empty stream of processor ``name`` in ``partition`` may still hold."""
+        feed = self.feeds[name][stream.topic]
+        origin = int(stream.origin.rpartition("/")[2])
+        if not self._read_to_end(feed, partition, origin):
+            return ANYTHING
+        if feed.writers:
+            earliest = min(self.frontier.get(writer, float("inf")) for writer in feed.writers)
+            if earliest != float("inf"):
+                return limit_after(earliest, feed.index)
+        return NOTHING_LEFT
+
+    def _read_to_end(self, feed: Feed, partition: int, origin: int) -> bool:
+        if feed.direct is not None and origin == partition:
+            return self._complete(feed.direct, partition)
+        if not self._complete(feed.internal, partition):
+            return False
+        # what is still to be forwarded from the source partition, when this worker reads it
+        return (feed.source.wire, origin) not in self.assigned or self._complete(feed.source, origin)
+
+    def _complete(self, consumed: Consumed, partition: int) -> bool:
+        where = (consumed.wire, partition)
+        if where in self.in_flight:
+            return False
+        highwater = self.highwater(consumed.wire, partition)
+        if highwater is None:
+            return False
+        expected = consumed.positions.expected(consumed.wire, partition) or 0
+        return expected >= max(highwater, self.produced_end.get(where, 0))

@@ -1,0 +1,150 @@
+"""The worker's merge of a processor's input streams (``streams.ordering``), logic only: which held
+record goes when, given what each stream may still hold. The Kafka runs of the same rule are
+``bench/kafka_views.py`` and the Kafka equivalence tests."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from streams.ordering import ANYTHING, NOTHING_LEFT, Consumed, Feed, Held, Merge, Ordering, limit_after
+
+
+def held(time_ms: int, index: int, origin: str, name: str = "") -> Held:
+    return Held((time_ms, index, name), lambda h: [], None, None, SimpleNamespace(stream=origin))
+
+
+def fill(merge: Merge, *records: tuple[str, Held]) -> None:
+    for topic, record in records:
+        merge.stream(topic, record.origin.stream).records.append(record)
+
+
+def test_the_least_head_goes_first_while_every_empty_stream_has_nothing_left():
+    merge = Merge()
+    fill(
+        merge,
+        ("results", held(30, 1, "results/0", "r30")),
+        ("results", held(10, 1, "results/0", "r10")),  # out of time order in its stream: stays behind r30
+        ("commits", held(20, 0, "commits/0", "c20")),
+        ("commits", held(30, 0, "commits/0", "c30")),
+    )
+    released = [h.key[2] for h in merge.release(lambda stream: NOTHING_LEFT)]
+    # each stream keeps its log order; across streams the least head, ties by topic order
+    assert released == ["c20", "c30", "r30", "r10"]
+    assert merge.held() == 0
+
+
+def test_a_stream_not_read_to_its_end_holds_back_everything_once_it_is_empty():
+    merge = Merge()
+    merge.stream("results", "results/0")  # known, nothing delivered yet
+    fill(merge, ("commits", held(20, 0, "commits/0", "c20")))
+    unread = {"results/0"}
+
+    def limit(stream):
+        return ANYTHING if stream.origin in unread else NOTHING_LEFT
+
+    assert list(merge.release(limit)) == []
+    assert merge.low_watermark(limit) == float("-inf")
+    fill(merge, ("results", held(25, 1, "results/0", "r25")), ("commits", held(30, 0, "commits/0", "c30")))
+    # results/0 has a head now: what is still to come in it comes after r25, so c20 and r25 go;
+    # then results/0 is empty again and c30 waits
+    assert [h.key[2] for h in merge.release(limit)] == ["c20", "r25"]
+    unread.clear()  # results/0 read to its end
+    assert [h.key[2] for h in merge.release(limit)] == ["c30"]
+
+
+def test_a_derived_stream_lets_go_only_what_sorts_before_its_writers_low_watermark():
+    merge = Merge()
+    merge.stream("selection", "selection/0")
+    fill(
+        merge,
+        ("results", held(10, 0, "results/0", "r10")),
+        ("results", held(20, 0, "results/0", "r20")),
+        ("commits", held(20, 2, "commits/0", "c20")),
+    )
+    # the writer may still emit selections timed 20 or later; selection is input 1 of this processor
+    released = [
+        h.key[2] for h in merge.release(lambda s: limit_after(20, 1) if s.topic == "selection" else NOTHING_LEFT)
+    ]
+    assert released == ["r10", "r20"]  # r20 (input 0) sorts before any selection at 20; c20 (input 2) does not
+    assert merge.low_watermark(lambda s: limit_after(20, 1) if s.topic == "selection" else NOTHING_LEFT) == 20
+
+
+class FakePositions:
+    def __init__(self, expected: dict[tuple[str, int], int]) -> None:
+        self.next = expected
+
+    def expected(self, topic: str, partition: int) -> int | None:
+        return self.next.get((topic, partition))
+
+
+def ordering_of(highwaters: dict[tuple[str, int], int]) -> tuple[Ordering, FakePositions, FakePositions]:
+    """A writer of 'selection' reading 'commits', and a reader of 'commits' and 'selection', with
+    two partitions; every route's positions in one fake."""
+    own = FakePositions({})
+    back = FakePositions({})
+
+    def feed(index: int, topic: str, writers: tuple[str, ...] = ()) -> Feed:
+        return Feed(index, Consumed(own, topic), Consumed(back, f"{topic}-back"), Consumed(own, topic), writers)
+
+    feeds = {
+        "writer": {"commits": feed(0, "commits")},
+        "reader": {"commits": feed(0, "commits"), "selection": feed(1, "selection", ("writer",))},
+    }
+    ordering = Ordering(["writer", "reader"], feeds, 2, lambda topic, partition: highwaters.get((topic, partition)))
+    ordering.assign({(t, p) for t in ("commits", "commits-back", "selection", "selection-back") for p in (0, 1)})
+    return ordering, own, back
+
+
+def test_a_stream_is_read_to_its_end_at_its_high_water_mark_and_past_what_the_worker_sent():
+    highwaters = {(t, p): 0 for t in ("commits", "commits-back", "selection", "selection-back") for p in (0, 1)}
+    ordering, own, _ = ordering_of(highwaters)
+    stream = ordering.merges["reader"][0].streams["commits/0"]
+    assert ordering.limit("reader", 0, stream) == NOTHING_LEFT  # an empty topic
+    highwaters[("commits", 0)] = 3
+    assert ordering.limit("reader", 0, stream) == ANYTHING  # three records not taken yet
+    own.next[("commits", 0)] = 3
+    assert ordering.limit("reader", 0, stream) == NOTHING_LEFT
+    ordering.sent({("commits", 0): 5})  # this worker wrote two more: not read until taken
+    assert ordering.limit("reader", 0, stream) == ANYTHING
+    own.next[("commits", 0)] = 5
+    assert ordering.limit("reader", 0, stream) == NOTHING_LEFT
+    assert ordering.limit("reader", 0, ordering.merges["reader"][0].streams["commits/1"]) == NOTHING_LEFT
+    del highwaters[("commits-back", 0)]  # no fetch of the worker's own topic yet: not known
+    assert ordering.limit("reader", 0, ordering.merges["reader"][0].streams["commits/1"]) == ANYTHING
+
+
+def test_readers_wait_for_what_their_writer_still_holds_and_for_what_it_is_sending():
+    highwaters = {(t, p): 0 for t in ("commits", "commits-back", "selection", "selection-back") for p in (0, 1)}
+    ordering, own, _ = ordering_of(highwaters)
+    highwaters[("commits", 0)] = 2
+    own.next[("commits", 0)] = 2
+    sent = []
+
+    def writer_apply(h: Held) -> list:
+        send = SimpleNamespace(topic="selection", partition=0, time=h.key[0])
+        sent.append(send)
+        return [send]
+
+    ordering.hold(
+        "writer", 0, "commits", Held((20, 0, "c20"), writer_apply, None, None, SimpleNamespace(stream="commits/0"))
+    )
+    ordering.hold("reader", 0, "commits", held(20, 0, "commits/0", "c20"))
+    ordering.hold("reader", 0, "commits", held(40, 0, "commits/0", "c40"))
+    made = ordering.release([])
+    assert [s.time for s in made] == [20] and ordering.frontier["writer"] == float("inf")
+    # the writer's selection at 20 is on its way: the reader's selection stream is not read to its end
+    assert ordering.merges["reader"][0].held() == 2
+    ordering.sent({("selection", 0): 1})
+    highwaters[("selection", 0)] = 1
+    own.next[("selection", 0)] = 1  # read back...
+    ordering.hold("reader", 0, "selection", held(20, 1, "selection/0", "s20"))
+    ordering.release([])
+    assert ordering.merges["reader"][0].held() == 0  # c20, s20, c40: in time order
+
+    # a writer whose earliest record still to come is timed 30: its reader's selection stream,
+    # read to its end, may yet hold selections timed 30 or later
+    stream = ordering.merges["reader"][0].streams["selection/0"]
+    ordering.frontier["writer"] = 30
+    assert ordering.limit("reader", 0, stream) == limit_after(30, 1)
+    highwaters[("selection", 0)] = 2  # one more selection on the broker, not taken yet
+    assert ordering.limit("reader", 0, stream) == ANYTHING
