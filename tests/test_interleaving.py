@@ -9,8 +9,11 @@ import pytest
 
 from fastci.core.events import Event
 from fastci.demo.history import Workload
-from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.planning.processor import TestPlanProcessor
+from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats
 from fastci.runtime.publish import publish_embedded
+from fastci.selection.audit import SelectionAuditProcessor
+from fastci.selection.processor import SelectionProcessor
 from fastci.topology import SYSTEM
 from fastci.views.refresh import refreshed_views
 
@@ -68,8 +71,9 @@ def test_appends_in_another_order_are_applied_in_the_same_event_time_order(tmp_p
     read_order = {}
     for name, blocks in {"results first": [results, commits], "commits first": [commits, results]}.items():
         append(tmp_path / name, blocks)
-        runtime = EmbeddedRuntime(tmp_path / name, SYSTEM, sync=False)
-        auditor = next(r for r in runtime.runners if r.processor.name == "selection-auditor")
+        # the auditor alone: with test-selection running too, the auditor would wait for its selections
+        runtime = EmbeddedRuntime(tmp_path / name, SYSTEM, processors=[SelectionAuditProcessor()], sync=False)
+        (auditor,) = runtime.runners
         read_order[name] = [(topic, record.offset) for topic, record in auditor._merged(10_000)]
         runtime.close()
         log = DataDir(tmp_path / name).log
@@ -78,3 +82,27 @@ def test_appends_in_another_order_are_applied_in_the_same_event_time_order(tmp_p
     topics = [topic for topic, _ in read_order["commits first"]]
     last_result = len(topics) - 1 - topics[::-1].index("results")
     assert topics[0] == "commits" and topics.index("commits", 1) < last_result  # interleaved, not topic by topic
+
+
+def test_a_reader_goes_no_further_than_what_its_writer_may_still_append(tmp_path):
+    """test-planner reads `selection`, which test-selection writes: while test-selection has a commit
+    to apply, the planner's merge stops before anything its selection would sort ahead of."""
+    events = Workload(commits=3, seed=5).events()
+    append(tmp_path, [events])
+    runtime = EmbeddedRuntime(tmp_path, SYSTEM, processors=[SelectionProcessor(), TestPlanProcessor()], sync=False)
+    try:
+        selection, planner = runtime.runners
+        first_commit = min(e.time_ms() for e in events if e.TOPIC == "commits")
+        assert selection.low_watermark() <= first_commit
+        held_back = list(planner._merged(10_000))
+        assert held_back, "what sorts before the first selection goes"
+        # nothing at or after the first commit but the commit itself (commits sort before selection)
+        assert all(r.timestamp_ms < first_commit or t == "commits" for t, r in held_back)
+        assert max(r.timestamp_ms for _, r in held_back) <= first_commit
+        selection.step(10_000, False, ProcessorStats())  # the writer applies everything it has
+        assert selection.low_watermark() == float("inf")
+        runtime.shared.clear()  # what a round read (the runtime starts each round afresh)
+        everything = list(planner._merged(10_000))
+        assert len(everything) == sum(e.TOPIC in planner.processor.inputs for e in events) + 3  # and 3 selections
+    finally:
+        runtime.close()

@@ -141,6 +141,9 @@ class _ProcessorRunner:
         self.driver = Driver(processor, checkpoint.store(processor.name), reports)
         self.consumer = f"processor:{processor.name}"
         self.producer = f"produced:{processor.name}"
+        # Per input topic, the runners writing it (not through a feedback pipe): this runner's merge
+        # goes no further than what they may still append.
+        self.writers: dict[str, list[_ProcessorRunner]] = {topic: [] for topic in processor.inputs}
         self.reload()
 
     def reload(self) -> None:
@@ -191,16 +194,33 @@ class _ProcessorRunner:
 
     def _merged(self, limit: int) -> Iterator[tuple[str, LogRecord]]:
         """Input records in event-time order across topics (ties: topic order, then offset): a
-        function of each topic's records, not of how appends to different topics interleaved."""
-        streams = [
-            [
-                (record.timestamp_ms, index, record.offset, topic, record)
-                for record in self.shared.records(topic, start, limit)
-            ]
-            for index, (topic, start) in enumerate(self.positions.items())
-        ]
-        for *_, topic, record in heapq.merge(*streams):
+        function of each topic's records, not of how appends to different topics interleaved. A
+        topic read to its end that another processor writes may still get records timed from that
+        writer's low watermark on: the merge stops before what would sort after them."""
+        streams = []
+        bound: tuple[float, ...] = (float("inf"),)
+        for index, (topic, start) in enumerate(self.positions.items()):
+            records = self.shared.records(topic, start, limit)
+            streams.append([(record.timestamp_ms, index, record.offset, topic, record) for record in records])
+            if len(records) < limit and self.writers[topic]:
+                bound = min(bound, (min(writer.low_watermark() for writer in self.writers[topic]), index))
+        for *key, topic, record in heapq.merge(*streams):
+            if not tuple(key) < bound:
+                return
             yield topic, record
+
+    def low_watermark(self) -> float:
+        """The earliest time this processor may still apply a record at, so the earliest its outputs
+        to come can be timed (infinite when it has nothing left): its inputs' first pending records,
+        and for an input read to its end, its writers' low watermark."""
+        earliest = float("inf")
+        for topic, position in self.positions.items():
+            head = next(iter(self.log.topic(topic).read(position, limit=1)), None)
+            if head is not None:
+                earliest = min(earliest, head.timestamp_ms)
+            elif self.writers[topic]:
+                earliest = min(earliest, *(writer.low_watermark() for writer in self.writers[topic]))
+        return earliest
 
     def _already_appended(self, topic: str, event_id: str) -> bool:
         recovered = self.recovered.get(topic)
@@ -233,6 +253,14 @@ class EmbeddedRuntime:
             _ProcessorRunner(p, self.data, self.checkpoint, self.shared, reporters.get(p.name, frozenset()))
             for p in chosen
         ]
+        for reader in self.runners:
+            for topic, writers in reader.writers.items():
+                writers.extend(
+                    writer
+                    for writer in self.runners
+                    if topic in writer.processor.outputs
+                    and (writer.processor.name, reader.processor.name) not in system.feedback
+                )
 
     def close(self) -> None:
         self.checkpoint.close()
