@@ -1,0 +1,89 @@
+"""The ordering rule on Kafka: one history appended to the broker in three cross-topic orders, each
+applied by one faust worker, gives the embedded runtime's views, decisions included.
+
+The history's topics are each appended in time order (docs/topology.md says why a topic appended out
+of order can be cut into streams differently by the two runtimes). The exceptions are the views a
+feedback loop feeds in a backlog (`selection`, `selection_audit`: a miss reaches test-selection
+when the batches bring it, in both runtimes); for those the test checks the decisions are all there,
+once each."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import replace
+
+import pytest
+from kafka_helpers import start_worker, stop_worker, wait_until_consumed
+
+from fastci.core.events import Event, record_times
+from fastci.demo.history import Workload
+from fastci.runtime.embedded import EmbeddedRuntime
+from fastci.runtime.kafka_io import ensure_topics, publish
+from fastci.runtime.publish import publish_embedded
+from fastci.topology import SYSTEM, TOPICS, build_processors
+from fastci.views.refresh import refresh_kafka, refreshed_views
+from fastci.views.store import Views
+from streams.app import internal_topics
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+FED_BACK = ("selection", "selection_audit")
+
+
+def history() -> list[Event]:
+    events = Workload(commits=30, seed=5).events()
+    times = record_times(events, 0)
+    return [event for _, _, event in sorted(zip(times, range(len(events)), events, strict=True))]
+
+
+def orders(events: list[Event]) -> dict[str, list[list[Event]]]:
+    topics = list(dict.fromkeys(e.TOPIC for e in events))
+    per_topic = [[e for e in events if e.TOPIC == topic] for topic in topics]
+    return {"interleaved": [events], "per-topic blocks": per_topic, "blocks reversed": per_topic[::-1]}
+
+
+def on_kafka(base, blocks: list[list[Event]], tmp_path, name: str) -> dict[str, list[tuple]]:
+    settings = replace(base, namespace=f"{base.namespace}{uuid.uuid4().hex[:4]}-")
+
+    async def load() -> None:
+        await ensure_topics(settings, [*TOPICS, *internal_topics(settings, build_processors())])
+        for block in blocks:  # each block acknowledged before the next: the blocks fix the order
+            await publish(settings, block)
+
+    asyncio.run(load())
+    log = tmp_path / f"worker-{name}.log"
+    worker = start_worker(settings, log)
+    try:
+        wait_until_consumed(settings, worker, log, timeout_s=300)
+    finally:
+        stop_worker(worker)
+    views = Views(tmp_path / f"kafka-{name}.duckdb")
+    try:
+        asyncio.run(refresh_kafka(settings, views))
+        return views.event_tables()
+    finally:
+        views.close()
+
+
+def test_every_cross_topic_order_gives_the_embedded_runtimes_views(kafka, tmp_path):
+    events = history()
+    publish_embedded(tmp_path / "embedded", events)
+    runtime = EmbeddedRuntime(tmp_path / "embedded", SYSTEM, sync=False)
+    runtime.run()
+    runtime.close()
+    with refreshed_views(tmp_path / "embedded") as views:
+        expected = views.event_tables()
+    decided = {t: len(expected[t]) for t in ("selection", "test_plan", "schedule", "baseline_exclusions")}
+    assert all(decided.values()), f"the history must make these decisions, or the check says little: {decided}"
+
+    for n, (name, blocks) in enumerate(orders(events).items()):
+        got = on_kafka(kafka, blocks, tmp_path, str(n))
+        for table, rows in expected.items():
+            if table in FED_BACK:
+                assert len(got[table]) == len(rows), f"{name}: {table} has {len(got[table])} rows, not {len(rows)}"
+                assert len({row[0] for row in got[table]}) == len(rows), f"{name}: {table} has duplicates"
+                continue
+            missing = sorted({repr(r) for r in rows} - {repr(r) for r in got[table]})[:3]
+            extra = sorted({repr(r) for r in got[table]} - {repr(r) for r in rows})[:3]
+            assert got[table] == rows, f"{name}: {table} differs; missing {missing}; extra {extra}"
