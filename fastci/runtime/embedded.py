@@ -106,6 +106,7 @@ class _Round:
         self._records: dict[tuple[str, int, int], list[LogRecord]] = {}
         self._items: dict[tuple[str, int], Event | InvalidEvent] = {}
         self.decode_seconds = 0.0
+        self.steps = 0  # processor steps so far: a low watermark holds until the next one
 
     def records(self, topic: str, start: Position, limit: int) -> list[LogRecord]:
         key = (topic, start.offset, limit)
@@ -123,9 +124,15 @@ class _Round:
             self.decode_seconds += time.perf_counter() - started
         return item
 
-    def clear(self) -> None:
+    def clear(self, floors: dict[str, int] | None = None) -> None:
+        """Forget what was read; with ``floors`` (topic -> the least offset a processor still has to
+        apply), keep the decoded events from there on: a processor held back by its writers reads
+        them again in the next round."""
         self._records.clear()
-        self._items.clear()
+        if floors is None:
+            self._items.clear()
+        else:
+            self._items = {key: item for key, item in self._items.items() if key[1] >= floors.get(key[0], 0)}
 
 
 class _ProcessorRunner:
@@ -144,6 +151,7 @@ class _ProcessorRunner:
         # Per input topic, the runners writing it (not through a feedback pipe): this runner's merge
         # goes no further than what they may still append.
         self.writers: dict[str, list[_ProcessorRunner]] = {topic: [] for topic in processor.inputs}
+        self._watermark: tuple[int, float] | None = None  # (the round's step it was computed at, value)
         self.reload()
 
     def reload(self) -> None:
@@ -175,6 +183,7 @@ class _ProcessorRunner:
             count += 1
         if not count:
             return 0
+        self.shared.steps += 1  # positions move, outputs are appended: low watermarks are stale
         produced: dict[tuple[str, str], Position] = {}
         for topic, timed in outputs.items():
             fresh = [(encode(e), time_ms) for e, time_ms in timed if not self._already_appended(topic, e.id)]
@@ -212,7 +221,9 @@ class _ProcessorRunner:
     def low_watermark(self) -> float:
         """The earliest time this processor may still apply a record at, so the earliest its outputs
         to come can be timed (infinite when it has nothing left): its inputs' first pending records,
-        and for an input read to its end, its writers' low watermark."""
+        and for an input read to its end, its writers' low watermark. Kept until a runner steps."""
+        if self._watermark is not None and self._watermark[0] == self.shared.steps:
+            return self._watermark[1]
         earliest = float("inf")
         for topic, position in self.positions.items():
             head = next(iter(self.log.topic(topic).read(position, limit=1)), None)
@@ -220,6 +231,7 @@ class _ProcessorRunner:
                 earliest = min(earliest, head.timestamp_ms)
             elif self.writers[topic]:
                 earliest = min(earliest, *(writer.low_watermark() for writer in self.writers[topic]))
+        self._watermark = (self.shared.steps, earliest)
         return earliest
 
     def _already_appended(self, topic: str, event_id: str) -> bool:
@@ -268,6 +280,13 @@ class EmbeddedRuntime:
     def pending(self) -> int:
         return sum(runner.pending() for runner in self.runners)
 
+    def _floors(self) -> dict[str, int]:
+        floors: dict[str, int] = {}
+        for runner in self.runners:
+            for topic, position in runner.positions.items():
+                floors[topic] = min(floors.get(topic, position.offset), position.offset)
+        return floors
+
     def run(self, follow: bool = False, poll_s: float = 0.5, progress: Progress | None = None) -> RunStats:
         """Process everything available (and keep following new events when ``follow``)."""
         with self.data.processing():
@@ -294,7 +313,7 @@ class EmbeddedRuntime:
             progressed = False
             # Rounds of one batch per processor, producers before consumers: processors reading the
             # same topic move together and share its decoded records, and chains settle as they go.
-            self.shared.clear()
+            self.shared.clear(self._floors())
             for runner in self.runners:
                 own = stats.by_processor[runner.processor.name]
                 started, decoding = time.perf_counter(), self.shared.decode_seconds
