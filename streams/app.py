@@ -6,9 +6,10 @@ across topics) and hands what the merges release to the processors' ``Driver`` (
 same driver the embedded runtime uses), then moves what comes back. Per batch: each
 record is decoded once for all the processors reading it, every processor's writes
 are taken, outputs are sent and acknowledged, then the Tables are written and their
-changelog records acknowledged (before faust commits the batch's offsets). With the offset marks and dedup window in
-each Table value and deterministic output ids, a crash anywhere gives no lost
-state and no duplicate a consumer would keep (see ``fastci.runtime.driver``).
+changelog records acknowledged (before faust commits the batch's offsets). With the
+offset marks and dedup window in each Table value and deterministic output ids, a
+crash anywhere gives no lost state and no duplicate a consumer would keep (see
+``fastci.runtime.driver``).
 
 Why one agent and not one per processor: with several agents subscribed to one
 topic, each record is shared by several faust channels. A rebalance clears the
@@ -504,7 +505,7 @@ def _record_time(message: Any) -> int:
     """The time a record without an event time is ordered at: the one its producer gave it in a
     header (``fastci.runtime.kafka_io.time_headers``), else its timestamp (its arrival)."""
     raw = _header(message, TIME_HEADER)
-    if raw is not None:
+    if raw is not None and raw.isdigit():  # another client's header that is not a time: ignored
         return int(raw)
     return round(message.timestamp * 1000) if message.timestamp else 0
 

@@ -101,8 +101,8 @@ class Merge:
 
 
 class Consumed:
-    """How far a route has read one of its partitions: its positions (``fastci.runtime.positions``),
-    the wire topic, and whether it reads that topic in every partition the merge asks about."""
+    """A route's reading of one wire topic: its positions (``fastci.runtime.positions``), which say
+    how far it has read each partition."""
 
     __slots__ = ("positions", "wire")
 
