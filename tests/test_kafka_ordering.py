@@ -148,3 +148,14 @@ def test_readers_wait_for_what_their_writer_still_holds_and_for_what_it_is_sendi
     assert ordering.limit("reader", 0, stream) == limit_after(30, 1)
     highwaters[("selection", 0)] = 2  # one more selection on the broker, not taken yet
     assert ordering.limit("reader", 0, stream) == ANYTHING
+
+
+def test_a_record_is_ordered_at_its_time_header_else_its_timestamp():
+    from streams.app import _record_time
+
+    def message(headers):
+        return SimpleNamespace(headers=headers, timestamp=1_700_000_000.123)
+
+    assert _record_time(message([("fastci-time", b"1690000000000")])) == 1_690_000_000_000
+    assert _record_time(message([("fastci-time", b"yesterday")])) == 1_700_000_000_123  # another client's
+    assert _record_time(message(None)) == 1_700_000_000_123
