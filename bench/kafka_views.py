@@ -35,8 +35,7 @@ from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS, build_processors
-from fastci.views.refresh import refresh_kafka, refreshed_views
-from fastci.views.store import Views
+from fastci.views.refresh import refreshed_kafka_views, refreshed_views
 from streams.app import internal_topics
 from streams.progress import unapplied
 
@@ -94,12 +93,8 @@ def on_kafka(events: list[Event], order: str, base: KafkaSettings, scratch: Path
     finally:
         worker.terminate()
         worker.wait(60)
-    views = Views(scratch / f"kafka-{order}.duckdb")
-    try:
-        asyncio.run(refresh_kafka(settings, views))
+    with refreshed_kafka_views(settings, scratch / f"kafka-{order}.duckdb") as views:
         return views.event_tables()
-    finally:
-        views.close()
 
 
 def main() -> None:

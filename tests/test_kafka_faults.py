@@ -22,8 +22,7 @@ from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS
-from fastci.views.refresh import refresh_kafka, refreshed_views
-from fastci.views.store import Views
+from fastci.views.refresh import refreshed_kafka_views, refreshed_views
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -49,12 +48,8 @@ def reference_views(tmp_path, events) -> dict[str, list]:
 
 
 def kafka_views(tmp_path, settings) -> dict[str, list]:
-    views = Views(tmp_path / "kafka.duckdb")
-    try:
-        asyncio.run(refresh_kafka(settings, views))
+    with refreshed_kafka_views(settings, tmp_path / "kafka.duckdb") as views:
         return {name: views.query(sql)[1] for name, sql in COMPARED.items()}
-    finally:
-        views.close()
 
 
 def assert_same_views(got: dict[str, list], expected: dict[str, list]) -> None:

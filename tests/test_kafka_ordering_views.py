@@ -22,8 +22,7 @@ from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS, build_processors
-from fastci.views.refresh import refresh_kafka, refreshed_views
-from fastci.views.store import Views
+from fastci.views.refresh import refreshed_kafka_views, refreshed_views
 from streams.app import internal_topics
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -58,12 +57,8 @@ def on_kafka(base, blocks: list[list[Event]], tmp_path, name: str) -> dict[str, 
         wait_until_consumed(settings, worker, log, timeout_s=300)
     finally:
         stop_worker(worker)
-    views = Views(tmp_path / f"kafka-{name}.duckdb")
-    try:
-        asyncio.run(refresh_kafka(settings, views))
+    with refreshed_kafka_views(settings, tmp_path / f"kafka-{name}.duckdb") as views:
         return views.event_tables()
-    finally:
-        views.close()
 
 
 def test_every_cross_topic_order_gives_the_embedded_runtimes_views(kafka, tmp_path):

@@ -7,6 +7,7 @@ Records that do not decode are skipped here: the processors dead-letter them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +40,17 @@ def refreshed_views(data_dir: Path) -> Iterator[Views]:
     views = Views(data_dir / "views.duckdb")
     try:
         refresh_embedded(data_dir, views)
+        yield views
+    finally:
+        views.close()
+
+
+@contextmanager
+def refreshed_kafka_views(settings: KafkaSettings, path: Path) -> Iterator[Views]:
+    """Views at ``path`` brought up to date with the topics of ``settings``; closed on leaving."""
+    views = Views(path)
+    try:
+        asyncio.run(refresh_kafka(settings, views))
         yield views
     finally:
         views.close()
