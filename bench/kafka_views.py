@@ -3,13 +3,15 @@ views a Kafka run decides differently from the embedded runtime's event-time ord
 
 One synthetic history (``--commits``) is published in each order (as generated, one event after
 another; per-topic blocks; per-topic blocks reversed) to the embedded log and, in fresh topics, to
-the broker, where one ``fastci worker`` applies it; then every view of both is compared, row for
-row. Prints one line per view: its rows in the embedded runtime (the same in every order, by the
-ordering rule) and, per order, ``=`` when the Kafka run's rows are the same, else its row count
+the broker, where ``fastci worker`` applies it (one worker, or two, one of them SIGKILLed part way,
+published by aiokafka or by librdkafka: see the options); then every view of both is compared, row
+for row. Prints one line per view: its rows in the embedded runtime (the same in every order, by
+the ordering rule) and, per order, ``=`` when the Kafka run's rows are the same, else its row count
 and how many rows differ.
 
     export $(docker/kafka/kafka.sh start)
     .venv/bin/python bench/kafka_views.py [--commits 100] [--orders generated,blocks,reversed]
+        [--in-time-order] [--workers 2] [--kill-after 5] [--producer librdkafka]
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event, record_times
 from fastci.demo.history import Workload
 from fastci.runtime.embedded import EmbeddedRuntime
-from fastci.runtime.kafka_io import ensure_topics, publish
+from fastci.runtime.kafka_io import ensure_topics, publish, time_headers
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS, build_processors
 from fastci.views.refresh import refreshed_kafka_views, refreshed_views
@@ -61,38 +64,73 @@ def embedded(events: list[Event], order: str, scratch: Path) -> dict[str, list[t
         return views.event_tables()
 
 
-def on_kafka(events: list[Event], order: str, base: KafkaSettings, scratch: Path) -> dict[str, list[tuple]]:
+def publish_librdkafka(settings: KafkaSettings, events: list[Event]) -> None:
+    """Publish with librdkafka (confluent-kafka): records placed by its default partitioner
+    (consistent_random, CRC32), not murmur2; keys, values and time headers as fastci's own."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": settings.bootstrap, "acks": "all", "enable.idempotence": True})
+    for event, headers in zip(events, time_headers(events), strict=True):
+        producer.produce(settings.topic(event.TOPIC), key=event.key.encode(), value=encode(event), headers=headers)
+        producer.poll(0)
+    if producer.flush(60):
+        sys.exit("librdkafka did not deliver every record in 60 s")
+
+
+def on_kafka(
+    events: list[Event], order: str, base: KafkaSettings, scratch: Path, options: argparse.Namespace
+) -> dict[str, list[tuple]]:
     settings = replace(base, namespace=f"views{uuid.uuid4().hex[:6]}-")
     processors = build_processors()
 
     async def load() -> None:
         internal = internal_topics(settings, processors)
         await ensure_topics(settings, [*TOPICS, *internal])
-        for block in blocks(events, order):
-            await publish(settings, block)
+        if options.producer == "aiokafka":
+            for block in blocks(events, order):
+                await publish(settings, block)
 
     asyncio.run(load())
+    if options.producer == "librdkafka":
+        for block in blocks(events, order):
+            publish_librdkafka(settings, block)
     env = {
         **os.environ,
         "FASTCI_KAFKA_BOOTSTRAP": settings.bootstrap,
         "FASTCI_KAFKA_NAMESPACE": settings.namespace,
         "FASTCI_KAFKA_PARTITIONS": str(settings.partitions),
     }
-    log = open(scratch / f"worker-{order}.log", "wb")
-    worker = subprocess.Popen([sys.executable, "-m", "fastci.cli", "worker"], env=env, stdout=log, stderr=log)
+    logs = []
+
+    def start() -> subprocess.Popen:
+        log = scratch / f"worker-{order}-{len(logs)}.log"
+        logs.append(log)
+        env["FASTCI_DATA_DIR"] = str(log.with_suffix(".data"))
+        out = open(log, "wb")
+        return subprocess.Popen([sys.executable, "-m", "fastci.cli", "worker"], env=env, stdout=out, stderr=out)
+
+    workers = [start() for _ in range(options.workers)]
+    killed = not options.kill_after
+    started = time.monotonic()
     try:
-        settled, deadline = 0, time.monotonic() + 900
+        settled, deadline = 0, started + 900
         while settled < 3:  # nothing left to apply, three polls in a row
-            if worker.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"the worker did not finish ({order}); see {log.name}")
+            if not killed and time.monotonic() - started > options.kill_after:
+                workers[0].kill()  # SIGKILL mid-stream; with one worker, a new one takes over
+                workers[0].wait()
+                workers = workers[1:] or [start()]
+                killed = True
+            if any(w.poll() is not None for w in workers) or time.monotonic() > deadline:
+                sys.exit(f"the workers did not finish ({order}); see {[str(log) for log in logs]}")
             time.sleep(1)
             try:
                 settled = settled + 1 if not any(asyncio.run(unapplied(settings, processors)).values()) else 0
             except Exception:  # the group coordinator of fresh topics may not answer yet
                 settled = 0
     finally:
-        worker.terminate()
-        worker.wait(60)
+        for worker in workers:
+            worker.terminate()
+            worker.wait(60)
     with refreshed_kafka_views(settings, scratch / f"kafka-{order}.duckdb") as views:
         return views.event_tables()
 
@@ -101,6 +139,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--commits", type=int, default=100)
     parser.add_argument("--orders", default=",".join(ORDERS))
+    parser.add_argument("--workers", type=int, default=1, help="faust workers in the group")
+    parser.add_argument("--kill-after", type=float, default=0, help="SIGKILL one worker this many seconds in")
+    parser.add_argument("--producer", choices=("aiokafka", "librdkafka"), default="aiokafka")
     parser.add_argument(
         "--in-time-order",
         action="store_true",
@@ -119,8 +160,12 @@ def main() -> None:
         reference = {order: embedded(events, order, scratch) for order in orders}
         first = reference[orders[0]]
         assert all(r == first for r in reference.values()), "the embedded runtime differs between orders"
-        kafka = {order: on_kafka(events, order, base, scratch) for order in orders}
-        print(f"{len(events):,} events ({args.commits} commits); Kafka: one worker, 4 partitions, aiokafka producer")
+        kafka = {order: on_kafka(events, order, base, scratch, args) for order in orders}
+        kill = f", one SIGKILLed {args.kill_after:g} s in" if args.kill_after else ""
+        print(
+            f"{len(events):,} events ({args.commits} commits); Kafka: {args.workers} worker(s){kill}, "
+            f"4 partitions, {args.producer} producer"
+        )
         print(f"{'view':<22}{'embedded':>10}" + "".join(f"{order:>26}" for order in orders))
         equal = 0
         for name, rows in first.items():
