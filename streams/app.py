@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -67,6 +68,10 @@ STREAM_BUFFER = 16_384
 ORIGIN_HEADER = "fastci-origin"  # on repartitioned records: "<topic>/<partition>/<offset>" they came from
 MAX_POLL_RECORDS = 10_000
 RELEASE_INTERVAL_S = 0.05  # how often held records are looked at again when no batch comes
+# A partition with records some route has not applied, of which nothing was delivered for this long,
+# is sought back: records held when a rebalance took their partition, or a crash, were acknowledged
+# to faust, which committed past them, and at the end of a partition no later record shows the gap.
+STALL_S = 5.0
 PRODUCE_BATCH_BYTES = 512 * 1024  # under the broker's 1 MiB message.max.bytes
 
 
@@ -167,7 +172,8 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     forwarder_table = _raw_table(app, settings, FORWARDERS) if any(p.partition_by for p in every_processor) else None
     reporters = System.decode_reporters(every_processor)
     feeds: dict[str, dict[str, Feed]] = {}
-    ordering = Ordering([p.name for p in every_processor], feeds, settings.partitions, _highwater_of(app))
+    highwater = _highwater_of(app)
+    ordering = Ordering([p.name for p in every_processor], feeds, settings.partitions, highwater)
     for processor in every_processor:
         reports = reporters.get(processor.name, frozenset())
         wired = _wire(app, settings, processor, routes, forwarders, forwarder_table, reports, log_starts, ordering)
@@ -182,11 +188,15 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     pauses = PauseControl()
     turn = asyncio.Lock()  # the agent's batches and the release timer take turns
 
+    delivered: dict[tuple[str, int], float] = {}  # wire partition -> when a record of it last came
+
     async def process(batch: list[Any]) -> None:
         sends: list[Send] = []
         gaps: set[Any] = set()
+        now = time.monotonic()
         for item in batch:
             message = item.message
+            delivered[(message.topic, message.partition)] = now
             decoded = Decoded(message)  # one decode per record, however many processors read it
             for route in routes[message.topic]:
                 verdict = route.positions.admit(message.topic, message.partition, message.offset)
@@ -236,6 +246,25 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             async with turn:
                 await process([])
 
+    @app.timer(interval=1.0)
+    async def _seek_stalled() -> None:
+        now = time.monotonic()
+        rewinds = {}
+        for wire, partition in ordering.assigned:
+            end = highwater(wire, partition)
+            if end is None or now - delivered.get((wire, partition), now) < STALL_S:
+                continue
+            behind = [e for r in routes[wire] if (e := r.positions.expected(wire, partition)) is not None and e < end]
+            if behind:
+                tp = TP(wire, partition)
+                committed = app.consumer._committed_offset.get(tp)
+                rewinds[tp] = min(behind) if committed is None else min(*behind, committed)
+                delivered[(wire, partition)] = now  # the seek's records get their time to come
+        if rewinds:
+            async with turn:
+                app.log.warning("records not applied, none delivered for %.0f s: seeking back to %s", STALL_S, rewinds)
+                await app.consumer.seek_wait(rewinds)
+
     @app.on_partitions_revoked.connect
     async def _drop_held(sender: Any, revoked: Any, **kwargs: Any) -> None:
         ordering.clear()  # their positions make the consumer deliver them again, wherever they go
@@ -248,6 +277,8 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         for route in every_route:
             route.positions.forget()
         ordering.assign({(tp.topic, tp.partition) for tp in assigned if tp.topic in routes})
+        now = time.monotonic()
+        delivered.update({where: now for where in ordering.assigned})  # the stall clock starts now
 
     return app
 
