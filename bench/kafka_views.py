@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
-from fastci.core.events import Event, record_times
-from fastci.demo.history import Workload
+from fastci.core.events import Event
+from fastci.demo.history import Workload, in_time_order, per_topic
 from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish, time_headers
 from fastci.runtime.publish import publish_embedded
@@ -48,9 +48,8 @@ ORDERS = ("generated", "blocks", "reversed")
 def blocks(events: list[Event], order: str) -> list[list[Event]]:
     if order == "generated":
         return [events]
-    topics = list(dict.fromkeys(e.TOPIC for e in events))
-    per_topic = [[e for e in events if e.TOPIC == topic] for topic in topics]
-    return per_topic if order == "blocks" else per_topic[::-1]
+    blocks = per_topic(events)
+    return blocks if order == "blocks" else blocks[::-1]
 
 
 def embedded(events: list[Event], order: str, scratch: Path) -> dict[str, list[tuple]]:
@@ -152,8 +151,7 @@ def main() -> None:
     orders = args.orders.split(",")
     events = Workload(commits=args.commits, seed=5).events()
     if args.in_time_order:
-        times = record_times(events, 0)
-        events = [e for _, _, e in sorted(zip(times, range(len(events)), events, strict=True))]
+        events = in_time_order(events)
     base = KafkaSettings.from_env(partitions=4)
     with tempfile.TemporaryDirectory(prefix="fastci-kafka-views-") as scratch_name:
         scratch = Path(scratch_name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fastci.core.events import Event
-from fastci.demo.history import Workload
+from fastci.demo.history import Workload, per_topic
 from fastci.planning.processor import TestPlanProcessor
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats
 from fastci.runtime.publish import publish_embedded
@@ -25,12 +25,11 @@ def append(data_dir, blocks: list[list[Event]]) -> None:
 
 
 def interleavings(events: list[Event]) -> dict[str, list[list[Event]]]:
-    topics = list(dict.fromkeys(e.TOPIC for e in events))
-    per_topic = [[e for e in events if e.TOPIC == t] for t in topics]
+    blocks = per_topic(events)
     return {
         "as generated, one event per block": [[e] for e in events],
-        "per-topic blocks": per_topic,
-        "per-topic blocks, reversed": per_topic[::-1],
+        "per-topic blocks": blocks,
+        "per-topic blocks, reversed": blocks[::-1],
     }
 
 

@@ -16,8 +16,8 @@ from dataclasses import replace
 import pytest
 from kafka_helpers import start_worker, stop_worker, wait_until_consumed
 
-from fastci.core.events import Event, record_times
-from fastci.demo.history import Workload
+from fastci.core.events import Event
+from fastci.demo.history import Workload, in_time_order, per_topic
 from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.kafka_io import ensure_topics, publish
 from fastci.runtime.publish import publish_embedded
@@ -30,16 +30,9 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 FED_BACK = ("selection", "selection_audit")
 
 
-def history() -> list[Event]:
-    events = Workload(commits=30, seed=5).events()
-    times = record_times(events, 0)
-    return [event for _, _, event in sorted(zip(times, range(len(events)), events, strict=True))]
-
-
 def orders(events: list[Event]) -> dict[str, list[list[Event]]]:
-    topics = list(dict.fromkeys(e.TOPIC for e in events))
-    per_topic = [[e for e in events if e.TOPIC == topic] for topic in topics]
-    return {"interleaved": [events], "per-topic blocks": per_topic, "blocks reversed": per_topic[::-1]}
+    blocks = per_topic(events)
+    return {"interleaved": [events], "per-topic blocks": blocks, "blocks reversed": blocks[::-1]}
 
 
 def on_kafka(base, blocks: list[list[Event]], tmp_path, name: str) -> dict[str, list[tuple]]:
@@ -62,7 +55,7 @@ def on_kafka(base, blocks: list[list[Event]], tmp_path, name: str) -> dict[str, 
 
 
 def test_every_cross_topic_order_gives_the_embedded_runtimes_views(kafka, tmp_path):
-    events = history()
+    events = in_time_order(Workload(commits=30, seed=5).events())
     publish_embedded(tmp_path / "embedded", events)
     runtime = EmbeddedRuntime(tmp_path / "embedded", SYSTEM, sync=False)
     runtime.run()

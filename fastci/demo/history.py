@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from fastci.core.events import Event
+from fastci.core.events import Event, record_times
 from fastci.inputs import LAYERS, Bundle, ChangedFunction, CommitEvent, NodeHealthEvent, ResultEvent
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
@@ -128,6 +128,20 @@ class Workload:
             layers=layers,
             hardware_path=any(layer in ("compiler", "kernels", "runtime", "driver", "firmware") for layer in layers),
         )
+
+
+def per_topic(events: list[Event]) -> list[list[Event]]:
+    """The events of each topic, in their order, one list per topic as they first appear: the
+    per-topic blocks the ordering checks append in turn."""
+    topics = list(dict.fromkeys(e.TOPIC for e in events))
+    return [[e for e in events if e.TOPIC == topic] for topic in topics]
+
+
+def in_time_order(events: list[Event]) -> list[Event]:
+    """The events sorted by the time their records carry (stable): each topic appended in time order
+    (the history as generated appends results run by run)."""
+    times = record_times(events, 0)
+    return [event for _, _, event in sorted(zip(times, range(len(events)), events, strict=True))]
 
 
 def malformed_lines() -> list[bytes]:
