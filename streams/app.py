@@ -36,7 +36,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import faust
@@ -176,13 +176,19 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     ordering = Ordering([p.name for p in every_processor], feeds, settings.partitions, highwater)
     for processor in every_processor:
         reports = reporters.get(processor.name, frozenset())
-        wired = _wire(app, settings, processor, routes, forwarders, forwarder_table, reports, log_starts, ordering)
+        wired = _wire(
+            app,
+            settings,
+            processor,
+            routes,
+            forwarders,
+            forwarder_table,
+            reports,
+            log_starts,
+            ordering,
+            every_processor,
+        )
         tables.append(wired)
-    writers = {t: [p.name for p in every_processor if t in p.outputs] for p in every_processor for t in p.inputs}
-    for processor in every_processor:
-        for topic, feed in feeds[processor.name].items():
-            ahead = tuple(w for w in writers[topic] if (w, processor.name) not in SYSTEM.feedback)
-            feeds[processor.name][topic] = replace(feed, writers=ahead)
 
     every_route = [route for topic_routes in routes.values() for route in topic_routes]
     pauses = PauseControl()
@@ -249,16 +255,16 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     @app.timer(interval=1.0)
     async def _seek_stalled() -> None:
         now = time.monotonic()
-        rewinds = {}
+        rewinds: dict[Any, int] = {}
         for wire, partition in ordering.assigned:
             end = highwater(wire, partition)
             if end is None or now - delivered.get((wire, partition), now) < STALL_S:
                 continue
-            behind = [e for r in routes[wire] if (e := r.positions.expected(wire, partition)) is not None and e < end]
+            tp = TP(wire, partition)
+            expected = {route: route.positions.expected(wire, partition) for route in routes[wire]}
+            behind = {(tp, route) for route, e in expected.items() if e is not None and e < end}
             if behind:
-                tp = TP(wire, partition)
-                committed = app.consumer._committed_offset.get(tp)
-                rewinds[tp] = min(behind) if committed is None else min(*behind, committed)
+                rewinds.update(_rewinds(behind, app.consumer._committed_offset))
                 delivered[(wire, partition)] = now  # the seek's records get their time to come
         if rewinds:
             async with turn:
@@ -336,7 +342,8 @@ def _rewinds(gaps: set[tuple[Any, Route]], committed: Mapping[Any, int | None]) 
     for tp, route in gaps:
         expected = route.positions.expected(tp.topic, tp.partition)
         if expected is not None:
-            rewinds[tp] = min(expected, rewinds.get(tp, expected), committed.get(tp) or expected)
+            done = committed.get(tp)  # None: faust has committed nothing there yet (0 is an offset)
+            rewinds[tp] = min(expected, rewinds.get(tp, expected), expected if done is None else done)
     return rewinds
 
 
@@ -452,6 +459,7 @@ def _wire(
     reports: frozenset[str],
     log_starts: dict[tuple[str, int], int],
     ordering: Ordering,
+    every_processor: list[Processor],
 ) -> tuple[Driver, Any]:
     """Add the processor's routes (its inputs, and the forwarders of topics it repartitions, unless
     another processor added them) and its feeds, and return its driver with the Table it persists
@@ -473,6 +481,7 @@ def _wire(
 
     partitions = settings.partitions
     feeds = ordering.feeds.setdefault(processor.name, {})
+    writers = _writers(processor, every_processor)
 
     def drive(held: Held, topic: str) -> list[Send]:
         sends = []
@@ -512,15 +521,25 @@ def _wire(
             wire = settings.topic(rekeyed[topic])
             positions = Positions(f"{processor.name}:{topic}", store, log_starts)
             routes.setdefault(wire, []).append(Route(holder(positions, topic, index, True), positions, table))
-            feeds[topic] = Feed(index, None, Consumed(positions, wire), source, ())
+            feeds[topic] = Feed(index, None, Consumed(positions, wire), source, writers[topic])
             continue
         own = Positions(f"{processor.name}:{topic}", store, log_starts)
         back = Positions(f"{processor.name}:{topic}:misplaced", store, log_starts)
         back_wire = settings.topic(misplaced[topic])
         routes.setdefault(settings.topic(topic), []).append(Route(holder(own, topic, index, False), own, table))
         routes.setdefault(back_wire, []).append(Route(holder(back, topic, index, True), back, table))
-        feeds[topic] = Feed(index, Consumed(own, settings.topic(topic)), Consumed(back, back_wire), source, ())
+        direct = Consumed(own, settings.topic(topic))
+        feeds[topic] = Feed(index, direct, Consumed(back, back_wire), source, writers[topic])
     return driver, table
+
+
+def _writers(reader: Processor, processors: list[Processor]) -> dict[str, tuple[str, ...]]:
+    """Per input topic of ``reader``, the processors writing it that its merge waits for: every
+    writer but those whose pipe to it runs back (feedback, read at its high-water mark)."""
+    return {
+        topic: tuple(w.name for w in processors if topic in w.outputs and (w.name, reader.name) not in SYSTEM.feedback)
+        for topic in reader.inputs
+    }
 
 
 def _sort_key(message: Any, event: Event | InvalidEvent, index: int) -> SortKey:

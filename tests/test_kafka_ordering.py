@@ -159,3 +159,19 @@ def test_a_record_is_ordered_at_its_time_header_else_its_timestamp():
     assert _record_time(message([("fastci-time", b"1690000000000")])) == 1_690_000_000_000
     assert _record_time(message([("fastci-time", b"yesterday")])) == 1_700_000_000_123  # another client's
     assert _record_time(message(None)) == 1_700_000_000_123
+
+
+def test_a_rewind_goes_back_to_faust_s_committed_offset_when_it_is_earlier_even_at_zero():
+    from faust.types import TP
+
+    from streams.app import _rewinds
+
+    tp = TP("results", 0)
+
+    class Route:
+        positions = FakePositions({("results", 0): 833})
+
+    route = Route()
+    assert _rewinds({(tp, route)}, {tp: 500}) == {tp: 500}
+    assert _rewinds({(tp, route)}, {tp: 0}) == {tp: 0}  # an offset, not "nothing committed"
+    assert _rewinds({(tp, route)}, {}) == {tp: 833}
