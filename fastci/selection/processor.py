@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -578,10 +579,11 @@ def select(
         run_all_reason = f"more than {MAX_KEPT} tests are affected"
     run_all = run_all_reason is not None
     kept_ids = sorted(known) if run_all else list(pruned.kept)
-    all_s = sum(duration(t) for t in known)
-    kept_s = sum(duration(t) for t in kept_ids)
-    all_gpu = sum(duration(t) * _chips(catalog.get(t)) for t in known)
-    kept_gpu = sum(duration(t) * _chips(catalog.get(t)) for t in kept_ids)
+    # fsum: a set's order differs between processes (string hashing), and a plain float sum with it
+    all_s = math.fsum(duration(t) for t in known)
+    kept_s = math.fsum(duration(t) for t in kept_ids)
+    all_gpu = math.fsum(duration(t) * _chips(catalog.get(t)) for t in known)
+    kept_gpu = math.fsum(duration(t) * _chips(catalog.get(t)) for t in kept_ids)
     name = {tid: (catalog[tid].test_id if tid in catalog else names.get(tid, tid)) for tid in known}
     metrics = SelectionMetrics(
         tests_known=len(known),
