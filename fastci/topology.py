@@ -33,7 +33,6 @@ from fastci.release.events import ReleaseEvent
 from fastci.scheduling.events import ClockTick, PoolConfig, ScheduleEvent
 from fastci.scheduling.processor import PoolSchedulerProcessor
 from fastci.scheduling.runs import RunRequested
-from fastci.selection.audit import SelectionAuditProcessor
 from fastci.selection.events import Selection, SelectionAudit, SelectionPolicy
 from fastci.selection.processor import SelectionProcessor
 
@@ -78,8 +77,7 @@ SYSTEM = System(
         RegressionDetectorProcessor,
         BisectPlannerProcessor,
         BisectProcessor,
-        SelectionProcessor,
-        SelectionAuditProcessor,
+        SelectionProcessor,  # and the audit of its selections, which widens the next ones
         TestPlanProcessor,
         FailureAttributionProcessor,
         NodeStateProcessor,
@@ -91,8 +89,6 @@ SYSTEM = System(
         ("node-state", "baseline-guard"): "node states exclude a sick node's results from baselines",
         # bisect's own alerts (culprit, unresolved) are not 'detected' alerts: the planner drops them.
         ("bisect", "bisect-planner"): "bisect ends an alert that the planner started; the planner ignores it",
-        # the audit judges selections after their runs; a miss widens the selections of later commits.
-        ("selection-auditor", "test-selection"): "a miss widens later selections of the repository",
     },
 )
 

@@ -16,6 +16,7 @@ from fastci.runtime.compaction import disk_bytes
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.log import Position, TopicLog
 from fastci.runtime.publish import publish_embedded
+from fastci.selection.processor import audit_key
 from fastci.topology import SYSTEM
 from fastci.views.store import Views
 
@@ -105,13 +106,14 @@ def fastci(data_dir, *args: str) -> int:
 
 def state(data_dir, processor: str) -> dict[str, tuple]:
     """Key -> (state, offset marks) of a processor; not the ids of the last events applied (a replay of
-    the compacted log applied fewer)."""
+    the compacted log applied fewer), nor the selection audit's records of past selections (a replay
+    selects a past commit from the evidence left, not the evidence it had then)."""
     checkpoint = DataDir(data_dir).checkpoint()
     try:
         rows = checkpoint.db.execute("SELECT key, value FROM state WHERE processor = ?", (processor,)).fetchall()
     finally:
         checkpoint.close()
-    entries = {key: orjson.loads(value) for key, value in rows}
+    entries = {key: orjson.loads(value) for key, value in rows if audit_key(REPO, "") not in key}
     return {key: (entry["state"], entry["marks"]) for key, entry in entries.items()}
 
 

@@ -1,4 +1,5 @@
-"""The selection audit: runs beyond a selection find its misses, and a miss widens later selections."""
+"""The selection audit, run by test-selection: runs beyond a selection find its misses, and a miss widens
+later selections."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from test_selection import ATTN, LOADER, REPO, TEST_A, TEST_B, TEST_C, commit, h
 
 from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.publish import publish_embedded
-from fastci.selection.audit import SelectionAuditProcessor
-from fastci.selection.events import SelectionAudit, SelectionPolicy
+from fastci.selection.events import SelectionPolicy
 from fastci.selection.processor import DEFAULT_WIDEN_COMMITS, SelectionProcessor
 from fastci.topology import SYSTEM
 
@@ -24,7 +24,8 @@ def selection_of(change):
 
 
 def audit(*events):
-    return of_topic(feed(SelectionAuditProcessor(), Store(), events), "selection-audit")
+    """What test-selection's audit emits for ``events``, after the test history."""
+    return of_topic(feed(SelectionProcessor(), Store(), [*history(), *events]), "selection-audit")
 
 
 def nightly(test_id, status, sha="1234567", run="nightly-1", **fields):
@@ -36,7 +37,6 @@ def test_a_failure_of_a_test_the_selection_left_out_is_a_miss_and_the_commit_is_
     selection = selection_of(change)  # keeps test_forward, prunes test_backward, skips test_loader
     events = audit(
         change,
-        selection,
         nightly(A, "failed"),  # kept: the selection caught it
         nightly(B, "failed"),  # pruned: a miss
         nightly(C, "error"),  # not selected: a miss
@@ -53,15 +53,15 @@ def test_a_failure_of_a_test_the_selection_left_out_is_a_miss_and_the_commit_is_
 
 def test_results_that_come_before_their_selection_are_judged_when_it_comes():
     change = commit((*ATTN, "modified"))
-    events = audit(nightly(C, "failed"), nightly(A, "passed"), change, selection_of(change))
+    events = audit(nightly(C, "failed"), nightly(A, "passed"), change)
     assert [(e.kind, e.test_id) for e in events] == [("audited", None), ("miss", C)]
 
 
 def test_a_run_all_selection_and_a_subset_run_audit_nothing():
     everything = commit(files=("setup.cfg",))
-    assert audit(everything, selection_of(everything), nightly(C, "failed")) == []
+    assert audit(everything, nightly(C, "failed")) == []
     change = commit((*ATTN, "modified"), sha="2345678")
-    assert audit(change, selection_of(change), nightly(A, "failed", sha="2345678")) == []
+    assert audit(change, nightly(A, "failed", sha="2345678")) == []
 
 
 def test_a_job_that_says_what_it_kept_is_audited_without_the_commits_selection():
@@ -74,29 +74,18 @@ def test_a_job_that_says_what_it_kept_is_audited_without_the_commits_selection()
     assert "the job's selection did not keep it" in events[1].evidence
 
 
-def a_miss() -> SelectionAudit:
-    """The audit of commit aaaaaaa: test C failed in a nightly, and its selection had left it out."""
-    return SelectionAudit(
-        repo=REPO,
-        sha="aaaaaaa",
-        kind="miss",
-        test_id=C,
-        selection_id="s",
-        result_id="r",
-        run_id="nightly-1",
-        status="failed",
-        changed_files=("fw/data.py",),
-        kept=1,
-        tests_known=3,
-        saved_s=1.0,
-    )
+def missed(processor: SelectionProcessor, store: Store) -> None:
+    """Commit aaaaaaa changes attention.py and data.py; its selection keeps test_forward alone, and
+    test_loader fails in the nightly: a miss."""
+    feed(processor, store, history())
+    feed(processor, store, [commit((*ATTN, "modified"), files=("fw/data.py",), sha="aaaaaaa")])
+    audits = of_topic(feed(processor, store, [nightly(C, "failed", sha="aaaaaaa")]), "selection-audit")
+    assert [(a.kind, a.test_id) for a in audits] == [("audited", None), ("miss", C)]
 
 
 def test_a_miss_widens_the_next_selections_until_enough_clean_audited_commits():
     processor, store = SelectionProcessor(), Store()
-    feed(processor, store, history())
-    miss = a_miss()
-    feed(processor, store, [miss])
+    missed(processor, store)
     (wide,) = of_topic(feed(processor, store, [commit((*ATTN, "modified"), sha="bbbbbbb")]), "selection")
     assert {k.test_id: k.reason for k in wide.kept} == {
         A: "executes-changed-code",
@@ -105,14 +94,17 @@ def test_a_miss_widens_the_next_selections_until_enough_clean_audited_commits():
     }
     assert wide.widened.startswith("widened after the miss at aaaaaaa: no pruning")
 
-    def clean(n: int) -> SelectionAudit:
-        return miss.model_copy(update={"kind": "audited", "sha": f"c{n:06d}", "test_id": None, "id": ""})
+    def clean_audit(n: int) -> list:
+        """Commit c00000n, and a shadow job's pass of a test its selection did not keep (while widened,
+        the commit's own selection keeps every test here)."""
+        sha = f"c{n:06d}"
+        return [commit((*LOADER, "modified"), sha=sha), nightly(A, "passed", sha=sha, run="shadow", selected=False)]
 
-    audits = [SelectionAudit.model_validate(clean(n).model_dump()) for n in range(DEFAULT_WIDEN_COMMITS)]
-    feed(processor, store, audits[:-1])
+    for n in range(DEFAULT_WIDEN_COMMITS - 1):
+        feed(processor, store, clean_audit(n))
     (still,) = of_topic(feed(processor, store, [commit((*ATTN, "modified"), sha="ccccccc")]), "selection")
     assert still.widened and "for 1 more clean audited commit(s)" in still.widened
-    feed(processor, store, audits[-1:])
+    feed(processor, store, clean_audit(DEFAULT_WIDEN_COMMITS))
     (normal,) = of_topic(feed(processor, store, [commit((*ATTN, "modified"), sha="ddddddd")]), "selection")
     assert not normal.widened and [k.test_id for k in normal.kept] == [A]
 
@@ -120,8 +112,8 @@ def test_a_miss_widens_the_next_selections_until_enough_clean_audited_commits():
 def test_a_policy_of_zero_turns_widening_off():
     processor, store = SelectionProcessor(), Store()
     policy = SelectionPolicy(repo=REPO, time=datetime(2026, 12, 1, tzinfo=UTC), widen_commits=0)
-    feed(processor, store, [*history(), policy])
-    feed(processor, store, [a_miss()])
+    feed(processor, store, [policy])
+    missed(processor, store)
     (selection,) = of_topic(feed(processor, store, [commit((*ATTN, "modified"), sha="bbbbbbb")]), "selection")
     assert not selection.widened and [k.test_id for k in selection.kept] == [A]
 

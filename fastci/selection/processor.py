@@ -17,6 +17,10 @@ test); a changed non-Python file that is not documentation selects everything; t
 evidence, and test functions the commit adds or edits, are always kept. Pruning then keeps the
 cheapest set covering every changed (unit, context) pair the selection covers
 (``fastci.selection.pruning``).
+
+It also audits its own selections (``fastci.selection.audit``): each commit's selection in brief,
+under ``(repo, "audit", sha)``, judged by the results of tests it left out; a miss widens the
+repository's next selections (``(repo, "widening")``) at once, in event-time order.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pydantic import Field
 from fastci.core.events import Event, Record
 from fastci.core.processor import KEY_SEPARATOR, Processor, StateReader, Step, Transaction
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
+from fastci.selection.audit import RECENT_COMMITS, AuditedCommit, on_commit, on_result, on_selection
 from fastci.selection.events import (
     MAX_CHANGED_FILES,
     MAX_COVERED_BY,
@@ -100,6 +105,8 @@ class SelectionState(Record):
     distributions: tuple[str, ...] | None = Field(default=None, description="test file: distributions it imports")
     reads_tracked: bool | None = Field(default=None, description="repo: some evidence records file reads")
     importers: tuple[str, ...] | None = Field(default=None, description="module: the test files that import it")
+    audit: AuditedCommit | None = Field(default=None, description="a commit's audit record")
+    audited_shas: tuple[str, ...] | None = Field(default=None, description="repo: the commits with an audit record")
 
 
 # compound_key(repo, kind, name), spelled out: these are built for every unit of every evidence event.
@@ -163,6 +170,14 @@ def policy_key(repo: str) -> str:
     return f"{repo}{KEY_SEPARATOR}policy"
 
 
+def audit_key(repo: str, sha: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}audit{KEY_SEPARATOR}{sha}"
+
+
+def audited_shas_key(repo: str) -> str:
+    return f"{repo}{KEY_SEPARATOR}audited-shas"
+
+
 def bucket_of(tid: str) -> int:
     return int(tid[:4], 16) % BUCKETS
 
@@ -173,10 +188,9 @@ class SelectionProcessor(Processor[SelectionState]):
         EvidenceEvent.TOPIC,
         ResultEvent.TOPIC,
         CommitEvent.TOPIC,
-        SelectionAudit.TOPIC,
         SelectionPolicy.TOPIC,
     )
-    outputs: ClassVar[tuple[str, ...]] = (Selection.TOPIC,)
+    outputs: ClassVar[tuple[str, ...]] = (Selection.TOPIC, SelectionAudit.TOPIC)
     state_model: ClassVar[type[Record]] = SelectionState
     partition_by = {EvidenceEvent.TOPIC: "repo", ResultEvent.TOPIC: "repo"}
 
@@ -195,17 +209,53 @@ class SelectionProcessor(Processor[SelectionState]):
         if isinstance(event, EvidenceEvent):
             return Step(writes=_record_evidence(state, event, self.direct_hops))
         if isinstance(event, ResultEvent):
-            return Step(writes=_record_result(state, event))
+            tx = Transaction(state)
+            tx.writes.update(_record_result(tx, event))
+            audits: list[SelectionAudit] = []
+            _audit(tx, event.repo, event.commit, lambda held: on_result(held, event, audits))
+            return Step(writes=_widened(tx, audits), outputs=audits)
         if isinstance(event, CommitEvent):
-            catalog = _catalog(state, event.repo)
+            tx = Transaction(state)
+            _audit(tx, event.repo, event.sha, lambda held: on_commit(held, event))
+            catalog = _catalog(tx, event.repo)
             gone = removed_tests(event, catalog)
-            selection = select(state, event, gone, catalog, pruning=self.pruning, run_everything=self.run_everything)
-            return Step(writes=_forget_tests(state, event.repo, gone), outputs=(selection,))
-        if isinstance(event, SelectionAudit):
-            return Step(writes=_widen(state, event))
+            selection = select(tx, event, gone, catalog, pruning=self.pruning, run_everything=self.run_everything)
+            tx.writes.update(_forget_tests(tx, event.repo, gone))
+            audits = []
+            _audit(tx, event.repo, event.sha, lambda held: on_selection(held, selection, audits))
+            return Step(writes=_widened(tx, audits), outputs=(selection, *audits))
         if isinstance(event, SelectionPolicy):
             return Step(writes={policy_key(event.repo): _state(widen_commits=event.widen_commits)})
         return Step()
+
+
+def _audit(
+    tx: Transaction[SelectionState],
+    repo: str,
+    sha: str,
+    change: Callable[[AuditedCommit], AuditedCommit | None],
+) -> None:
+    """Update a commit's audit record (``change`` returns None to leave it as it is); a record for a
+    new commit pushes the oldest out once more than RECENT_COMMITS are kept."""
+    key = audit_key(repo, sha)
+    stored = tx.get(key)
+    held = change((stored.audit if stored else None) or AuditedCommit())
+    if held is None:
+        return
+    if stored is None:
+        shas = (*((tx.get(audited_shas_key(repo)) or SelectionState()).audited_shas or ()), sha)
+        for old in shas[:-RECENT_COMMITS]:
+            tx.set(audit_key(repo, old), None)
+        tx.set(audited_shas_key(repo), _state(audited_shas=shas[-RECENT_COMMITS:]))
+    tx.set(key, _state(audit=held))
+
+
+def _widened(tx: Transaction[SelectionState], audits: list[SelectionAudit]) -> dict[str, SelectionState | None]:
+    """The writes so far, with what the audits found applied: at once, so the next commit's
+    selection sees every miss before it in time."""
+    for audit in audits:
+        tx.writes.update(_widen(tx, audit))
+    return tx.writes
 
 
 def _widen(state: StateReader[SelectionState], audit: SelectionAudit) -> dict[str, SelectionState | None]:
