@@ -481,7 +481,7 @@ def _wire(
 
     partitions = settings.partitions
     feeds = ordering.feeds.setdefault(processor.name, {})
-    writers = _writers(processor, every_processor)
+    writers = SYSTEM.merge_writers(processor, every_processor)
 
     def drive(held: Held, topic: str) -> list[Send]:
         sends = []
@@ -531,15 +531,6 @@ def _wire(
         direct = Consumed(own, settings.topic(topic))
         feeds[topic] = Feed(index, direct, Consumed(back, back_wire), source, writers[topic])
     return driver, table
-
-
-def _writers(reader: Processor, processors: list[Processor]) -> dict[str, tuple[str, ...]]:
-    """Per input topic of ``reader``, the processors writing it that its merge waits for: every
-    writer but those whose pipe to it runs back (feedback, read at its high-water mark)."""
-    return {
-        topic: tuple(w.name for w in processors if topic in w.outputs and (w.name, reader.name) not in SYSTEM.feedback)
-        for topic in reader.inputs
-    }
 
 
 def _sort_key(message: Any, event: Event | InvalidEvent, index: int) -> SortKey:

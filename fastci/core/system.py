@@ -96,6 +96,16 @@ class System:
             by_processor.setdefault(name, set()).add(topic)
         return {name: frozenset(topics) for name, topics in by_processor.items()}
 
+    def merge_writers(self, reader: Processor, processors: Iterable[Processor]) -> dict[str, tuple[str, ...]]:
+        """Per input topic of ``reader``, the names of the ``processors`` writing it that its
+        event-time merge waits for: every writer but one whose pipe to it is feedback (read at its
+        high-water mark, or the loop would wait on itself)."""
+        chosen = list(processors)
+        return {
+            topic: tuple(w.name for w in chosen if topic in w.outputs and (w.name, reader.name) not in self.feedback)
+            for topic in reader.inputs
+        }
+
     def build(self, names: Iterable[str] | None = None) -> list[Processor]:
         """Instances of the named processors (all when ``names`` is empty), in system order; unknown
         names are refused."""

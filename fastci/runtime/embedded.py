@@ -265,14 +265,10 @@ class EmbeddedRuntime:
             _ProcessorRunner(p, self.data, self.checkpoint, self.shared, reporters.get(p.name, frozenset()))
             for p in chosen
         ]
+        by_name = {runner.processor.name: runner for runner in self.runners}
         for reader in self.runners:
-            for topic, writers in reader.writers.items():
-                writers.extend(
-                    writer
-                    for writer in self.runners
-                    if topic in writer.processor.outputs
-                    and (writer.processor.name, reader.processor.name) not in system.feedback
-                )
+            for topic, names in system.merge_writers(reader.processor, chosen).items():
+                reader.writers[topic].extend(by_name[name] for name in names)
 
     def close(self) -> None:
         self.checkpoint.close()
