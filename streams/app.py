@@ -56,6 +56,7 @@ from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.kafka_io import TIME_HEADER
 from fastci.runtime.positions import Positions, Verdict, position_partition
 from fastci.topology import DEAD_LETTERS, SYSTEM, TOPICS, build_processors
+from streams.forwarded import MARK_HEADER, Forwarding, ForwardMarks, parse
 from streams.ordering import Consumed, Feed, Held, Ordering, SortKey
 
 AGENT = "fastci"
@@ -174,6 +175,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     feeds: dict[str, dict[str, Feed]] = {}
     highwater = _highwater_of(app)
     ordering = Ordering([p.name for p in every_processor], feeds, settings.partitions, highwater)
+    marks = ForwardMarks(settings.partitions)
     for processor in every_processor:
         reports = reporters.get(processor.name, frozenset())
         wired = _wire(
@@ -186,6 +188,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             reports,
             log_starts,
             ordering,
+            marks,
             every_processor,
         )
         tables.append(wired)
@@ -210,6 +213,9 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
                     sends.extend(route.handle(message, decoded))
                 elif verdict is Verdict.GAP:
                     gaps.add((message.tp, route))
+        # after what they cover, in the same produce batch: the other workers' readers rely on it
+        for mark in marks.due(ordering.assigned, highwater):
+            sends.append(Send(mark.topic, mark.partition, None, b"", [(MARK_HEADER, mark.header)]))
         sends.extend(ordering.release(sends))  # what each processor's merge lets go
         # Taken before the first await: a rebalance signal may clear the caches meanwhile. State
         # first, then positions: one changelog partition keeps them in that order.
@@ -248,7 +254,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     async def _release_held() -> None:
         # A held record may wait for what arrives in no record of its own: a high-water mark, the
         # acknowledgement of what the last batch sent. faust yields no empty batch to look again.
-        if ordering.held():
+        if ordering.held() or marks.due(ordering.assigned, highwater, tell=False):
             async with turn:
                 await process([])
 
@@ -283,6 +289,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         for route in every_route:
             route.positions.forget()
         ordering.assign({(tp.topic, tp.partition) for tp in assigned if tp.topic in routes})
+        marks.reset()
         now = time.monotonic()
         delivered.update({where: now for where in ordering.assigned})  # the stall clock starts now
 
@@ -459,6 +466,7 @@ def _wire(
     reports: frozenset[str],
     log_starts: dict[tuple[str, int], int],
     ordering: Ordering,
+    marks: ForwardMarks,
     every_processor: list[Processor],
 ) -> tuple[Driver, Any]:
     """Add the processor's routes (its inputs, and the forwarders of topics it repartitions, unless
@@ -476,8 +484,10 @@ def _wire(
         name = forwarder_route(topic, field)
         if name not in forwarders:
             handle = _forwarder(settings, topic, field, internal, only_misplaced)
-            forwarders[name] = Route(handle, Positions(name, TableStore(forwarder_table), log_starts), forwarder_table)
+            read = Positions(name, TableStore(forwarder_table), log_starts)
+            forwarders[name] = Route(handle, read, forwarder_table)
             routes.setdefault(settings.topic(topic), []).append(forwarders[name])
+            marks.add(Forwarding(settings.topic(topic), settings.topic(internal), read))
 
     partitions = settings.partitions
     feeds = ordering.feeds.setdefault(processor.name, {})
@@ -504,6 +514,9 @@ def _wire(
         apply = applier(positions, topic)
 
         def hold(message: Any, decoded: Decoded) -> list[Send]:
+            if from_origin and (mark := _header(message, MARK_HEADER)) is not None:
+                ordering.forwarded(message.topic, message.partition, *parse(mark))
+                return []  # a forwarder's progress, not an event
             if not from_origin and not decoded.in_place(topic, partitions):
                 return []  # its forwarder sends it where its key's state is
             origin = _origin(message) if from_origin else Origin(f"{topic}/{message.partition}", message.offset)

@@ -130,8 +130,9 @@ class Ordering:
     its end when every route it comes through has taken every record the broker holds in its
     partition (its high-water mark) and every record this worker has produced there; what the
     worker is sending now counts as not read. Then its limit is its writers' low watermark (an input
-    topic has no writer: nothing left). A source partition another worker reads is not known here:
-    its records are merged when they arrive."""
+    topic has no writer: nothing left). A source partition another worker reads is read to its end
+    when that worker's forwarder said, in the last progress marker read here, that it was caught up
+    (``streams.forwarded``)."""
 
     def __init__(
         self,
@@ -149,11 +150,14 @@ class Ordering:
         self.produced_end: dict[tuple[str, int], int] = {}
         self.in_flight: set[tuple[str, int]] = set()
         self.assigned: set[tuple[str, int]] = set()
+        # (worker topic, partition, source partition) -> whether the last marker read said caught up
+        self.forwarders_caught_up: dict[tuple[str, int, int], bool] = {}
 
     def assign(self, assigned: set[tuple[str, int]]) -> None:
         """Partitions moved: forget what was held (its positions make the consumer deliver it again)
         and merge anew in the partitions this worker now reads."""
         self.assigned = set(assigned)
+        self.forwarders_caught_up.clear()  # every forwarder tells its readers again after a rebalance
         local = sorted({partition for _, partition in assigned})
         self.frontier.clear()
         for name, merges in self.merges.items():
@@ -178,6 +182,10 @@ class Ordering:
 
     def held(self) -> int:
         return sum(merge.held() for merges in self.merges.values() for merge in merges.values())
+
+    def forwarded(self, wire: str, partition: int, source_partition: int, caught_up: bool) -> None:
+        """A forwarder's progress marker, read in ``partition`` of the worker topic ``wire``."""
+        self.forwarders_caught_up[(wire, partition, source_partition)] = caught_up
 
     def release(self, sending: list[Any]) -> list[Any]:
         """Release what the rule lets go, processor by processor in the topology's order (a writer's
@@ -224,8 +232,9 @@ class Ordering:
             return self._complete(feed.direct, partition)
         if not self._complete(feed.internal, partition):
             return False
-        # what is still to be forwarded from the source partition, when this worker reads it
-        return (feed.source.wire, origin) not in self.assigned or self._complete(feed.source, origin)
+        if (feed.source.wire, origin) in self.assigned:  # what is still to be forwarded from it
+            return self._complete(feed.source, origin)
+        return self.forwarders_caught_up.get((feed.internal.wire, partition, origin), False)
 
     def _complete(self, consumed: Consumed, partition: int) -> bool:
         where = (consumed.wire, partition)

@@ -175,3 +175,24 @@ def test_a_rewind_goes_back_to_faust_s_committed_offset_when_it_is_earlier_even_
     assert _rewinds({(tp, route)}, {tp: 500}) == {tp: 500}
     assert _rewinds({(tp, route)}, {tp: 0}) == {tp: 0}  # an offset, not "nothing committed"
     assert _rewinds({(tp, route)}, {}) == {tp: 833}
+
+
+def test_a_source_partition_another_worker_forwards_is_read_to_its_end_when_its_marker_says_caught_up():
+    highwaters = {(t, p): 0 for t in ("commits", "commits-back", "selection", "selection-back") for p in (0, 1)}
+    ordering, _, _ = ordering_of(highwaters)
+    ordering.assign({(t, p) for t in ("commits", "commits-back", "selection", "selection-back") for p in (0,)})
+    stream = ordering.merges["reader"][0].streams["commits/1"]  # commits' partition 1: another worker forwards it
+    # its forwarded records are all read here, but the forwarder may not have sent them all yet
+    assert ordering.limit("reader", 0, stream) == ANYTHING
+    ordering.forwarded("commits-back", 0, 1, caught_up=False)
+    assert ordering.limit("reader", 0, stream) == ANYTHING
+    ordering.forwarded("commits-back", 0, 1, caught_up=True)
+    assert ordering.limit("reader", 0, stream) == NOTHING_LEFT
+    ordering.forwarded("commits-back", 1, 1, caught_up=False)  # another partition's marker says nothing here
+    assert ordering.limit("reader", 0, stream) == NOTHING_LEFT
+    highwaters[("commits-back", 0)] = 4  # the marker's records are not all read yet
+    assert ordering.limit("reader", 0, stream) == ANYTHING
+    highwaters[("commits-back", 0)] = 0
+    ordering.assign({(t, p) for t in ("commits", "commits-back", "selection", "selection-back") for p in (0,)})
+    # after a rebalance the forwarders tell their readers again; until then, nothing is known
+    assert ordering.limit("reader", 0, ordering.merges["reader"][0].streams["commits/1"]) == ANYTHING

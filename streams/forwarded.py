@@ -1,0 +1,92 @@
+"""Progress markers: how a worker's merge knows a source partition another worker forwards is done.
+
+A processor that reads a topic through the worker's own topic (repartitioned, or its misplaced
+records) merges one stream per source partition. When this worker reads that source partition, it
+knows how far its forwarder is (``streams.ordering``). When another worker reads it, the records
+still to be forwarded are invisible here: counting the stream complete once its forwarded records
+ran out let a merge apply commits before results the other worker had yet to forward (two workers,
+one SIGKILLed: docs/topology.md, "Several workers").
+
+So each forwarder tells the readers of its worker topic, in every partition of it, where it is in
+each source partition it reads: caught up through offset N (it has forwarded every record before N,
+and N was that partition's high-water mark when it looked), or behind. A marker is sent after the
+records it covers, in the same produce batch, so a reader that has read a marker has read every
+record it covers. It is sent when that state changes, and again after every rebalance (a reader
+resumes after its stored position, which may be past the last marker). A worker that reads every
+partition of a source topic sends none: no one else needs them.
+
+Nothing here touches Kafka: the worker produces the markers and hands what it reads to ``Ordering``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MARK_HEADER = "fastci-forwarded"  # on a marker: "<source partition>/<next offset>" or "<source partition>/behind"
+BEHIND = "behind"
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """One marker: a record with no key and no value, in one partition of a worker topic."""
+
+    topic: str  # the worker topic (its wire name)
+    partition: int
+    header: bytes
+
+
+def parse(raw: bytes) -> tuple[int, bool]:
+    """A marker header -> (source partition, whether its forwarder was caught up)."""
+    partition, _, where = raw.decode().partition("/")
+    return int(partition), where != BEHIND
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarding:
+    """One forwarder: the topic it reads, the worker topic it writes, and how far it has read."""
+
+    source: str  # wire names
+    sink: str
+    positions: Any  # fastci.runtime.positions.Positions
+
+
+class ForwardMarks:
+    """What each forwarder of this worker last told its readers, and the markers due now."""
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self.forwardings: list[Forwarding] = []
+        self.told: dict[tuple[str, int], str] = {}  # (sink, source partition) -> the state last sent
+
+    def add(self, forwarding: Forwarding) -> None:
+        self.forwardings.append(forwarding)
+
+    def reset(self) -> None:
+        """Partitions moved: tell every reader again."""
+        self.told.clear()
+
+    def due(
+        self, assigned: set[tuple[str, int]], highwater: Callable[[str, int], int | None], tell: bool = True
+    ) -> list[Mark]:
+        """The markers whose state changed since they were last sent, for the source partitions
+        this worker reads; ``highwater``: the last high-water mark fetched for a partition. With
+        ``tell`` false, only looks: the markers stay due."""
+        marks: list[Mark] = []
+        for forwarding in self.forwardings:
+            if all((forwarding.sink, q) in assigned for q in range(self.partitions)):
+                continue  # every reader of the worker topic is here, and knows its forwarders
+            for partition in (p for p in range(self.partitions) if (forwarding.source, p) in assigned):
+                expected = forwarding.positions.expected(forwarding.source, partition)
+                end = highwater(forwarding.source, partition)
+                if expected is None or end is None:
+                    continue  # not known yet: readers keep waiting
+                state = str(expected) if expected >= end else BEHIND
+                if self.told.get((forwarding.sink, partition)) == state:
+                    continue
+                if tell:
+                    self.told[(forwarding.sink, partition)] = state
+                header = f"{partition}/{state}".encode()
+                marks.extend(Mark(forwarding.sink, q, header) for q in range(self.partitions))
+        return marks

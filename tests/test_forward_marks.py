@@ -1,0 +1,63 @@
+"""The forwarders' progress markers (``streams.forwarded``): what a worker tells the readers of its
+own topics about the source partitions it forwards, and when. The merge that reads them is tested
+in ``test_kafka_ordering.py``; the two-worker kill they exist for in ``bench/kafka_views.py``."""
+
+from __future__ import annotations
+
+from streams.forwarded import Forwarding, ForwardMarks, parse
+
+
+class FakePositions:
+    def __init__(self) -> None:
+        self.next: dict[tuple[str, int], int] = {}
+
+    def expected(self, topic: str, partition: int) -> int | None:
+        return self.next.get((topic, partition))
+
+
+def marks_of() -> tuple[ForwardMarks, FakePositions]:
+    positions = FakePositions()
+    marks = ForwardMarks(partitions=2)
+    marks.add(Forwarding("results", "results-by-repo", positions))
+    return marks, positions
+
+
+def at(highwaters: dict[tuple[str, int], int]):
+    return lambda topic, partition: highwaters.get((topic, partition))
+
+
+def told(marks: list) -> set[tuple[str, int, int, bool]]:
+    return {(m.topic, m.partition, *parse(m.header)) for m in marks}
+
+
+def test_a_forwarder_tells_every_partition_of_its_topic_when_it_is_caught_up_or_falls_behind():
+    marks, positions = marks_of()
+    assigned = {("results", 0), ("results-by-repo", 0)}  # another worker reads partition 1 of both
+    highwaters = {("results", 0): 5}
+    assert marks.due(assigned, at(highwaters)) == []  # where the forwarder is: not known yet
+    positions.next[("results", 0)] = 3
+    assert told(marks.due(assigned, at(highwaters))) == {("results-by-repo", q, 0, False) for q in (0, 1)}
+    assert marks.due(assigned, at(highwaters)) == []  # still behind: said already
+    positions.next[("results", 0)] = 5
+    assert marks.due(assigned, at(highwaters), tell=False)  # only looking...
+    assert told(marks.due(assigned, at(highwaters))) == {("results-by-repo", q, 0, True) for q in (0, 1)}
+    assert marks.due(assigned, at(highwaters)) == []
+    highwaters[("results", 0)] = 7  # two more records: caught up through 5 no longer holds
+    assert told(marks.due(assigned, at(highwaters))) == {("results-by-repo", q, 0, False) for q in (0, 1)}
+    positions.next[("results", 0)] = 7
+    assert [m.header for m in marks.due(assigned, at(highwaters))] == [b"0/7", b"0/7"]
+    marks.reset()  # a rebalance: readers resume past the last marker, so they are told again
+    assert [m.header for m in marks.due(assigned, at(highwaters))] == [b"0/7", b"0/7"]
+
+
+def test_no_marker_when_every_reader_of_the_topic_is_on_this_worker():
+    marks, positions = marks_of()
+    positions.next.update({("results", 0): 0, ("results", 1): 0})
+    highwaters = {("results", 0): 0, ("results", 1): 0}
+    whole = {(t, p) for t in ("results", "results-by-repo") for p in (0, 1)}
+    assert marks.due(whole, at(highwaters)) == []
+    # a worker reading every source partition but not every partition of the worker topic still tells
+    sources_only = {("results", 0), ("results", 1), ("results-by-repo", 0)}
+    assert {(m.partition, m.header) for m in marks.due(sources_only, at(highwaters))} == {
+        (q, f"{p}/0".encode()) for q in (0, 1) for p in (0, 1)
+    }
