@@ -147,3 +147,30 @@ def test_a_trusted_record_equals_the_validated_one_and_stays_frozen():
     assert trusted.model_dump_json() == validated.model_dump_json()
     with pytest.raises(ValidationError):
         trusted.files = ()  # frozen like any record
+
+
+def test_an_event_built_from_trusted_values_equals_the_validated_one():
+    from datetime import UTC, datetime
+
+    from fastci.scheduling.events import ScheduledTest, ScheduleEvent
+
+    values = {
+        "cause_id": "c" * 32,
+        "pool": "default",
+        "job_id": "j" * 32,
+        "action": "queued",
+        "time": datetime(2026, 12, 1, 2, tzinfo=UTC),
+        "request_id": "r" * 32,
+        "work_class": "presubmit",
+        "repo": "acme/llm",
+        "tests": (ScheduledTest(test_id="tests/test_a.py::test_a", estimated_s=1.5),),
+        "chips": 8,
+        "queued_at": datetime(2026, 12, 1, 1, tzinfo=UTC),
+        "estimated_s": 1.5,
+    }
+    trusted = ScheduleEvent.trusted_event(values)
+    validated = ScheduleEvent(**values)
+    assert trusted == validated and encode(trusted) == encode(validated)  # defaults filled, id derived
+    assert decode("schedule", encode(trusted)) == validated
+    with pytest.raises(TypeError, match="'queued_at' is required"):
+        ScheduleEvent.trusted_event({k: v for k, v in values.items() if k != "queued_at"})

@@ -125,6 +125,23 @@ class Event(Record):
     def expected_id(self) -> str:
         return derive_id(self.TOPIC, *(getattr(self, name) for name in self.IDENTITY))
 
+    @classmethod
+    def trusted_event(cls, values: dict[str, Any]) -> Self:
+        """``trusted`` for an event a processor builds from values already validated: the fields
+        not given take their defaults and the id is derived, as validation would."""
+        full: dict[str, Any] = {}
+        for name, field in cls.model_fields.items():
+            if name in values:
+                full[name] = values[name]
+            elif field.default_factory is not None:
+                full[name] = field.default_factory()  # type: ignore[call-arg]
+            elif field.is_required():
+                raise TypeError(f"{cls.__name__}.trusted_event: {name!r} is required")
+            else:
+                full[name] = field.default
+        full["id"] = derive_id(cls.TOPIC, *(full[name] for name in cls.IDENTITY))
+        return cls.trusted(full)
+
     @property
     def key(self) -> str:
         return str(getattr(self, self.KEY))

@@ -427,6 +427,33 @@ class _Work:
             ),
         )
 
+    def push_all(self, work_class: str, new: list[QueueEntry]) -> None:
+        """``push`` of each entry to the back, in order, with one read and one write per segment
+        touched and one of the class's index (a plan queues tens of jobs at once)."""
+        if not new:
+            return
+        index = self._index(work_class)
+        if index.jobs == 0:
+            index = QueueIndex(first=0, last=0, jobs=0, cpu_jobs=0)
+        number, entries, changed = index.last, self.segment(work_class, index.last), False
+        for entry in new:
+            if len(entries) >= SEGMENT:
+                if changed:
+                    self.set_segment(work_class, number, entries)
+                number, entries = number + 1, []
+            entries.append(entry)
+            changed = True
+        self.set_segment(work_class, number, entries)
+        self._set_index(
+            work_class,
+            QueueIndex(
+                first=index.first,
+                last=number,
+                jobs=index.jobs + len(new),
+                cpu_jobs=index.cpu_jobs + sum(1 for entry in new if entry.chips == 0),
+            ),
+        )
+
     def remove(self, work_class: str, removals: dict[int, set[str]]) -> None:
         """Take jobs out of their segments (segment number -> job ids)."""
         index = self._index(work_class)
@@ -521,39 +548,23 @@ class _Work:
                     test_id=self.pool.smoke_test, estimated_s=self.pool.smoke_estimated_s, chips=self.pool.smoke_chips
                 )
             ]
-        for position, entry in enumerate(hardware):
-            test = ScheduledTest.trusted(
-                {"test_id": entry.test_id, "config": entry.config, "estimated_s": entry.estimated_s}
-            )
-            self.add_job(
-                derive_id("job", plan_id, "hw", str(position)),
-                plan_id,
-                "presubmit",
-                repo,
-                sha,
-                (test,),
-                entry.chips,
-                ANY_REVISION,
-                (),
-                None,
-            )
-        for number, shard in enumerate(shards(cpu, self.pool.cpu_shard_s)):
-            tests = tuple(
-                ScheduledTest.trusted({"test_id": e.test_id, "config": e.config, "estimated_s": e.estimated_s})
-                for e in shard
-            )
-            self.add_job(
-                derive_id("job", plan_id, "cpu", str(number)),
-                plan_id,
-                "presubmit",
-                repo,
-                sha,
-                tests,
-                0,
-                ANY_REVISION,
-                (),
-                None,
-            )
+        jobs = [
+            (derive_id("job", plan_id, "hw", str(position)), (_scheduled(entry),), entry.chips)
+            for position, entry in enumerate(hardware)
+        ]
+        jobs += [
+            (derive_id("job", plan_id, "cpu", str(number)), tuple(_scheduled(e) for e in shard), 0)
+            for number, shard in enumerate(shards(cpu, self.pool.cpu_shard_s))
+        ]
+        # One plan's jobs are written in one step: when its first is known, the plan was queued already.
+        if not jobs or self.job(jobs[0][0]) is not None:
+            return
+        queued: list[QueueEntry] = []
+        for job_id, tests, chips in jobs:
+            entry = self.new_job(job_id, plan_id, "presubmit", repo, sha, tests, chips, ANY_REVISION, (), None)
+            if entry is not None:
+                queued.append(entry)
+        self.push_all("presubmit", queued)
 
     def add_job(
         self,
@@ -570,6 +581,25 @@ class _Work:
     ) -> None:
         if self.job(job_id) is not None:
             return  # already known (a redelivered request): never queued twice
+        entry = self.new_job(job_id, request_id, work_class, repo, commit, tests, chips, revision, avoid, bundle)
+        if entry is not None:
+            self.push(work_class, entry)
+
+    def new_job(
+        self,
+        job_id: str,
+        request_id: str,
+        work_class: str,
+        repo: str,
+        commit: str | None,
+        tests: tuple[ScheduledTest, ...],
+        chips: int,
+        revision: str,
+        avoid: Iterable[str],
+        bundle: Bundle | None,
+    ) -> QueueEntry | None:
+        """Record a job not known yet and emit its decision; returns its queue entry for the caller
+        to push, or None when the pool can never run it (refused)."""
         estimated = sum(t.estimated_s for t in tests)
         job = JobRecord(
             request_id=request_id,
@@ -591,20 +621,12 @@ class _Work:
             job = job.model_copy(update={"status": "refused", "tests": ()})
             self.set_job(job_id, job)
             self.emit(job_id, job, "refused", reason=problem, tests=tests)
-            return
+            return None
         self.set_job(job_id, job)
-        self.push(
-            work_class,
-            QueueEntry(
-                job_id=job_id,
-                work_class=work_class,
-                chips=chips,
-                revision=revision,
-                avoid=job.avoid,
-                remaining_s=estimated,
-            ),
-        )
         self.emit(job_id, job, "queued", tests=tests)
+        return QueueEntry(
+            job_id=job_id, work_class=work_class, chips=chips, revision=revision, avoid=job.avoid, remaining_s=estimated
+        )
 
     def result(self, event: ResultEvent) -> bool:
         """Count a result towards its job; True when the job completed (the pool changed)."""
@@ -775,25 +797,26 @@ class _Work:
             "estimated_s": job.estimated_s,
             **fields,
         }
-        self.outputs.append(
-            ScheduleEvent(
-                cause_id=self.cause_id,
-                pool=self.name,
-                job_id=job_id,
-                action=action,
-                time=to_time(self.now),
-                request_id=job.request_id,
-                work_class=job.work_class,
-                repo=job.repo,
-                commit=job.commit,
-                bundle=job.bundle,
-                attempt=job.attempt,
-                queued_at=to_time(job.queued_at),
-                wait_s=job.wait_s,
-                run_s=job.run_s,
-                **values,
-            )
+        values.update(
+            cause_id=self.cause_id,
+            pool=self.name,
+            job_id=job_id,
+            action=action,
+            time=to_time(self.now),
+            request_id=job.request_id,
+            work_class=job.work_class,
+            repo=job.repo,
+            commit=job.commit,
+            bundle=job.bundle,
+            attempt=job.attempt,
+            queued_at=to_time(job.queued_at),
+            wait_s=job.wait_s,
+            run_s=job.run_s,
         )
+        # 'queued', one per job of every plan, comes from the job record just validated and the
+        # plan's tests: built without validating it again. Every other decision computes values.
+        trusted = action == "queued"
+        self.outputs.append(ScheduleEvent.trusted_event(values) if trusted else ScheduleEvent(**values))
         self.count(action)
 
     # ----- helpers
@@ -849,6 +872,10 @@ class _Work:
         if max(by_revision.values()) < job.chips:
             return f"needs {job.chips} chips; the most one hardware revision has is {max(by_revision.values())}"
         return ""
+
+
+def _scheduled(entry: PlanEntry) -> ScheduledTest:
+    return ScheduledTest.trusted({"test_id": entry.test_id, "config": entry.config, "estimated_s": entry.estimated_s})
 
 
 def shards(entries: Sequence[PlanEntry], target_s: float) -> list[list[PlanEntry]]:
