@@ -7,6 +7,11 @@ topic exists ignores that topic until it is restarted (measured, see KAFKA.md).
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
 
 import faust
 
@@ -15,6 +20,33 @@ from fastci.core.processor import Processor
 from fastci.runtime.kafka_io import ensure_topics
 from fastci.topology import TOPICS, build_processors
 from streams.app import create_app, internal_topics
+
+SHUTDOWN_S = 30.0  # how long a stopping worker may take before it exits anyway
+
+
+class BoundedShutdownWorker(faust.Worker):
+    """faust's worker, whose shutdown ends within ``SHUTDOWN_S``.
+
+    After SIGTERM, faust's worker stopped its services and then, now and then, waited forever in
+    mode's final loop teardown (seen with two workers, the first one terminated; robinhood/faust#484
+    reports the same). A worker that never exits blocks a deploy until the orchestrator kills it.
+    Exiting is safe at any point: outputs, state and positions are durable before offsets are
+    committed, so a worker killed mid-batch loses nothing (the SIGKILL fault tests)."""
+
+    def __init__(self, *args: Any, exit: Callable[[int], object] = os._exit, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._exit = exit
+
+    def on_worker_shutdown(self) -> None:
+        super().on_worker_shutdown()
+        watchdog = threading.Timer(SHUTDOWN_S, self._give_up)
+        watchdog.daemon = True  # a shutdown that finishes in time is not held up by it
+        watchdog.start()
+
+    def _give_up(self) -> None:
+        print(f"fastci worker: shutdown not finished after {SHUTDOWN_S:g} s; exiting anyway", file=sys.stderr)
+        sys.stderr.flush()
+        self._exit(1 if self.crash_reason else 0)
 
 
 def run_worker(settings: KafkaSettings, processor_names: list[str] | None = None, loglevel: str = "warn") -> None:
@@ -25,7 +57,7 @@ def run_processors(settings: KafkaSettings, processors: list[Processor], logleve
     internal = internal_topics(settings, processors)
     asyncio.run(ensure_topics(settings, [*TOPICS, *internal]))
     app = create_app(settings, processors)
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker = BoundedShutdownWorker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()
 
 
