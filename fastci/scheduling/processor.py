@@ -514,8 +514,11 @@ class _Work:
             config=dict(request.config),
             estimated_s=request.estimated_s if request.estimated_s is not None else DEFAULT_ESTIMATE_S,
         )
-        self.add_job(
-            derive_id("job", request.id),
+        job_id = derive_id("job", request.id)
+        if self.job(job_id) is not None:
+            return  # already known (a redelivered request): never queued twice
+        entry = self.new_job(
+            job_id,
             request.id,
             request.work_class,
             request.repo,
@@ -526,6 +529,8 @@ class _Work:
             request.avoid_nodes,
             request.bundle,
         )
+        if entry is not None:
+            self.push(request.work_class, entry)
 
     def enqueue_plan(
         self,
@@ -565,25 +570,6 @@ class _Work:
             if entry is not None:
                 queued.append(entry)
         self.push_all("presubmit", queued)
-
-    def add_job(
-        self,
-        job_id: str,
-        request_id: str,
-        work_class: str,
-        repo: str,
-        commit: str | None,
-        tests: tuple[ScheduledTest, ...],
-        chips: int,
-        revision: str,
-        avoid: Iterable[str],
-        bundle: Bundle | None,
-    ) -> None:
-        if self.job(job_id) is not None:
-            return  # already known (a redelivered request): never queued twice
-        entry = self.new_job(job_id, request_id, work_class, repo, commit, tests, chips, revision, avoid, bundle)
-        if entry is not None:
-            self.push(work_class, entry)
 
     def new_job(
         self,
