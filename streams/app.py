@@ -515,7 +515,9 @@ def _wire(
 
         def hold(message: Any, decoded: Decoded) -> list[Send]:
             if from_origin and (mark := _header(message, MARK_HEADER)) is not None:
-                ordering.forwarded(message.topic, message.partition, *parse(mark))
+                said = parse(mark)
+                if said is not None:
+                    ordering.forwarded(message.topic, message.partition, *said)
                 return []  # a forwarder's progress, not an event
             if not from_origin and not decoded.in_place(topic, partitions):
                 return []  # its forwarder sends it where its key's state is

@@ -13,7 +13,7 @@ and N was that partition's high-water mark when it looked), or behind. A marker 
 records it covers, in the same produce batch, so a reader that has read a marker has read every
 record it covers. It is sent when that state changes, and again after every rebalance (a reader
 resumes after its stored position, which may be past the last marker). A worker that reads every
-partition of a source topic sends none: no one else needs them.
+partition of the worker topic sends none: its readers all know its forwarders already.
 
 Nothing here touches Kafka: the worker produces the markers and hands what it reads to ``Ordering``.
 """
@@ -37,9 +37,12 @@ class Mark:
     header: bytes
 
 
-def parse(raw: bytes) -> tuple[int, bool]:
-    """A marker header -> (source partition, whether its forwarder was caught up)."""
-    partition, _, where = raw.decode().partition("/")
+def parse(raw: bytes) -> tuple[int, bool] | None:
+    """A marker header -> (source partition, whether its forwarder was caught up); None when it is
+    not one this worker could have written (the reader ignores it, and keeps waiting)."""
+    partition, _, where = raw.decode(errors="replace").partition("/")
+    if not partition.isdigit() or not (where == BEHIND or where.isdigit()):
+        return None
     return int(partition), where != BEHIND
 
 

@@ -61,3 +61,10 @@ def test_no_marker_when_every_reader_of_the_topic_is_on_this_worker():
     assert {(m.partition, m.header) for m in marks.due(sources_only, at(highwaters))} == {
         (q, f"{p}/0".encode()) for q in (0, 1) for p in (0, 1)
     }
+
+
+def test_a_marker_header_this_worker_could_not_have_written_is_ignored():
+    assert parse(b"3/120") == (3, True)
+    assert parse(b"3/behind") == (3, False)
+    for raw in (b"", b"3", b"x/120", b"3/later", b"\xff/1"):
+        assert parse(raw) is None, raw
