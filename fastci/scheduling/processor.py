@@ -406,30 +406,29 @@ class _Work:
             queues[work_class] = index
         self.set_pool(queues=queues)
 
-    def push(self, work_class: str, entry: QueueEntry, front: bool = False) -> None:
+    def push_front(self, work_class: str, entry: QueueEntry) -> None:
+        """Put a job back at the head of its class's queue (a preempted job resumes first)."""
         index = self._index(work_class)
         if index.jobs == 0:
             index = QueueIndex(first=0, last=0, jobs=0, cpu_jobs=0)
-        number = index.first if front else index.last
+        number = index.first
         entries = self.segment(work_class, number)
         if len(entries) >= SEGMENT:
-            number = number - 1 if front else number + 1
-            entries = []
-        entries = [entry, *entries] if front else [*entries, entry]
-        self.set_segment(work_class, number, entries)
+            number, entries = number - 1, []
+        self.set_segment(work_class, number, [entry, *entries])
         self._set_index(
             work_class,
             QueueIndex(
-                first=min(index.first, number),
-                last=max(index.last, number),
+                first=number,
+                last=index.last,
                 jobs=index.jobs + 1,
                 cpu_jobs=index.cpu_jobs + (entry.chips == 0),
             ),
         )
 
-    def push_all(self, work_class: str, new: list[QueueEntry]) -> None:
-        """``push`` of each entry to the back, in order, with one read and one write per segment
-        touched and one of the class's index (a plan queues tens of jobs at once)."""
+    def push_back(self, work_class: str, new: list[QueueEntry]) -> None:
+        """Append jobs to the tail of their class's queue, in order, with one read and one write per
+        segment touched and one of the class's index (a plan queues tens of jobs at once)."""
         if not new:
             return
         index = self._index(work_class)
@@ -530,7 +529,7 @@ class _Work:
             request.bundle,
         )
         if entry is not None:
-            self.push(request.work_class, entry)
+            self.push_back(request.work_class, [entry])
 
     def enqueue_plan(
         self,
@@ -569,7 +568,7 @@ class _Work:
             entry = self.new_job(job_id, plan_id, "presubmit", repo, sha, tests, chips, ANY_REVISION, (), None)
             if entry is not None:
                 queued.append(entry)
-        self.push_all("presubmit", queued)
+        self.push_back("presubmit", queued)
 
     def new_job(
         self,
@@ -691,7 +690,7 @@ class _Work:
             avoid=job.avoid,
             remaining_s=max(0.0, job.estimated_s - job.done_s),
         )
-        self.push(job.work_class, entry, front=True)
+        self.push_front(job.work_class, entry)
         self.emit(job_id, job, "requeued", resume_from_s=job.done_s, reason=reason)
 
     def schedule(self) -> None:
