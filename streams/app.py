@@ -214,7 +214,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
                 elif verdict is Verdict.GAP:
                     gaps.add((message.tp, route))
         # after what they cover, in the same produce batch: the other workers' readers rely on it
-        for mark in marks.due(ordering.assigned, highwater):
+        for mark in marks.due(ordering.assigned, highwater, frontier=ordering.writers_frontier):
             sends.append(Send(mark.topic, mark.partition, None, b"", [(MARK_HEADER, mark.header)]))
         sends.extend(ordering.release(sends))  # what each processor's merge lets go
         # Taken before the first await: a rebalance signal may clear the caches meanwhile. State
@@ -254,7 +254,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     async def _release_held() -> None:
         # A held record may wait for what arrives in no record of its own: a high-water mark, the
         # acknowledgement of what the last batch sent. faust yields no empty batch to look again.
-        if ordering.held() or marks.due(ordering.assigned, highwater, tell=False):
+        if ordering.held() or marks.due(ordering.assigned, highwater, False, ordering.writers_frontier):
             async with turn:
                 await process([])
 
@@ -487,7 +487,8 @@ def _wire(
             read = Positions(name, TableStore(forwarder_table), log_starts)
             forwarders[name] = Route(handle, read, forwarder_table)
             routes.setdefault(settings.topic(topic), []).append(forwarders[name])
-            marks.add(Forwarding(settings.topic(topic), settings.topic(internal), read))
+            writers = () if only_misplaced else _colocated_writers(topic, every_processor)
+            marks.add(Forwarding(settings.topic(topic), settings.topic(internal), read, writers))
 
     partitions = settings.partitions
     feeds = ordering.feeds.setdefault(processor.name, {})
@@ -517,7 +518,7 @@ def _wire(
             if from_origin and (mark := _header(message, MARK_HEADER)) is not None:
                 said = parse(mark)
                 if said is not None:
-                    ordering.forwarded(message.topic, message.partition, *said)
+                    ordering.forwarded(message.topic, message.partition, said)
                 return []  # a forwarder's progress, not an event
             if not from_origin and not decoded.in_place(topic, partitions):
                 return []  # its forwarder sends it where its key's state is
@@ -536,7 +537,8 @@ def _wire(
             wire = settings.topic(rekeyed[topic])
             positions = Positions(f"{processor.name}:{topic}", store, log_starts)
             routes.setdefault(wire, []).append(Route(holder(positions, topic, index, True), positions, table))
-            feeds[topic] = Feed(index, None, Consumed(positions, wire), source, writers[topic])
+            colocated = _colocated_writers(topic, every_processor)
+            feeds[topic] = Feed(index, None, Consumed(positions, wire), source, writers[topic], colocated)
             continue
         own = Positions(f"{processor.name}:{topic}", store, log_starts)
         back = Positions(f"{processor.name}:{topic}:misplaced", store, log_starts)
@@ -546,6 +548,18 @@ def _wire(
         direct = Consumed(own, settings.topic(topic))
         feeds[topic] = Feed(index, direct, Consumed(back, back_wire), source, writers[topic])
     return driver, table
+
+
+def _colocated_writers(topic: str, processors: list[Processor]) -> tuple[str, ...]:
+    """The writers of ``topic`` whose frontier its forwarder's markers carry: those whose outputs
+    land in the partition they process (``System.colocated``), unless a reader of the topic reads
+    them through a feedback pipe (a loop must not wait on itself)."""
+    readers = [p.name for p in processors if topic in p.inputs]
+    return tuple(
+        w.name
+        for w in processors
+        if SYSTEM.colocated(w, topic) and not any((w.name, r) in SYSTEM.feedback for r in readers)
+    )
 
 
 def _sort_key(message: Any, event: Event | InvalidEvent, index: int) -> SortKey:

@@ -15,6 +15,15 @@ record it covers. It is sent when that state changes, and again after every reba
 resumes after its stored position, which may be past the last marker). A worker that reads every
 partition of the worker topic sends none: its readers all know its forwarders already.
 
+A caught-up marker also carries, when it can, the *writers' frontier* of that source partition:
+the earliest time its writers may still emit a record at. Only writers that key their outputs by
+what they partition by count (``System.colocated``: a partition's records come from that
+partition's writer alone, which runs on the worker that forwards it). Without it, a reader on
+another worker bounded a derived topic such as ``test-plan`` by the low watermark of *its own*
+partitions' writers, and merged plans written elsewhere as they arrived. It is carried only when
+the forwarder has forwarded every record this worker's writers produced into that partition, so a
+reader that has read the marker has read everything the writers emitted before it.
+
 Nothing here touches Kafka: the worker produces the markers and hands what it reads to ``Ordering``.
 """
 
@@ -24,8 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-MARK_HEADER = "fastci-forwarded"  # on a marker: "<source partition>/<next offset>" or "<source partition>/behind"
+MARK_HEADER = "fastci-forwarded"  # on a marker: "<source partition>/<next offset>[/<writers' frontier>]" or
+#                                   "<source partition>/behind"
 BEHIND = "behind"
+UNBOUNDED = ("inf", "-inf")  # a writers' frontier: they hold nothing; they may still emit anything
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +48,26 @@ class Mark:
     header: bytes
 
 
-def parse(raw: bytes) -> tuple[int, bool] | None:
-    """A marker header -> (source partition, whether its forwarder was caught up); None when it is
-    not one this worker could have written (the reader ignores it, and keeps waiting)."""
-    partition, _, where = raw.decode(errors="replace").partition("/")
+@dataclass(frozen=True, slots=True)
+class Said:
+    """What a marker says of one source partition."""
+
+    partition: int
+    through: int | None  # caught up: every record before this offset is forwarded; None: behind
+    frontier: float | None = None  # the writers' frontier (ms, or infinite), when the marker carries it
+
+
+def parse(raw: bytes) -> Said | None:
+    """A marker header -> what it says; None when it is not one this worker could have written (the
+    reader ignores it, and keeps waiting)."""
+    partition, _, rest = raw.decode(errors="replace").partition("/")
+    where, _, frontier = rest.partition("/")
     if not partition.isdigit() or not (where == BEHIND or where.isdigit()):
         return None
-    return int(partition), where != BEHIND
+    if frontier and (where == BEHIND or not (frontier in UNBOUNDED or frontier.isdigit())):
+        return None
+    told = float(frontier) if frontier else None
+    return Said(int(partition), None if where == BEHIND else int(where), told)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +77,12 @@ class Forwarding:
     source: str  # wire names
     sink: str
     positions: Any  # fastci.runtime.positions.Positions
+    writers: tuple[str, ...] = ()  # the source topic's writers whose frontier its markers carry (colocated)
+
+
+# (forwarding, source partition, the offset forwarded through) -> the earliest time the forwarding's
+# writers may still emit a record at into that partition, or None when that is not known
+Frontier = Callable[[Forwarding, int, int], float | None]
 
 
 class ForwardMarks:
@@ -71,11 +101,16 @@ class ForwardMarks:
         self.told.clear()
 
     def due(
-        self, assigned: set[tuple[str, int]], highwater: Callable[[str, int], int | None], tell: bool = True
+        self,
+        assigned: set[tuple[str, int]],
+        highwater: Callable[[str, int], int | None],
+        tell: bool = True,
+        frontier: Frontier | None = None,
     ) -> list[Mark]:
         """The markers whose state changed since they were last sent, for the source partitions
-        this worker reads; ``highwater``: the last high-water mark fetched for a partition. With
-        ``tell`` false, only looks: the markers stay due."""
+        this worker reads; ``highwater``: the last high-water mark fetched for a partition;
+        ``frontier``: the writers' frontier in a source partition, or None when it cannot be told.
+        With ``tell`` false, only looks: the markers stay due."""
         marks: list[Mark] = []
         for forwarding in self.forwardings:
             if all((forwarding.sink, q) in assigned for q in range(self.partitions)):
@@ -86,6 +121,10 @@ class ForwardMarks:
                 if expected is None or end is None:
                     continue  # not known yet: readers keep waiting
                 state = str(expected) if expected >= end else BEHIND
+                if state != BEHIND and forwarding.writers and frontier is not None:
+                    earliest = frontier(forwarding, partition, expected)
+                    if earliest is not None:
+                        state += "/" + (str(earliest) if abs(earliest) == float("inf") else str(int(earliest)))
                 if self.told.get((forwarding.sink, partition)) == state:
                     continue
                 if tell:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from streams.forwarded import Forwarding, Said
+
 SortKey = tuple[Any, ...]  # (time in ms, the topic's index among the processor's inputs, event id)
 NOTHING_LEFT: SortKey = (float("inf"),)  # a limit: the stream will hold nothing more
 ANYTHING: SortKey = (float("-inf"),)  # a limit: the stream may still hold anything
@@ -121,6 +123,7 @@ class Feed:
     internal: Consumed  # the worker's topic the topic's (misplaced or rekeyed) records come back through
     source: Consumed  # the forwarder reading the topic
     writers: tuple[str, ...]  # the processors writing the topic (not through a feedback pipe)
+    colocated: tuple[str, ...] = ()  # those of them whose frontier a forwarder's marker carries
 
 
 class Ordering:
@@ -132,7 +135,8 @@ class Ordering:
     worker is sending now counts as not read. Then its limit is its writers' low watermark (an input
     topic has no writer: nothing left). A source partition another worker reads is read to its end
     when that worker's forwarder said, in the last progress marker read here, that it was caught up
-    (``streams.forwarded``)."""
+    past every record this worker produced there (``streams.forwarded``); the marker's writers'
+    frontier, when it carries one, stands for the writers of that partition, which run there."""
 
     def __init__(
         self,
@@ -146,18 +150,18 @@ class Ordering:
         self.partitions = partitions
         self.highwater = highwater
         self.merges: dict[str, dict[int, Merge]] = {name: {} for name in order}
-        self.frontier: dict[str, float] = {}
+        self.frontier: dict[str, float] = {}  # processor -> its low watermark over this worker's partitions
         self.produced_end: dict[tuple[str, int], int] = {}
         self.in_flight: set[tuple[str, int]] = set()
         self.assigned: set[tuple[str, int]] = set()
-        # (worker topic, partition, source partition) -> whether the last marker read said caught up
-        self.forwarders_caught_up: dict[tuple[str, int, int], bool] = {}
+        # (worker topic, partition, source partition) -> what the last marker read there said of it
+        self.forwarders_said: dict[tuple[str, int, int], Said] = {}
 
     def assign(self, assigned: set[tuple[str, int]]) -> None:
         """Partitions moved: forget what was held (its positions make the consumer deliver it again)
         and merge anew in the partitions this worker now reads."""
         self.assigned = set(assigned)
-        self.forwarders_caught_up.clear()  # every forwarder tells its readers again after a rebalance
+        self.forwarders_said.clear()  # every forwarder tells its readers again after a rebalance
         local = sorted({partition for _, partition in assigned})
         self.frontier.clear()
         for name, merges in self.merges.items():
@@ -183,9 +187,24 @@ class Ordering:
     def held(self) -> int:
         return sum(merge.held() for merges in self.merges.values() for merge in merges.values())
 
-    def forwarded(self, wire: str, partition: int, source_partition: int, caught_up: bool) -> None:
+    def forwarded(self, wire: str, partition: int, said: Said) -> None:
         """A forwarder's progress marker, read in ``partition`` of the worker topic ``wire``."""
-        self.forwarders_caught_up[(wire, partition, source_partition)] = caught_up
+        self.forwarders_said[(wire, partition, said.partition)] = said
+
+    def writers_frontier(self, forwarding: Forwarding, partition: int, through: int) -> float | None:
+        """For a marker of ``forwarding``: the earliest time its writers may still emit a record at
+        into the source ``partition`` (they run here), once the forwarder has forwarded everything
+        this worker produced there (``through``, the offset it has forwarded up to); else None."""
+        where = (forwarding.source, partition)
+        if where in self.in_flight or self.produced_end.get(where, 0) > through:
+            return None
+        earliest = float("inf")
+        for writer in forwarding.writers:
+            merge = self.merges[writer].get(partition)
+            if merge is None:
+                return None  # not this worker's partition of the writer: not known here
+            earliest = min(earliest, merge.low_watermark(functools.partial(self.limit, writer, partition)))
+        return earliest
 
     def release(self, sending: list[Any]) -> list[Any]:
         """Release what the rule lets go, processor by processor in the topology's order (a writer's
@@ -222,7 +241,13 @@ class Ordering:
         if not self._read_to_end(feed, partition, origin):
             return ANYTHING
         if feed.writers:
-            earliest = min(self.frontier.get(writer, float("inf")) for writer in feed.writers)
+            writers = feed.writers
+            earliest = float("inf")
+            said = self._remote(feed, partition, origin)
+            if said is not None and said.frontier is not None:  # its colocated writers run there
+                writers = tuple(w for w in writers if w not in feed.colocated)
+                earliest = said.frontier
+            earliest = min((earliest, *(self.frontier.get(writer, float("inf")) for writer in writers)))
             if earliest != float("inf"):
                 return limit_after(earliest, feed.index)
         return NOTHING_LEFT
@@ -234,7 +259,20 @@ class Ordering:
             return False
         if (feed.source.wire, origin) in self.assigned:  # what is still to be forwarded from it
             return self._complete(feed.source, origin)
-        return self.forwarders_caught_up.get((feed.internal.wire, partition, origin), False)
+        said = self._remote(feed, partition, origin)
+        where = (feed.source.wire, origin)
+        return (
+            said is not None
+            and said.through is not None
+            and where not in self.in_flight
+            and said.through >= self.produced_end.get(where, 0)  # what this worker wrote there came back
+        )
+
+    def _remote(self, feed: Feed, partition: int, origin: int) -> Said | None:
+        """What the last marker read said of a source partition another worker forwards."""
+        if (feed.direct is not None and origin == partition) or (feed.source.wire, origin) in self.assigned:
+            return None
+        return self.forwarders_said.get((feed.internal.wire, partition, origin))
 
     def _complete(self, consumed: Consumed, partition: int) -> bool:
         where = (consumed.wire, partition)

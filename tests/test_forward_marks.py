@@ -4,7 +4,7 @@ in ``test_kafka_ordering.py``; the two-worker kill they exist for in ``bench/kaf
 
 from __future__ import annotations
 
-from streams.forwarded import Forwarding, ForwardMarks, parse
+from streams.forwarded import Forwarding, ForwardMarks, Said, parse
 
 
 class FakePositions:
@@ -27,7 +27,8 @@ def at(highwaters: dict[tuple[str, int], int]):
 
 
 def told(marks: list) -> set[tuple[str, int, int, bool]]:
-    return {(m.topic, m.partition, *parse(m.header)) for m in marks}
+    said = [(m, parse(m.header)) for m in marks]
+    return {(m.topic, m.partition, s.partition, s.through is not None) for m, s in said if s is not None}
 
 
 def test_a_forwarder_tells_every_partition_of_its_topic_when_it_is_caught_up_or_falls_behind():
@@ -64,7 +65,43 @@ def test_no_marker_when_every_reader_of_the_topic_is_on_this_worker():
 
 
 def test_a_marker_header_this_worker_could_not_have_written_is_ignored():
-    assert parse(b"3/120") == (3, True)
-    assert parse(b"3/behind") == (3, False)
-    for raw in (b"", b"3", b"x/120", b"3/later", b"\xff/1"):
+    assert parse(b"3/120") == Said(3, 120)
+    assert parse(b"3/behind") == Said(3, None)
+    assert parse(b"3/120/1700000000000") == Said(3, 120, 1_700_000_000_000)
+    assert parse(b"3/120/inf") == Said(3, 120, float("inf"))
+    assert parse(b"3/120/-inf") == Said(3, 120, float("-inf"))
+    for raw in (b"", b"3", b"x/120", b"3/later", b"\xff/1", b"3/behind/12", b"3/120/soon"):
         assert parse(raw) is None, raw
+
+
+def test_a_caught_up_marker_carries_the_writers_frontier_when_it_can_tell_it():
+    positions = FakePositions()
+    marks = ForwardMarks(partitions=2)
+    marks.add(Forwarding("test-plan", "test-plan-by-pool", positions, writers=("test-planner",)))
+    assigned = {("test-plan", 0), ("test-plan-by-pool", 0)}
+    highwaters = {("test-plan", 0): 4}
+    frontiers: dict[int, float | None] = {0: None}
+    asked = []
+
+    def frontier(forwarding: Forwarding, partition: int, through: int) -> float | None:
+        asked.append((forwarding.writers, partition, through))
+        return frontiers[partition]
+
+    positions.next[("test-plan", 0)] = 2
+    assert [m.header for m in marks.due(assigned, at(highwaters), frontier=frontier)] == [b"0/behind"] * 2
+    assert asked == []  # behind: what the writers may still do is not worth telling yet
+    positions.next[("test-plan", 0)] = 4
+    assert [m.header for m in marks.due(assigned, at(highwaters), frontier=frontier)] == [b"0/4"] * 2
+    assert asked == [(("test-planner",), 0, 4)]
+    frontiers[0] = 1_000  # the writers hold a record timed 1,000: a new state, told again
+    assert [m.header for m in marks.due(assigned, at(highwaters), frontier=frontier)] == [b"0/4/1000"] * 2
+    assert marks.due(assigned, at(highwaters), frontier=frontier) == []
+    frontiers[0] = float("inf")
+    assert [parse(m.header) for m in marks.due(assigned, at(highwaters), frontier=frontier)] == [
+        Said(0, 4, float("inf"))
+    ] * 2
+    # a forwarding with no colocated writer is never asked
+    plain, plain_positions = marks_of()
+    plain_positions.next[("results", 0)] = 0
+    assert plain.due({("results", 0)}, at({("results", 0): 0}), frontier=frontier)
+    assert len(asked) == 4

@@ -4,8 +4,10 @@ record goes when, given what each stream may still hold. The Kafka runs of the s
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
+from streams.forwarded import Forwarding, Said
 from streams.ordering import ANYTHING, NOTHING_LEFT, Consumed, Feed, Held, Merge, Ordering, limit_after
 
 
@@ -184,11 +186,11 @@ def test_a_source_partition_another_worker_forwards_is_read_to_its_end_when_its_
     stream = ordering.merges["reader"][0].streams["commits/1"]  # commits' partition 1: another worker forwards it
     # its forwarded records are all read here, but the forwarder may not have sent them all yet
     assert ordering.limit("reader", 0, stream) == ANYTHING
-    ordering.forwarded("commits-back", 0, 1, caught_up=False)
+    ordering.forwarded("commits-back", 0, Said(1, None))
     assert ordering.limit("reader", 0, stream) == ANYTHING
-    ordering.forwarded("commits-back", 0, 1, caught_up=True)
+    ordering.forwarded("commits-back", 0, Said(1, 0))
     assert ordering.limit("reader", 0, stream) == NOTHING_LEFT
-    ordering.forwarded("commits-back", 1, 1, caught_up=False)  # another partition's marker says nothing here
+    ordering.forwarded("commits-back", 1, Said(1, None))  # another partition's marker says nothing here
     assert ordering.limit("reader", 0, stream) == NOTHING_LEFT
     highwaters[("commits-back", 0)] = 4  # the marker's records are not all read yet
     assert ordering.limit("reader", 0, stream) == ANYTHING
@@ -196,3 +198,71 @@ def test_a_source_partition_another_worker_forwards_is_read_to_its_end_when_its_
     ordering.assign({(t, p) for t in ("commits", "commits-back", "selection", "selection-back") for p in (0,)})
     # after a rebalance the forwarders tell their readers again; until then, nothing is known
     assert ordering.limit("reader", 0, ordering.merges["reader"][0].streams["commits/1"]) == ANYTHING
+
+
+def rekeyed_ordering(highwaters: dict[tuple[str, int], int]) -> tuple[Ordering, FakePositions]:
+    """A planner writing 'test-plan' by repo (its outputs land in the partition it processes) and a
+    pool reading 'test-plan' rekeyed by pool through 'plans-by-pool', with a second writer of the
+    topic, 'other', whose outputs go anywhere; two partitions, this worker has partition 0."""
+    positions = FakePositions({})
+    plans = Consumed(positions, "test-plan")
+    commits = Feed(
+        0, Consumed(positions, "commits"), Consumed(positions, "commits-back"), Consumed(positions, "commits"), ()
+    )
+    feeds = {
+        "planner": {"commits": commits},
+        "other": {"commits": commits},
+        "pool": {
+            "test-plan": Feed(
+                0, None, Consumed(positions, "plans-by-pool"), plans, ("planner", "other"), colocated=("planner",)
+            )
+        },
+    }
+    ordering = Ordering(["planner", "other", "pool"], feeds, 2, lambda t, p: highwaters.get((t, p)))
+    ordering.assign({(t, 0) for t in ("commits", "commits-back", "test-plan", "plans-by-pool")})
+    ordering.forwarded("commits-back", 0, Said(1, 0))  # the other worker's commits: all forwarded
+    return ordering, positions
+
+
+def test_a_stream_another_worker_forwards_is_bounded_by_the_frontier_its_marker_carries():
+    highwaters = {(t, p): 0 for t in ("commits", "commits-back", "test-plan", "plans-by-pool") for p in (0, 1)}
+    ordering, positions = rekeyed_ordering(highwaters)
+    remote = ordering.merges["pool"][0].streams["test-plan/1"]  # its planner runs on the other worker
+    ordering.frontier.update(planner=50, other=float("inf"))  # this worker's partitions of the writers
+    ordering.forwarded("plans-by-pool", 0, Said(1, 7))
+    assert ordering.limit("pool", 0, remote) == limit_after(50, 0)  # no frontier told: this worker's
+    ordering.forwarded("plans-by-pool", 0, Said(1, 7, 20))
+    assert ordering.limit("pool", 0, remote) == limit_after(20, 0)  # the planner there holds a plan at 20
+    ordering.forwarded("plans-by-pool", 0, Said(1, 7, float("inf")))
+    assert ordering.limit("pool", 0, remote) == NOTHING_LEFT
+    ordering.frontier["other"] = 30  # a writer that may write into any partition still counts from here
+    assert ordering.limit("pool", 0, remote) == limit_after(30, 0)
+    # what this worker wrote into the other worker's partition must come back through its forwarder first
+    ordering.sent({("test-plan", 1): 9})
+    assert ordering.limit("pool", 0, remote) == ANYTHING
+    ordering.forwarded("plans-by-pool", 0, Said(1, 9, float("inf")))
+    assert ordering.limit("pool", 0, remote) == limit_after(30, 0)
+    ordering.feeds["pool"]["test-plan"] = replace(ordering.feeds["pool"]["test-plan"], writers=("planner",))
+    ordering.forwarded("plans-by-pool", 0, Said(1, 9, 25))
+    assert ordering.limit("pool", 0, remote) == limit_after(25, 0)  # its only writer told there
+    local = ordering.merges["pool"][0].streams["test-plan/0"]
+    positions.next.update({("test-plan", 0): 0, ("plans-by-pool", 0): 0})
+    ordering.frontier["planner"] = 40
+    assert ordering.limit("pool", 0, local) == limit_after(40, 0)  # a local partition: its writer is here
+
+
+def test_the_writers_frontier_a_marker_carries_counts_what_this_worker_sent_into_the_partition():
+    highwaters = {(t, p): 0 for t in ("commits", "commits-back", "test-plan", "plans-by-pool") for p in (0, 1)}
+    ordering, positions = rekeyed_ordering(highwaters)
+    forwarding = Forwarding("test-plan", "plans-by-pool", positions, writers=("planner",))
+    positions.next[("commits", 0)] = 1
+    highwaters[("commits", 0)] = 1
+    ordering.hold("planner", 0, "commits", held(70, 0, "commits/0", "c70"))
+    assert ordering.writers_frontier(forwarding, 0, through=0) == 70  # its held commit, at 70
+    ordering.sent({("test-plan", 0): 3})  # plans it made, not forwarded yet
+    assert ordering.writers_frontier(forwarding, 0, through=2) is None
+    assert ordering.writers_frontier(forwarding, 0, through=3) == 70
+    ordering.in_flight.add(("test-plan", 0))
+    assert ordering.writers_frontier(forwarding, 0, through=3) is None
+    ordering.in_flight.clear()
+    assert ordering.writers_frontier(forwarding, 1, through=0) is None  # its partition 1 runs elsewhere

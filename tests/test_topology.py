@@ -10,8 +10,10 @@ import pytest
 from fastci.core.events import Record
 from fastci.core.processor import Processor, Step
 from fastci.core.system import System
+from fastci.demo.history import Workload
 from fastci.inputs import ResultEvent
 from fastci.runtime.embedded import EmbeddedRuntime
+from fastci.runtime.memory import MemoryRuntime
 from fastci.topology import SYSTEM
 
 
@@ -83,3 +85,36 @@ def test_the_public_event_package_hands_on_every_registered_model():
     for topic, model in SYSTEM.topics.items():
         assert getattr(public, model.__name__) is model, topic
         assert model.__name__ in public.__all__
+
+
+def test_a_colocated_writer_keys_every_output_by_what_it_processes():
+    """``System.colocated`` goes by field names; this holds it to what the processors emit. The Kafka
+    worker's markers bound a partition of such a topic by that partition's writer alone."""
+    processors = SYSTEM.build()
+    seen: dict[tuple[str, str], int] = {}
+
+    def checked(processor: Processor) -> None:
+        process = processor.process
+        topics = [t for t in processor.outputs if SYSTEM.colocated(processor, t)]
+
+        def wrapped(state, event):
+            step = process(state, event)
+            for output in step.outputs:
+                if output.TOPIC in topics:
+                    assert output.key == processor.partition_key(event), (processor.name, output.TOPIC)
+                    seen[(processor.name, output.TOPIC)] = seen.get((processor.name, output.TOPIC), 0) + 1
+            return step
+
+        processor.process = wrapped  # type: ignore[method-assign]
+
+    for processor in processors:
+        checked(processor)
+    MemoryRuntime(SYSTEM, processors).publish(Workload(commits=60, seed=5).events())
+    # the pairs whose readers on another worker rely on it, each seen emitting
+    for pair in (
+        ("test-planner", "test-plan"),
+        ("node-state", "node-state-changed"),
+        ("flaky-detector", "flaky-verdicts"),
+    ):
+        assert seen.get(pair), pair
+    assert not SYSTEM.colocated(processors[SYSTEM.order.index("node-state")], "run-requested")  # reruns, by test

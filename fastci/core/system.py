@@ -106,6 +106,18 @@ class System:
             for topic in reader.inputs
         }
 
+    def partition_field(self, processor: Processor | type[Processor], topic: str) -> str:
+        """The event field ``processor`` partitions ``topic`` by: its ``partition_by``, else the key."""
+        return processor.partition_by.get(topic, self.topics[topic].KEY)
+
+    def colocated(self, writer: Processor | type[Processor], topic: str) -> bool:
+        """Whether ``writer`` keys its outputs on ``topic`` by the field it partitions every input by
+        (node-state's node states, by node; not its reruns, by test). Its outputs then land in the
+        partition it processes, so that partition's records of ``topic`` come from that partition's
+        writer alone, wherever it runs (``tests/test_topology.py`` checks the keys agree)."""
+        key = self.topics[topic].KEY
+        return topic in writer.outputs and all(self.partition_field(writer, t) == key for t in writer.inputs)
+
     def build(self, names: Iterable[str] | None = None) -> list[Processor]:
         """Instances of the named processors (all when ``names`` is empty), in system order; unknown
         names are refused."""
