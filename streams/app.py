@@ -56,7 +56,16 @@ from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.kafka_io import TIME_HEADER
 from fastci.runtime.positions import Positions, Verdict, position_partition
 from fastci.topology import DEAD_LETTERS, SYSTEM, TOPICS, build_processors
-from streams.forwarded import MARK_HEADER, Forwarding, ForwardMarks, parse
+from streams.forwarded import (
+    MARK_HEADER,
+    WRITER_HEADER,
+    Forwarding,
+    ForwardMarks,
+    Spread,
+    WriterMarks,
+    parse,
+    parse_writer,
+)
 from streams.ordering import Consumed, Feed, Held, Ordering, SortKey
 
 AGENT = "fastci"
@@ -176,6 +185,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     highwater = _highwater_of(app)
     ordering = Ordering([p.name for p in every_processor], feeds, settings.partitions, highwater)
     marks = ForwardMarks(settings.partitions)
+    spreads = WriterMarks(settings.partitions)
     for processor in every_processor:
         reports = reporters.get(processor.name, frozenset())
         wired = _wire(
@@ -189,6 +199,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             log_starts,
             ordering,
             marks,
+            spreads,
             every_processor,
         )
         tables.append(wired)
@@ -214,8 +225,9 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
                 elif verdict is Verdict.GAP:
                     gaps.add((message.tp, route))
         # after what they cover, in the same produce batch: the other workers' readers rely on it
-        for mark in marks.due(ordering.assigned, highwater, frontier=ordering.writers_frontier):
-            sends.append(Send(mark.topic, mark.partition, None, b"", [(MARK_HEADER, mark.header)]))
+        due = marks.due(ordering.assigned, highwater, frontier=ordering.writers_frontier)
+        due += spreads.due(ordering.assigned, ordering.writer_frontier, ordering.produced)
+        sends.extend(Send(mark.topic, mark.partition, None, b"", [(mark.name, mark.header)]) for mark in due)
         sends.extend(ordering.release(sends))  # what each processor's merge lets go
         # Taken before the first await: a rebalance signal may clear the caches meanwhile. State
         # first, then positions: one changelog partition keeps them in that order.
@@ -254,7 +266,11 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     async def _release_held() -> None:
         # A held record may wait for what arrives in no record of its own: a high-water mark, the
         # acknowledgement of what the last batch sent. faust yields no empty batch to look again.
-        if ordering.held() or marks.due(ordering.assigned, highwater, False, ordering.writers_frontier):
+        if (
+            ordering.held()
+            or marks.due(ordering.assigned, highwater, False, ordering.writers_frontier)
+            or spreads.due(ordering.assigned, ordering.writer_frontier, ordering.produced, tell=False)
+        ):
             async with turn:
                 await process([])
 
@@ -290,6 +306,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             route.positions.forget()
         ordering.assign({(tp.topic, tp.partition) for tp in assigned if tp.topic in routes})
         marks.reset()
+        spreads.reset()
         now = time.monotonic()
         delivered.update({where: now for where in ordering.assigned})  # the stall clock starts now
 
@@ -467,6 +484,7 @@ def _wire(
     log_starts: dict[tuple[str, int], int],
     ordering: Ordering,
     marks: ForwardMarks,
+    spreads: WriterMarks,
     every_processor: list[Processor],
 ) -> tuple[Driver, Any]:
     """Add the processor's routes (its inputs, and the forwarders of topics it repartitions, unless
@@ -520,6 +538,11 @@ def _wire(
                 if said is not None:
                     ordering.forwarded(message.topic, message.partition, said)
                 return []  # a forwarder's progress, not an event
+            if from_origin and (mark := _header(message, WRITER_HEADER)) is not None:
+                told = parse_writer(mark)
+                if told is not None:
+                    ordering.writer_marked(message.topic, message.partition, told)
+                return []  # another worker's writers' progress, not an event
             if not from_origin and not decoded.in_place(topic, partitions):
                 return []  # its forwarder sends it where its key's state is
             origin = _origin(message) if from_origin else Origin(f"{topic}/{message.partition}", message.offset)
@@ -530,15 +553,22 @@ def _wire(
 
         return hold
 
+    def spread(topic: str, sink: str) -> None:
+        """Its writers whose outputs may land in any partition tell it, through ``sink``, where they are."""
+        for writer in writers[topic]:
+            if writer not in _colocated_writers(topic, every_processor):
+                spreads.add(Spread(writer, settings.topic(topic), sink))
+
     for index, topic in enumerate(processor.inputs):
         field = processor.partition_by.get(topic, TOPICS[topic].KEY)
+        colocated = _colocated_writers(topic, every_processor)
         source = Consumed(forwarders[forwarder_route(topic, field)].positions, settings.topic(topic))
         if topic in rekeyed:  # every record comes through the worker's own topic, keyed by the field
             wire = settings.topic(rekeyed[topic])
             positions = Positions(f"{processor.name}:{topic}", store, log_starts)
             routes.setdefault(wire, []).append(Route(holder(positions, topic, index, True), positions, table))
-            colocated = _colocated_writers(topic, every_processor)
             feeds[topic] = Feed(index, None, Consumed(positions, wire), source, writers[topic], colocated)
+            spread(topic, wire)
             continue
         own = Positions(f"{processor.name}:{topic}", store, log_starts)
         back = Positions(f"{processor.name}:{topic}:misplaced", store, log_starts)
@@ -546,7 +576,8 @@ def _wire(
         routes.setdefault(settings.topic(topic), []).append(Route(holder(own, topic, index, False), own, table))
         routes.setdefault(back_wire, []).append(Route(holder(back, topic, index, True), back, table))
         direct = Consumed(own, settings.topic(topic))
-        feeds[topic] = Feed(index, direct, Consumed(back, back_wire), source, writers[topic])
+        feeds[topic] = Feed(index, direct, Consumed(back, back_wire), source, writers[topic], colocated)
+        spread(topic, back_wire)
     return driver, table
 
 

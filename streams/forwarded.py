@@ -1,4 +1,4 @@
-"""Progress markers: how a worker's merge knows a source partition another worker forwards is done.
+"""Progress markers: how a worker's merge knows what other workers may still send it.
 
 A processor that reads a topic through the worker's own topic (repartitioned, or its misplaced
 records) merges one stream per source partition. When this worker reads that source partition, it
@@ -24,6 +24,13 @@ partitions' writers, and merged plans written elsewhere as they arrived. It is c
 the forwarder has forwarded every record this worker's writers produced into that partition, so a
 reader that has read the marker has read everything the writers emitted before it.
 
+A writer whose outputs go to any partition (node-state's reruns, keyed by test) gets *writer
+markers* of its own: each worker tells the readers of the topic, in their worker topic, the earliest
+time its partitions of the writer may still emit a record at, and where its records in each
+partition of the topic end (acknowledged offsets). A reader bounds a stream of that topic by every
+other worker's last writer marker once it has read the stream past the ends the marker names; until
+a worker has told it, it waits.
+
 Nothing here touches Kafka: the worker produces the markers and hands what it reads to ``Ordering``.
 """
 
@@ -33,8 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-MARK_HEADER = "fastci-forwarded"  # on a marker: "<source partition>/<next offset>[/<writers' frontier>]" or
-#                                   "<source partition>/behind"
+MARK_HEADER = "fastci-forwarded"  # "<source partition>/<next offset>[/<writers' frontier>]", "<partition>/behind"
+WRITER_HEADER = "fastci-writer"  # "<writer>/<its partitions on the sender>/<frontier>/<partition>:<end>,..."
 BEHIND = "behind"
 UNBOUNDED = ("inf", "-inf")  # a writers' frontier: they hold nothing; they may still emit anything
 
@@ -46,6 +53,7 @@ class Mark:
     topic: str  # the worker topic (its wire name)
     partition: int
     header: bytes
+    name: str = MARK_HEADER
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +63,10 @@ class Said:
     partition: int
     through: int | None  # caught up: every record before this offset is forwarded; None: behind
     frontier: float | None = None  # the writers' frontier (ms, or infinite), when the marker carries it
+
+
+def _frontier_text(earliest: float) -> str:
+    return str(earliest) if abs(earliest) == float("inf") else str(int(earliest))
 
 
 def parse(raw: bytes) -> Said | None:
@@ -124,11 +136,94 @@ class ForwardMarks:
                 if state != BEHIND and forwarding.writers and frontier is not None:
                     earliest = frontier(forwarding, partition, expected)
                     if earliest is not None:
-                        state += "/" + (str(earliest) if abs(earliest) == float("inf") else str(int(earliest)))
+                        state += "/" + _frontier_text(earliest)
                 if self.told.get((forwarding.sink, partition)) == state:
                     continue
                 if tell:
                     self.told[(forwarding.sink, partition)] = state
                 header = f"{partition}/{state}".encode()
                 marks.extend(Mark(forwarding.sink, q, header) for q in range(self.partitions))
+        return marks
+
+
+@dataclass(frozen=True, slots=True)
+class WriterSaid:
+    """What a writer marker says: the sending worker's partitions of ``writer``, the earliest time
+    they may still emit a record at, and where its records end in each partition of the topic."""
+
+    writer: str
+    partitions: tuple[int, ...]
+    frontier: float
+    ends: dict[int, int]
+
+
+def parse_writer(raw: bytes) -> WriterSaid | None:
+    """A writer marker header -> what it says; None when this worker could not have written it."""
+    fields = raw.decode(errors="replace").split("/")
+    if len(fields) != 4:
+        return None
+    writer, partitions, frontier, ends = fields
+    try:
+        held = tuple(int(p) for p in partitions.split(",") if p)
+        told = float(frontier) if frontier in UNBOUNDED else float(int(frontier))
+        pairs = [pair.split(":") for pair in ends.split(",") if pair]
+        at = {int(q): int(end) for q, end in pairs}
+    except ValueError:
+        return None
+    return WriterSaid(writer, held, told, at) if writer else None
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """A writer whose outputs to ``topic`` may land in any partition, read through ``sink``."""
+
+    writer: str  # the processor
+    topic: str  # wire names
+    sink: str
+
+
+# writer -> (this worker's partitions of it, the earliest time they may still emit a record at),
+# or None when that is not known now
+WriterFrontier = Callable[[str], tuple[tuple[int, ...], float] | None]
+
+
+class WriterMarks:
+    """What this worker last told the readers of each spread writer's topic, and the markers due."""
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self.spreads: set[Spread] = set()
+        self.told: dict[Spread, str] = {}
+
+    def add(self, spread: Spread) -> None:
+        self.spreads.add(spread)
+
+    def reset(self) -> None:
+        """Partitions moved: tell every reader again."""
+        self.told.clear()
+
+    def due(
+        self,
+        assigned: set[tuple[str, int]],
+        frontier: WriterFrontier,
+        ends: Callable[[str, int], int],
+        tell: bool = True,
+    ) -> list[Mark]:
+        """The writer markers whose state changed since they were last sent, to the partitions of
+        each worker topic that other workers read; ``ends``: where this worker's acknowledged
+        records of a topic partition end. With ``tell`` false, only looks."""
+        marks: list[Mark] = []
+        for spread in sorted(self.spreads, key=lambda s: (s.writer, s.topic, s.sink)):
+            elsewhere = [q for q in range(self.partitions) if (spread.sink, q) not in assigned]
+            known = frontier(spread.writer) if elsewhere else None
+            if known is None or not known[0]:
+                continue  # every reader is here, or where this worker's writer stands is not known
+            held, earliest = known
+            at = ",".join(f"{q}:{end}" for q in range(self.partitions) if (end := ends(spread.topic, q)))
+            state = f"{spread.writer}/{','.join(map(str, held))}/{_frontier_text(earliest)}/{at}"
+            if self.told.get(spread) == state:
+                continue
+            if tell:
+                self.told[spread] = state
+            marks.extend(Mark(spread.sink, q, state.encode(), WRITER_HEADER) for q in elsewhere)
         return marks

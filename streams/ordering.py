@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.forwarded import Forwarding, Said
+from streams.forwarded import Forwarding, Said, WriterSaid
 
 SortKey = tuple[Any, ...]  # (time in ms, the topic's index among the processor's inputs, event id)
 NOTHING_LEFT: SortKey = (float("inf"),)  # a limit: the stream will hold nothing more
@@ -136,7 +136,10 @@ class Ordering:
     topic has no writer: nothing left). A source partition another worker reads is read to its end
     when that worker's forwarder said, in the last progress marker read here, that it was caught up
     past every record this worker produced there (``streams.forwarded``); the marker's writers'
-    frontier, when it carries one, stands for the writers of that partition, which run there."""
+    frontier, when it carries one, stands for the writers of that partition, which run there. A
+    writer whose outputs land in any partition counts as far as every other worker holding a
+    partition of it has said, in its last writer marker, once the stream is read past what that
+    worker wrote into it."""
 
     def __init__(
         self,
@@ -156,12 +159,15 @@ class Ordering:
         self.assigned: set[tuple[str, int]] = set()
         # (worker topic, partition, source partition) -> what the last marker read there said of it
         self.forwarders_said: dict[tuple[str, int, int], Said] = {}
+        # (worker topic, partition, writer) -> per partition of the writer elsewhere, its last writer marker
+        self.writers_said: dict[tuple[str, int, str], dict[int, WriterSaid]] = {}
 
     def assign(self, assigned: set[tuple[str, int]]) -> None:
         """Partitions moved: forget what was held (its positions make the consumer deliver it again)
         and merge anew in the partitions this worker now reads."""
         self.assigned = set(assigned)
         self.forwarders_said.clear()  # every forwarder tells its readers again after a rebalance
+        self.writers_said.clear()
         local = sorted({partition for _, partition in assigned})
         self.frontier.clear()
         for name, merges in self.merges.items():
@@ -190,6 +196,25 @@ class Ordering:
     def forwarded(self, wire: str, partition: int, said: Said) -> None:
         """A forwarder's progress marker, read in ``partition`` of the worker topic ``wire``."""
         self.forwarders_said[(wire, partition, said.partition)] = said
+
+    def writer_marked(self, wire: str, partition: int, said: WriterSaid) -> None:
+        """Another worker's writer marker, read in ``partition`` of the worker topic ``wire``."""
+        told = self.writers_said.setdefault((wire, partition, said.writer), {})
+        for held in said.partitions:
+            told[held] = said
+
+    def writer_frontier(self, writer: str) -> tuple[tuple[int, ...], float] | None:
+        """For a writer marker: this worker's partitions of ``writer`` and the earliest time they may
+        still emit a record at; None while what they emitted is not acknowledged yet."""
+        merges = self.merges[writer]
+        if self.in_flight or not merges:
+            return None
+        earliest = min(m.low_watermark(functools.partial(self.limit, writer, p)) for p, m in merges.items())
+        return tuple(sorted(merges)), earliest
+
+    def produced(self, topic: str, partition: int) -> int:
+        """Where this worker's acknowledged records in a partition end (0: it wrote none)."""
+        return self.produced_end.get((topic, partition), 0)
 
     def writers_frontier(self, forwarding: Forwarding, partition: int, through: int) -> float | None:
         """For a marker of ``forwarding``: the earliest time its writers may still emit a record at
@@ -240,17 +265,39 @@ class Ordering:
         origin = int(stream.origin.rpartition("/")[2])
         if not self._read_to_end(feed, partition, origin):
             return ANYTHING
-        if feed.writers:
-            writers = feed.writers
-            earliest = float("inf")
-            said = self._remote(feed, partition, origin)
-            if said is not None and said.frontier is not None:  # its colocated writers run there
-                writers = tuple(w for w in writers if w not in feed.colocated)
-                earliest = said.frontier
-            earliest = min((earliest, *(self.frontier.get(writer, float("inf")) for writer in writers)))
-            if earliest != float("inf"):
-                return limit_after(earliest, feed.index)
-        return NOTHING_LEFT
+        if not feed.writers:
+            return NOTHING_LEFT
+        writers = feed.writers
+        earliest = float("inf")
+        said = self._remote(feed, partition, origin)
+        if said is not None and said.frontier is not None:  # its colocated writers run there
+            writers = tuple(w for w in writers if w not in feed.colocated)
+            earliest = said.frontier
+        for writer in writers:
+            earliest = min(earliest, self.frontier.get(writer, float("inf")))
+            if writer in feed.colocated or (feed.direct is not None and origin != partition):
+                continue  # its records here come from this worker or the marker's partition (misplaced: none)
+            told = self.writers_said.get((feed.internal.wire, partition, writer), {})
+            for elsewhere in range(self.partitions):
+                if elsewhere in self.merges[writer]:
+                    continue
+                marked = told.get(elsewhere)
+                if marked is None or not self._read_through(feed, partition, origin, marked.ends.get(origin, 0)):
+                    return ANYTHING  # that worker has not said, or what it wrote here is not read yet
+                earliest = min(earliest, marked.frontier)
+        return NOTHING_LEFT if earliest == float("inf") else limit_after(earliest, feed.index)
+
+    def _read_through(self, feed: Feed, partition: int, origin: int, end: int) -> bool:
+        """Whether this processor's stream of ``origin`` has been read past every record before
+        ``end`` in that partition of the topic (the stream being read to its end already)."""
+        if not end:
+            return True
+        if feed.direct is not None and origin == partition:
+            return (feed.direct.positions.expected(feed.direct.wire, partition) or 0) >= end
+        if (feed.source.wire, origin) in self.assigned:
+            return (feed.source.positions.expected(feed.source.wire, origin) or 0) >= end
+        said = self._remote(feed, partition, origin)
+        return said is not None and said.through is not None and said.through >= end
 
     def _read_to_end(self, feed: Feed, partition: int, origin: int) -> bool:
         if feed.direct is not None and origin == partition:

@@ -4,7 +4,17 @@ in ``test_kafka_ordering.py``; the two-worker kill they exist for in ``bench/kaf
 
 from __future__ import annotations
 
-from streams.forwarded import Forwarding, ForwardMarks, Said, parse
+from streams.forwarded import (
+    WRITER_HEADER,
+    Forwarding,
+    ForwardMarks,
+    Said,
+    Spread,
+    WriterMarks,
+    WriterSaid,
+    parse,
+    parse_writer,
+)
 
 
 class FakePositions:
@@ -105,3 +115,38 @@ def test_a_caught_up_marker_carries_the_writers_frontier_when_it_can_tell_it():
     plain_positions.next[("results", 0)] = 0
     assert plain.due({("results", 0)}, at({("results", 0): 0}), frontier=frontier)
     assert len(asked) == 4
+
+
+def test_a_writer_whose_outputs_go_anywhere_tells_the_other_workers_its_frontier_and_ends():
+    marks = WriterMarks(partitions=3)
+    marks.add(Spread("node-state", "run-requested", "run-requested-by-pool"))
+    assigned = {("run-requested-by-pool", 0)}  # partitions 1 and 2 of the readers are elsewhere
+    known: dict[str, tuple[tuple[int, ...], float] | None] = {"node-state": None}
+    ends = {("run-requested", 2): 12}
+
+    def due(tell: bool = True) -> list:
+        return marks.due(assigned, known.get, lambda topic, q: ends.get((topic, q), 0), tell)
+
+    assert due() == []  # not known yet (outputs on their way)
+    known["node-state"] = ((0,), 1_500.0)
+    made = due()
+    assert [(m.topic, m.partition, m.name) for m in made] == [
+        ("run-requested-by-pool", q, WRITER_HEADER) for q in (1, 2)
+    ]
+    assert parse_writer(made[0].header) == WriterSaid("node-state", (0,), 1_500, {2: 12})
+    assert due() == []  # said already
+    ends[("run-requested", 0)] = 3
+    assert due(tell=False) and parse_writer(due()[0].header).ends == {0: 3, 2: 12}
+    known["node-state"] = ((0,), float("inf"))
+    assert parse_writer(due()[0].header).frontier == float("inf")
+    marks.reset()
+    assert len(due()) == 2
+    assigned.update({("run-requested-by-pool", 1), ("run-requested-by-pool", 2)})
+    known["node-state"] = ((0, 1, 2), 9.0)
+    assert due() == []  # every reader is here
+
+
+def test_a_writer_marker_this_worker_could_not_have_written_is_ignored():
+    assert parse_writer(b"node-state/0,2/-inf/") == WriterSaid("node-state", (0, 2), float("-inf"), {})
+    for raw in (b"", b"node-state/0/5", b"/0/5/", b"node-state/x/5/", b"node-state/0/soon/", b"node-state/0/5/1"):
+        assert parse_writer(raw) is None, raw

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 
-from streams.forwarded import Forwarding, Said
+from streams.forwarded import Forwarding, Said, WriterSaid
 from streams.ordering import ANYTHING, NOTHING_LEFT, Consumed, Feed, Held, Merge, Ordering, limit_after
 
 
@@ -224,31 +224,53 @@ def rekeyed_ordering(highwaters: dict[tuple[str, int], int]) -> tuple[Ordering, 
     return ordering, positions
 
 
-def test_a_stream_another_worker_forwards_is_bounded_by_the_frontier_its_marker_carries():
+def test_a_stream_another_worker_forwards_is_bounded_by_what_that_worker_says_of_its_writers():
     highwaters = {(t, p): 0 for t in ("commits", "commits-back", "test-plan", "plans-by-pool") for p in (0, 1)}
     ordering, positions = rekeyed_ordering(highwaters)
     remote = ordering.merges["pool"][0].streams["test-plan/1"]  # its planner runs on the other worker
     ordering.frontier.update(planner=50, other=float("inf"))  # this worker's partitions of the writers
     ordering.forwarded("plans-by-pool", 0, Said(1, 7))
-    assert ordering.limit("pool", 0, remote) == limit_after(50, 0)  # no frontier told: this worker's
-    ordering.forwarded("plans-by-pool", 0, Said(1, 7, 20))
+    # 'other' may write into any partition: its partition on the other worker has not said where it is
+    assert ordering.limit("pool", 0, remote) == ANYTHING
+    ordering.writer_marked("plans-by-pool", 0, WriterSaid("other", (1,), 60, {1: 9}))
+    assert ordering.limit("pool", 0, remote) == ANYTHING  # what it wrote ends at 9; forwarded through 7
+    ordering.forwarded("plans-by-pool", 0, Said(1, 9))
+    assert ordering.limit("pool", 0, remote) == limit_after(50, 0)  # no planner frontier told: this worker's
+    ordering.forwarded("plans-by-pool", 0, Said(1, 9, 20))
     assert ordering.limit("pool", 0, remote) == limit_after(20, 0)  # the planner there holds a plan at 20
-    ordering.forwarded("plans-by-pool", 0, Said(1, 7, float("inf")))
+    ordering.forwarded("plans-by-pool", 0, Said(1, 9, float("inf")))
+    assert ordering.limit("pool", 0, remote) == limit_after(60, 0)  # 'other' there, at 60
+    ordering.writer_marked("plans-by-pool", 0, WriterSaid("other", (1,), float("inf"), {1: 9}))
     assert ordering.limit("pool", 0, remote) == NOTHING_LEFT
-    ordering.frontier["other"] = 30  # a writer that may write into any partition still counts from here
+    ordering.frontier["other"] = 30  # and 'other' here, at 30
     assert ordering.limit("pool", 0, remote) == limit_after(30, 0)
     # what this worker wrote into the other worker's partition must come back through its forwarder first
-    ordering.sent({("test-plan", 1): 9})
+    ordering.sent({("test-plan", 1): 11})
     assert ordering.limit("pool", 0, remote) == ANYTHING
-    ordering.forwarded("plans-by-pool", 0, Said(1, 9, float("inf")))
+    ordering.forwarded("plans-by-pool", 0, Said(1, 11, float("inf")))
     assert ordering.limit("pool", 0, remote) == limit_after(30, 0)
     ordering.feeds["pool"]["test-plan"] = replace(ordering.feeds["pool"]["test-plan"], writers=("planner",))
-    ordering.forwarded("plans-by-pool", 0, Said(1, 9, 25))
+    ordering.forwarded("plans-by-pool", 0, Said(1, 11, 25))
     assert ordering.limit("pool", 0, remote) == limit_after(25, 0)  # its only writer told there
     local = ordering.merges["pool"][0].streams["test-plan/0"]
     positions.next.update({("test-plan", 0): 0, ("plans-by-pool", 0): 0})
     ordering.frontier["planner"] = 40
     assert ordering.limit("pool", 0, local) == limit_after(40, 0)  # a local partition: its writer is here
+    ordering.assign({(t, 0) for t in ("commits", "commits-back", "test-plan", "plans-by-pool")})
+    assert ordering.writers_said == {} and ordering.forwarders_said == {}  # told again after a rebalance
+
+
+def test_a_writer_marker_names_this_worker_s_partitions_of_the_writer_and_their_frontier():
+    highwaters = {(t, p): 0 for t in ("commits", "commits-back", "test-plan", "plans-by-pool") for p in (0, 1)}
+    ordering, positions = rekeyed_ordering(highwaters)
+    positions.next[("commits", 0)] = 1
+    highwaters[("commits", 0)] = 1
+    ordering.hold("other", 0, "commits", held(80, 0, "commits/0", "c80"))
+    assert ordering.writer_frontier("other") == ((0,), 80)
+    ordering.in_flight.add(("test-plan", 1))  # outputs not acknowledged: their ends are not known
+    assert ordering.writer_frontier("other") is None
+    ordering.sent({("test-plan", 1): 4})
+    assert ordering.writer_frontier("other") == ((0,), 80) and ordering.produced("test-plan", 1) == 4
 
 
 def test_the_writers_frontier_a_marker_carries_counts_what_this_worker_sent_into_the_partition():
