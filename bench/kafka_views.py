@@ -7,11 +7,12 @@ the broker, where ``fastci worker`` applies it (one worker, or two, one of them 
 published by aiokafka or by librdkafka: see the options); then every view of both is compared, row
 for row. Prints one line per view: its rows in the embedded runtime (the same in every order, by
 the ordering rule) and, per order, ``=`` when the Kafka run's rows are the same, else its row count
-and how many rows differ.
+and how many rows differ. With ``--runs N`` (two workers race, so one run says little), each order
+is run N times and each run prints the views it decided differently, then a tally.
 
     export $(docker/kafka/kafka.sh start)
     .venv/bin/python bench/kafka_views.py [--commits 100] [--orders generated,blocks,reversed]
-        [--in-time-order] [--workers 2] [--kill-after 5] [--producer librdkafka]
+        [--in-time-order] [--workers 2] [--kill-after 5] [--producer librdkafka] [--runs 10]
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from aiokafka.admin import AIOKafkaAdminClient
 
 from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
@@ -131,7 +134,47 @@ def on_kafka(
             worker.terminate()
             worker.wait(60)
     with refreshed_kafka_views(settings, scratch / f"kafka-{order}.duckdb") as views:
-        return views.event_tables()
+        tables = views.event_tables()
+    asyncio.run(drop_topics(settings))
+    return tables
+
+
+async def drop_topics(settings: KafkaSettings) -> None:
+    """Delete the run's topics (its namespace's, the worker's own included): a broker holding every
+    run's partitions slows down run after run, and ran out of heap after about fifty."""
+    admin = AIOKafkaAdminClient(**settings.client_options())
+    await admin.start()
+    try:
+        await admin.delete_topics([t for t in await admin.list_topics() if t.startswith(settings.namespace)])
+    finally:
+        await admin.close()
+
+
+def tally(
+    events: list[Event],
+    orders: list[str],
+    reference: dict[str, list],
+    base: KafkaSettings,
+    scratch: Path,
+    options: argparse.Namespace,
+) -> None:
+    """Each order ``options.runs`` times on Kafka: a line per run naming the views it decided
+    differently from the embedded runtime (rows there against rows here), then how many runs had
+    every view equal."""
+    equal = 0
+    for run in range(1, options.runs + 1):
+        for order in orders:
+            started = time.monotonic()
+            got = on_kafka(events, order, base, scratch, options)
+            differ = [
+                f"{name} {len(got[name]):,} rows ({len(rows):,})"
+                for name, rows in reference.items()
+                if got[name] != rows
+            ]
+            equal += not differ
+            said = "; ".join(differ) or "every view equal"
+            print(f"run {run} {order:<10}{time.monotonic() - started:>5.0f} s  {said}", flush=True)
+    print(f"{equal} of {options.runs * len(orders)} runs with every view equal to the embedded runtime's")
 
 
 def main() -> None:
@@ -146,8 +189,10 @@ def main() -> None:
         action="store_true",
         help="append each topic in time order (the history as generated appends results run by run)",
     )
+    parser.add_argument("--runs", type=int, default=1, help="Kafka runs per order (above 1: a line per run)")
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.ERROR)  # fresh topics' leader elections, retried
+    logging.getLogger("aiokafka.cluster").setLevel(logging.CRITICAL)  # a deleted run's topics, missing
     orders = args.orders.split(",")
     events = Workload(commits=args.commits, seed=5).events()
     if args.in_time_order:
@@ -158,6 +203,9 @@ def main() -> None:
         reference = {order: embedded(events, order, scratch) for order in orders}
         first = reference[orders[0]]
         assert all(r == first for r in reference.values()), "the embedded runtime differs between orders"
+        if args.runs > 1:
+            tally(events, orders, first, base, scratch, args)
+            return
         kafka = {order: on_kafka(events, order, base, scratch, args) for order in orders}
         kill = f", one SIGKILLed {args.kill_after:g} s in" if args.kill_after else ""
         print(

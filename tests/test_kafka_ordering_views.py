@@ -1,5 +1,7 @@
 """The ordering rule on Kafka: one history appended to the broker in three cross-topic orders, each
-applied by one faust worker, gives the embedded runtime's views, decisions included: every view.
+applied by one faust worker, gives the embedded runtime's views, decisions included: every view. So
+does the first order applied by two workers, where a processor's inputs are written and forwarded
+on the other worker too (the progress markers of ``streams.forwarded``).
 
 The history's topics are each appended in time order (docs/topology.md says why a topic appended out
 of order can be cut into streams differently by the two runtimes)."""
@@ -30,7 +32,7 @@ def orders(events: list[Event]) -> dict[str, list[list[Event]]]:
     return {"interleaved": [events], "per-topic blocks": blocks, "blocks reversed": blocks[::-1]}
 
 
-def on_kafka(base, blocks: list[list[Event]], tmp_path, name: str) -> dict[str, list[tuple]]:
+def on_kafka(base, blocks: list[list[Event]], tmp_path, name: str, workers: int = 1) -> dict[str, list[tuple]]:
     settings = replace(base, namespace=f"{base.namespace}{uuid.uuid4().hex[:4]}-")
 
     async def load() -> None:
@@ -39,12 +41,14 @@ def on_kafka(base, blocks: list[list[Event]], tmp_path, name: str) -> dict[str, 
             await publish(settings, block)
 
     asyncio.run(load())
-    log = tmp_path / f"worker-{name}.log"
-    worker = start_worker(settings, log)
+    logs = [tmp_path / f"worker-{name}-{n}.log" for n in range(workers)]
+    started = [start_worker(settings, log) for log in logs]
     try:
-        wait_until_consumed(settings, worker, log, timeout_s=300)
+        for worker, log in [*zip(started, logs, strict=True), *zip(started, logs, strict=True)]:
+            wait_until_consumed(settings, worker, log, timeout_s=300)  # twice: a rebalance may come between
     finally:
-        stop_worker(worker)
+        for worker in started:
+            stop_worker(worker)
     with refreshed_kafka_views(settings, tmp_path / f"kafka-{name}.duckdb") as views:
         return views.event_tables()
 
@@ -60,8 +64,10 @@ def test_every_cross_topic_order_gives_the_embedded_runtimes_views(kafka, tmp_pa
     decided = {t: len(expected[t]) for t in ("selection", "test_plan", "schedule", "baseline_exclusions")}
     assert all(decided.values()), f"the history must make these decisions, or the check says little: {decided}"
 
-    for n, (name, blocks) in enumerate(orders(events).items()):
-        got = on_kafka(kafka, blocks, tmp_path, str(n))
+    runs = [(name, blocks, 1) for name, blocks in orders(events).items()]
+    runs.append(("interleaved, two workers", [events], 2))
+    for n, (name, blocks, workers) in enumerate(runs):
+        got = on_kafka(kafka, blocks, tmp_path, str(n), workers)
         for table, rows in expected.items():
             missing = sorted({repr(r) for r in rows} - {repr(r) for r in got[table]})[:3]
             extra = sorted({repr(r) for r in got[table]} - {repr(r) for r in rows})[:3]
