@@ -61,6 +61,7 @@ from streams.forwarded import (
     WRITER_HEADER,
     Forwarding,
     ForwardMarks,
+    Mark,
     Spread,
     WriterMarks,
     parse,
@@ -226,8 +227,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
                     gaps.add((message.tp, route))
         # after what they cover, in the same produce batch: the other workers' readers rely on it
         due = marks.due(ordering.assigned, highwater, frontier=ordering.writers_frontier)
-        due += spreads.due(ordering.assigned, ordering.writer_frontier, ordering.produced)
-        sends.extend(Send(mark.topic, mark.partition, None, b"", [(mark.name, mark.header)]) for mark in due)
+        sends.extend(_marker(mark) for mark in due)
         sends.extend(ordering.release(sends))  # what each processor's merge lets go
         # Taken before the first await: a rebalance signal may clear the caches meanwhile. State
         # first, then positions: one changelog partition keeps them in that order.
@@ -247,6 +247,9 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
                 raw_key = key.encode()
                 table.data[raw_key] = value
                 changelog.append(Send(topic, table.partition_for_key(raw_key), raw_key, value))
+        # The writers' markers name where their acknowledged outputs end, so they can go now, with the
+        # state, rather than wait for the next batch: a reader on another worker waits for them.
+        changelog += [_marker(m) for m in spreads.due(ordering.assigned, ordering.writer_frontier, ordering.produced)]
         await send_batched(app, changelog)
         if rewinds:
             app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)
@@ -579,6 +582,10 @@ def _wire(
         feeds[topic] = Feed(index, direct, Consumed(back, back_wire), source, writers[topic], colocated)
         spread(topic, back_wire)
     return driver, table
+
+
+def _marker(mark: Mark) -> Send:
+    return Send(mark.topic, mark.partition, None, b"", [(mark.name, mark.header)])
 
 
 def _colocated_writers(topic: str, processors: list[Processor]) -> tuple[str, ...]:
