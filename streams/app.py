@@ -226,7 +226,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
                 elif verdict is Verdict.GAP:
                     gaps.add((message.tp, route))
         # after what they cover, in the same produce batch: the other workers' readers rely on it
-        due = marks.due(ordering.assigned, highwater, frontier=ordering.writers_frontier)
+        due = marks.due(ordering.assigned, highwater, frontier=ordering.partition_frontier)
         sends.extend(_marker(mark) for mark in due)
         sends.extend(ordering.release(sends))  # what each processor's merge lets go
         # Taken before the first await: a rebalance signal may clear the caches meanwhile. State
@@ -271,7 +271,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         # acknowledgement of what the last batch sent. faust yields no empty batch to look again.
         if (
             ordering.held()
-            or marks.due(ordering.assigned, highwater, False, ordering.writers_frontier)
+            or marks.due(ordering.assigned, highwater, False, ordering.partition_frontier)
             or spreads.due(ordering.assigned, ordering.writer_frontier, ordering.produced, tell=False)
         ):
             async with turn:
@@ -556,10 +556,10 @@ def _wire(
 
         return hold
 
-    def spread(topic: str, sink: str) -> None:
+    def spread(topic: str, sink: str, colocated: tuple[str, ...]) -> None:
         """Its writers whose outputs may land in any partition tell it, through ``sink``, where they are."""
         for writer in writers[topic]:
-            if writer not in _colocated_writers(topic, every_processor):
+            if writer not in colocated:
                 spreads.add(Spread(writer, settings.topic(topic), sink))
 
     for index, topic in enumerate(processor.inputs):
@@ -571,7 +571,7 @@ def _wire(
             positions = Positions(f"{processor.name}:{topic}", store, log_starts)
             routes.setdefault(wire, []).append(Route(holder(positions, topic, index, True), positions, table))
             feeds[topic] = Feed(index, None, Consumed(positions, wire), source, writers[topic], colocated)
-            spread(topic, wire)
+            spread(topic, wire, colocated)
             continue
         own = Positions(f"{processor.name}:{topic}", store, log_starts)
         back = Positions(f"{processor.name}:{topic}:misplaced", store, log_starts)
@@ -580,7 +580,7 @@ def _wire(
         routes.setdefault(back_wire, []).append(Route(holder(back, topic, index, True), back, table))
         direct = Consumed(own, settings.topic(topic))
         feeds[topic] = Feed(index, direct, Consumed(back, back_wire), source, writers[topic], colocated)
-        spread(topic, back_wire)
+        spread(topic, back_wire, colocated)
     return driver, table
 
 

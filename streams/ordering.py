@@ -209,26 +209,25 @@ class Ordering:
         merges = self.merges[writer]
         if self.in_flight or not merges:
             return None
-        earliest = min(m.low_watermark(functools.partial(self.limit, writer, p)) for p, m in merges.items())
-        return tuple(sorted(merges)), earliest
+        return tuple(sorted(merges)), min(self._watermark(writer, p, m) for p, m in merges.items())
 
     def produced(self, topic: str, partition: int) -> int:
         """Where this worker's acknowledged records in a partition end (0: it wrote none)."""
         return self.produced_end.get((topic, partition), 0)
 
-    def writers_frontier(self, forwarding: Forwarding, partition: int, through: int) -> float | None:
+    def partition_frontier(self, forwarding: Forwarding, partition: int, through: int) -> float | None:
         """For a marker of ``forwarding``: the earliest time its writers may still emit a record at
         into the source ``partition`` (they run here), once the forwarder has forwarded everything
         this worker produced there (``through``, the offset it has forwarded up to); else None."""
         where = (forwarding.source, partition)
-        if where in self.in_flight or self.produced_end.get(where, 0) > through:
+        if where in self.in_flight or self.produced(*where) > through:
             return None
         earliest = float("inf")
         for writer in forwarding.writers:
             merge = self.merges[writer].get(partition)
             if merge is None:
                 return None  # not this worker's partition of the writer: not known here
-            earliest = min(earliest, merge.low_watermark(functools.partial(self.limit, writer, partition)))
+            earliest = min(earliest, self._watermark(writer, partition, merge))
         return earliest
 
     def release(self, sending: list[Any]) -> list[Any]:
@@ -245,17 +244,18 @@ class Ordering:
                 for held in merge.release(limit):
                     produced.extend(held.apply(held))
             self.in_flight.update((send.topic, send.partition) for send in produced)
-            self.frontier[name] = min(
-                (m.low_watermark(functools.partial(self.limit, name, p)) for p, m in merges.items()),
-                default=float("inf"),
-            )
+            self.frontier[name] = min((self._watermark(name, p, m) for p, m in merges.items()), default=float("inf"))
             made.extend(produced)
         return made
+
+    def _watermark(self, name: str, partition: int, merge: Merge) -> float:
+        """The low watermark of processor ``name``'s merge in ``partition``."""
+        return merge.low_watermark(functools.partial(self.limit, name, partition))
 
     def sent(self, ends: dict[tuple[str, int], int]) -> None:
         """The broker acknowledged the batch's records: each partition's end after them."""
         for where, end in ends.items():
-            if end > self.produced_end.get(where, 0):
+            if end > self.produced(*where):
                 self.produced_end[where] = end
         self.in_flight.clear()
 
@@ -312,7 +312,7 @@ class Ordering:
             said is not None
             and said.through is not None
             and where not in self.in_flight
-            and said.through >= self.produced_end.get(where, 0)  # what this worker wrote there came back
+            and said.through >= self.produced(*where)  # what this worker wrote there came back
         )
 
     def _remote(self, feed: Feed, partition: int, origin: int) -> Said | None:
@@ -329,4 +329,4 @@ class Ordering:
         if highwater is None:
             return False
         expected = consumed.positions.expected(consumed.wire, partition) or 0
-        return expected >= max(highwater, self.produced_end.get(where, 0))
+        return expected >= max(highwater, self.produced(*where))

@@ -273,18 +273,18 @@ def test_a_writer_marker_names_this_worker_s_partitions_of_the_writer_and_their_
     assert ordering.writer_frontier("other") == ((0,), 80) and ordering.produced("test-plan", 1) == 4
 
 
-def test_the_writers_frontier_a_marker_carries_counts_what_this_worker_sent_into_the_partition():
+def test_the_partition_frontier_a_marker_carries_counts_what_this_worker_sent_into_the_partition():
     highwaters = {(t, p): 0 for t in ("commits", "commits-back", "test-plan", "plans-by-pool") for p in (0, 1)}
     ordering, positions = rekeyed_ordering(highwaters)
     forwarding = Forwarding("test-plan", "plans-by-pool", positions, writers=("planner",))
     positions.next[("commits", 0)] = 1
     highwaters[("commits", 0)] = 1
     ordering.hold("planner", 0, "commits", held(70, 0, "commits/0", "c70"))
-    assert ordering.writers_frontier(forwarding, 0, through=0) == 70  # its held commit, at 70
+    assert ordering.partition_frontier(forwarding, 0, through=0) == 70  # its held commit, at 70
     ordering.sent({("test-plan", 0): 3})  # plans it made, not forwarded yet
-    assert ordering.writers_frontier(forwarding, 0, through=2) is None
-    assert ordering.writers_frontier(forwarding, 0, through=3) == 70
+    assert ordering.partition_frontier(forwarding, 0, through=2) is None
+    assert ordering.partition_frontier(forwarding, 0, through=3) == 70
     ordering.in_flight.add(("test-plan", 0))
-    assert ordering.writers_frontier(forwarding, 0, through=3) is None
+    assert ordering.partition_frontier(forwarding, 0, through=3) is None
     ordering.in_flight.clear()
-    assert ordering.writers_frontier(forwarding, 1, through=0) is None  # its partition 1 runs elsewhere
+    assert ordering.partition_frontier(forwarding, 1, through=0) is None  # its partition 1 runs elsewhere
