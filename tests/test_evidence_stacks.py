@@ -298,3 +298,12 @@ def test_an_event_too_big_for_kafka_keeps_the_test_frame_and_the_innermost_frame
     assert event.config["stacks_shortened_to_frames"] == KEPT_FRAMES
     small = evidence_event("tests/test_x.py::test_x", "r1", "acme/x", "abcdef1", "tracing", deep[:10])
     assert [s.stack for s in small.stacks] == [stack for stack, _ in deep[:10]] and small.config == {}
+
+
+def test_a_frame_path_with_a_null_byte_is_not_the_projects_code(tmp_path):
+    """py-spy reads a frame's file name from the live process; a torn read once held a NUL, which
+    os.path.realpath refuses (a .ci/run failed on it in test_evidence_collect)."""
+    (tmp_path / "m.py").write_text("def f():\n    return 1\n")
+    cache = UnitsCache()
+    assert cache.relpath("m.py", tmp_path) == "m.py"
+    assert cache.relpath("m\0.py", tmp_path) is None

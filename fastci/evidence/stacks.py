@@ -115,8 +115,8 @@ class UnitsCache:
         return self._roots[str(root)]
 
     def _project_relpath(self, path: str, root: str, cwd: str | Path) -> str | None:
-        if not path or path.startswith("<") or not path.endswith((".py", ".pyw")):
-            return None  # frozen modules, <string>, native libraries
+        if not path or "\0" in path or path.startswith("<") or not path.endswith((".py", ".pyw")):
+            return None  # frozen modules, <string>, native libraries, a path py-spy read torn from memory
         real = os.path.realpath(os.path.join(cwd, path))
         if real.startswith(self.exclude_dirs):
             return None
