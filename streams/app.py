@@ -67,7 +67,7 @@ from streams.forwarded import (
     parse,
     parse_writer,
 )
-from streams.ordering import Consumed, Feed, Held, Ordering, SortKey
+from streams.ordering import Consumed, Feed, Held, Ordering, SortKey, Stalls, describe
 
 AGENT = "fastci"
 BATCH = 2000  # records per take; one Table write per key per batch
@@ -83,6 +83,8 @@ RELEASE_INTERVAL_S = 0.05  # how often held records are looked at again when no 
 # is sought back: records held when a rebalance took their partition, or a crash, were acknowledged
 # to faust, which committed past them, and at the end of a partition no later record shows the gap.
 STALL_S = 5.0
+WAIT_REPORT_S = 30.0  # a merge whose least held record has not moved this long is reported, with why
+WAIT_REPEAT_S = 300.0  # and again this often while it stays
 PRODUCE_BATCH_BYTES = 512 * 1024  # under the broker's 1 MiB message.max.bytes
 
 
@@ -295,6 +297,21 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             async with turn:
                 app.log.warning("records not applied, none delivered for %.0f s: seeking back to %s", STALL_S, rewinds)
                 await app.consumer.seek_wait(rewinds)
+
+    stalls = Stalls(WAIT_REPORT_S, WAIT_REPEAT_S)
+
+    @app.timer(interval=WAIT_REPORT_S / 6)
+    async def _report_waits() -> None:
+        # A merge that waits for ever must say what for: the decisions behind it are not being made.
+        stalled = stalls.due(ordering.waits(), time.monotonic())
+        if stalled:
+            app.log.warning(
+                "held records not released for %.0f s or more, reported every %.0f s while they stay (the decisions "
+                "they lead to wait too):\n  %s",
+                WAIT_REPORT_S,
+                WAIT_REPEAT_S,
+                "\n  ".join(describe(stalled)),
+            )
 
     @app.on_partitions_revoked.connect
     async def _drop_held(sender: Any, revoked: Any, **kwargs: Any) -> None:

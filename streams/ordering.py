@@ -21,6 +21,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from streams.forwarded import Forwarding, Said, WriterSaid
@@ -55,6 +56,72 @@ class Stream:
     topic: str
     origin: str  # "<topic>/<partition>" where the records were first appended
     records: deque[Held] = field(default_factory=deque)
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A merge that holds records back, and the empty stream it waits for."""
+
+    processor: str
+    partition: int
+    stream: str  # "<topic>/<origin partition>"
+    held: int  # records the merge holds
+    reason: str
+    head: SortKey = ()  # the least held record's sort key: a wait is a stall while it stays the same
+
+    def __str__(self) -> str:
+        return f"{self.processor}[{self.partition}] holds {self.held}, waiting on {self.stream}: {self.reason}"
+
+
+class Stalls:
+    """Which waits to report: a merge whose least held record has stayed the same for ``after``
+    seconds, then again every ``every`` seconds while it stays (the caller gives the time)."""
+
+    def __init__(self, after: float, every: float) -> None:
+        self.after = after
+        self.every = every
+        self._since: dict[tuple[str, int, str], tuple[SortKey, float]] = {}  # a wait -> (its head, since when)
+        self._told: dict[tuple[str, int, str], float] = {}  # a wait -> when it was last reported
+
+    def due(self, waits: list[Wait], now: float) -> list[Wait]:
+        since: dict[tuple[str, int, str], tuple[SortKey, float]] = {}
+        due = []
+        for wait in waits:
+            where = (wait.processor, wait.partition, wait.stream)
+            head, start = self._since.get(where, (wait.head, now))
+            if head != wait.head:  # it moved: a new wait
+                start = now
+                self._told.pop(where, None)
+            since[where] = (wait.head, start)
+            told = self._told.get(where)
+            if now - start >= self.after and (told is None or now - told >= self.every):
+                due.append(wait)
+                self._told[where] = now
+        self._since = since
+        self._told = {where: when for where, when in self._told.items() if where in since}
+        return due
+
+
+def describe(waits: list[Wait]) -> list[str]:
+    """A stall report: one line per processor and reason, with the partitions and streams it holds
+    back (the topology's order, so a writer that waits comes before the readers waiting on it)."""
+    grouped: dict[tuple[str, str], dict[int, tuple[int, list[str]]]] = {}
+    for wait in waits:
+        partitions = grouped.setdefault((wait.processor, wait.reason), {})
+        held, streams = partitions.setdefault(wait.partition, (wait.held, []))
+        streams.append(wait.stream)
+    lines = []
+    for (processor, reason), partitions in grouped.items():
+        held = sum(count for count, _ in partitions.values())
+        where = ", ".join(str(p) for p in partitions)
+        streams = ", ".join(sorted({s for _, names in partitions.values() for s in names}))
+        noun = "partitions" if len(partitions) > 1 else "partition"
+        lines.append(f"{processor} holds {held} in {noun} {where} ({streams}): {reason}")
+    return lines
+
+
+def _when(time_ms: float) -> str:
+    return datetime.fromtimestamp(time_ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 class Merge:
@@ -261,20 +328,47 @@ class Ordering:
 
     def limit(self, name: str, partition: int, stream: Stream) -> SortKey:
         """What an empty stream of processor ``name`` in ``partition`` may still hold."""
+        return self._limit(name, partition, stream, None)
+
+    def waits(self) -> list[Wait]:
+        """Why held records are not released: for every merge holding some, the empty streams whose
+        limit stops its least head, each with the reason (for a stall report, not the hot path)."""
+        found: list[Wait] = []
+        for name in self.order:
+            for partition, merge in self.merges[name].items():
+                heads = [s.records[0].key for s in merge.streams.values() if s.records]
+                if not heads:
+                    continue
+                least = min(heads)
+                for stream in merge.streams.values():
+                    if stream.records:
+                        continue
+                    why: list[str] = []
+                    if self._limit(name, partition, stream, why) <= least:
+                        reason = why[0] if why else "its writers"
+                        found.append(Wait(name, partition, stream.origin, merge.held(), reason, least))
+        return found
+
+    def _limit(self, name: str, partition: int, stream: Stream, why: list[str] | None) -> SortKey:
+        """``limit``; with ``why``, the reason it stops a merge is appended there."""
         feed = self.feeds[name][stream.topic]
         origin = int(stream.origin.rpartition("/")[2])
         if not self._read_to_end(feed, partition, origin):
+            if why is not None:
+                why.append(self._unread(feed, partition, origin))
             return ANYTHING
         if not feed.writers:
             return NOTHING_LEFT
         writers = feed.writers
-        earliest = float("inf")
+        earliest, bound_by = float("inf"), ""
         said = self._remote(feed, partition, origin)
         if said is not None and said.frontier is not None:  # its colocated writers run there
             writers = tuple(w for w in writers if w not in feed.colocated)
-            earliest = said.frontier
+            earliest, bound_by = said.frontier, f"{'/'.join(feed.colocated)} on the worker forwarding it"
         for writer in writers:
-            earliest = min(earliest, self.frontier.get(writer, float("inf")))
+            here = self.frontier.get(writer, float("inf"))
+            if here < earliest:
+                earliest, bound_by = here, writer
             if writer in feed.colocated or (feed.direct is not None and origin != partition):
                 continue  # its records here come from this worker or the marker's partition (misplaced: none)
             told = self.writers_said.get((feed.internal.wire, partition, writer), {})
@@ -283,9 +377,52 @@ class Ordering:
                     continue
                 marked = told.get(elsewhere)
                 if marked is None or not self._read_through(feed, partition, origin, marked.ends.get(origin, 0)):
+                    if why is not None:
+                        why.append(
+                            f"no writer marker yet from the worker holding partition {elsewhere} of {writer} "
+                            "(a worker of an older fastci sends none: a group must run one version)"
+                            if marked is None
+                            else f"the records {writer} wrote there on the worker holding its partition "
+                            f"{elsewhere} are not read yet (up to offset {marked.ends.get(origin, 0)})"
+                        )
                     return ANYTHING  # that worker has not said, or what it wrote here is not read yet
-                earliest = min(earliest, marked.frontier)
+                if marked.frontier < earliest:
+                    earliest, bound_by = marked.frontier, f"{writer} on the worker holding its partition {elsewhere}"
+        if why is not None and earliest != float("inf"):
+            why.append(
+                f"{bound_by}, which writes it, waits itself"
+                if earliest == float("-inf")
+                else f"{bound_by}, which writes it, may still emit records timed from {_when(earliest)}"
+            )
         return NOTHING_LEFT if earliest == float("inf") else limit_after(earliest, feed.index)
+
+    def _unread(self, feed: Feed, partition: int, origin: int) -> str:
+        """Why a stream is not read to its end, in words."""
+        if feed.direct is not None and origin == partition:
+            return self._behind(feed.direct, partition)
+        if not self._complete(feed.internal, partition):
+            return self._behind(feed.internal, partition)
+        if (feed.source.wire, origin) in self.assigned:
+            return self._behind(feed.source, origin)
+        said = self._remote(feed, partition, origin)
+        if said is None:
+            return f"no progress marker yet from the worker forwarding {feed.source.wire}/{origin}"
+        if said.through is None:
+            return f"the worker forwarding {feed.source.wire}/{origin} says it is behind"
+        return (
+            f"the worker forwarding {feed.source.wire}/{origin} has forwarded up to offset {said.through}, "
+            f"short of the {self.produced(feed.source.wire, origin)} this worker wrote there"
+        )
+
+    def _behind(self, consumed: Consumed, partition: int) -> str:
+        where = f"{consumed.wire}/{partition}"
+        if (consumed.wire, partition) in self.in_flight:
+            return f"{where}: this worker's records there are not acknowledged yet"
+        highwater = self.highwater(consumed.wire, partition)
+        if highwater is None:
+            return f"{where}: its high-water mark is not fetched yet"
+        expected = consumed.positions.expected(consumed.wire, partition) or 0
+        return f"{where} read up to offset {expected} of {max(highwater, self.produced(consumed.wire, partition))}"
 
     def _read_through(self, feed: Feed, partition: int, origin: int, end: int) -> bool:
         """Whether this processor's stream of ``origin`` has been read past every record before

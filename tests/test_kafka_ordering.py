@@ -8,7 +8,19 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from streams.forwarded import Forwarding, Said, WriterSaid
-from streams.ordering import ANYTHING, NOTHING_LEFT, Consumed, Feed, Held, Merge, Ordering, limit_after
+from streams.ordering import (
+    ANYTHING,
+    NOTHING_LEFT,
+    Consumed,
+    Feed,
+    Held,
+    Merge,
+    Ordering,
+    Stalls,
+    Wait,
+    describe,
+    limit_after,
+)
 
 
 def held(time_ms: int, index: int, origin: str, name: str = "") -> Held:
@@ -288,3 +300,80 @@ def test_the_partition_frontier_a_marker_carries_counts_what_this_worker_sent_in
     assert ordering.partition_frontier(forwarding, 0, through=3) is None
     ordering.in_flight.clear()
     assert ordering.partition_frontier(forwarding, 1, through=0) is None  # its partition 1 runs elsewhere
+
+
+def test_a_merge_that_waits_says_what_for():
+    highwaters = {(t, p): 0 for t in ("commits", "commits-back", "test-plan", "plans-by-pool") for p in (0, 1)}
+    ordering, positions = rekeyed_ordering(highwaters)
+    ordering.frontier.update(planner=float("inf"), other=float("inf"))
+    positions.next.update({("test-plan", 0): 0, ("plans-by-pool", 0): 0})
+    assert ordering.waits() == []  # nothing held
+    ordering.hold("pool", 0, "test-plan", held(70, 0, "test-plan/0", "p70"))
+    ordering.forwarded("plans-by-pool", 0, Said(1, 0))
+    # the other worker's partition of 'other' (which writes anywhere) has not said where it is
+    (wait,) = ordering.waits()
+    assert (wait.processor, wait.partition, wait.stream, wait.held, wait.head) == (
+        "pool",
+        0,
+        "test-plan/1",
+        1,
+        (70, 0, "p70"),
+    )
+    assert "no writer marker yet from the worker holding partition 1 of other" in wait.reason
+    assert "one version" in wait.reason
+    assert [h.key[2] for h in ordering.merges["pool"][0].release(lambda s: ordering.limit("pool", 0, s))] == []
+    ordering.writer_marked("plans-by-pool", 0, WriterSaid("other", (1,), 60, {1: 9}))
+    (wait,) = ordering.waits()
+    assert "not read yet (up to offset 9)" in wait.reason
+    ordering.forwarded("plans-by-pool", 0, Said(1, 9))
+    (wait,) = ordering.waits()  # told, read: 'other' there may still emit a plan at 60, before p70
+    assert wait.reason == (
+        "other on the worker holding its partition 1, which writes it, may still emit records timed from "
+        "1970-01-01T00:00:00.060+00:00"
+    )
+    ordering.frontier["other"] = float("-inf")  # this worker's 'other' is stuck itself
+    assert ordering.waits()[0].reason == "other, which writes it, waits itself"
+    ordering.frontier["other"] = float("inf")
+    ordering.writer_marked("plans-by-pool", 0, WriterSaid("other", (1,), float("inf"), {1: 9}))
+    assert ordering.waits() == []
+    highwaters[("plans-by-pool", 0)] = 5  # five forwarded plans not taken yet: either origin's, maybe
+    (wait,) = ordering.waits()
+    assert (wait.stream, wait.reason) == ("test-plan/1", "plans-by-pool/0 read up to offset 0 of 5")
+    highwaters[("plans-by-pool", 0)] = 0
+    ordering.forwarders_said.clear()  # the other worker's forwarder has not said it is caught up
+    (wait,) = ordering.waits()
+    assert wait.reason == "no progress marker yet from the worker forwarding test-plan/1"
+    ordering.forwarded("plans-by-pool", 0, Said(1, None))
+    assert ordering.waits()[0].reason == "the worker forwarding test-plan/1 says it is behind"
+    assert str(ordering.waits()[0]).startswith("pool[0] holds 1, waiting on test-plan/1: ")
+
+
+def test_a_stall_report_names_each_cause_once_with_the_partitions_it_holds():
+    waits = [
+        Wait("flaky-detector", 0, "baseline-exclusions/0", 64, "no writer marker"),
+        Wait("flaky-detector", 2, "baseline-exclusions/2", 45, "no writer marker"),
+        Wait("regression-detector", 0, "flaky-verdicts/0", 75, "flaky-detector, which writes it, waits itself"),
+        Wait("regression-detector", 0, "flaky-verdicts/1", 75, "flaky-detector, which writes it, waits itself"),
+        Wait("regression-detector", 2, "flaky-verdicts/1", 5, "flaky-detector, which writes it, waits itself"),
+    ]
+    assert describe(waits) == [
+        "flaky-detector holds 109 in partitions 0, 2 (baseline-exclusions/0, baseline-exclusions/2): no writer marker",
+        "regression-detector holds 80 in partitions 0, 2 (flaky-verdicts/0, flaky-verdicts/1): "
+        "flaky-detector, which writes it, waits itself",
+    ]
+
+
+def test_a_wait_is_reported_once_it_has_stayed_then_again_while_it_stays():
+    stalls = Stalls(after=30, every=300)
+    stuck = Wait("pool", 0, "test-plan/1", 3, "no writer marker", (70, 0, "p70"))
+    assert stalls.due([stuck], 0) == []
+    assert stalls.due([stuck], 29) == []
+    assert stalls.due([stuck], 30) == [stuck]
+    assert stalls.due([stuck], 60) == []  # told already
+    assert stalls.due([stuck], 330) == [stuck]  # still there
+    moved = replace(stuck, head=(80, 0, "p80"))  # its head went, the next one waits: a new wait
+    assert stalls.due([moved], 340) == []
+    assert stalls.due([moved], 370) == [moved]
+    assert stalls.due([], 380) == []  # released
+    assert stalls.due([moved], 390) == []  # back: counted from now
+    assert stalls.due([moved], 420) == [moved]
