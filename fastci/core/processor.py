@@ -93,6 +93,14 @@ class Processor(ABC, Generic[S]):
     # Input topic -> event field to partition by, where it is not the topic's own key.
     partition_by: ClassVar[Mapping[str, str]] = {}
 
+    def ignores(self, event: Event) -> bool:
+        """Whether this processor does nothing with ``event`` whatever its state (a result of a kind it
+        never reads). It must depend on the event alone: the driver then skips the event without
+        reading or writing its key's entry, so it leaves no dedup record (doing nothing twice, after a
+        crash or for a duplicate, is harmless), and an import of a plain repository's results does not
+        write a row per result into processors that only read a fleet's."""
+        return False
+
     def partition_key(self, event: Event) -> str:
         field = self.partition_by.get(event.TOPIC)
         return event.key if field is None else str(getattr(event, field))

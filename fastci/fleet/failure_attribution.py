@@ -126,11 +126,14 @@ class FailureAttributionProcessor(Processor[AttributionState]):
     state_model: ClassVar[type[Record]] = AttributionState
     state_key: ClassVar[str] = "key"
 
+    def ignores(self, event: Event) -> bool:
+        return isinstance(event, ResultEvent) and event.status not in FAILING | PASSING  # skipped: no outcome
+
     def process(self, state: StateReader[AttributionState], event: Event) -> Step[AttributionState]:
         if isinstance(event, FlakyVerdict):
             return self._verdict(state, event)
         assert isinstance(event, ResultEvent)
-        if event.status not in FAILING | PASSING:
+        if self.ignores(event):
             return Step()
         test, digest = event.test_id, group_digest(event)
         key = group_key(test, digest)

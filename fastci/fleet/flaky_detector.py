@@ -93,11 +93,14 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
     state_model: ClassVar[type[Record]] = FlakyState
     state_key: ClassVar[str] = "key"
 
+    def ignores(self, event: Event) -> bool:
+        return isinstance(event, ResultEvent) and event.status not in FAILING | PASSING  # skipped: no outcome
+
     def process(self, state: StateReader[FlakyState], event: Event) -> Step[FlakyState]:
         if isinstance(event, BaselineExclusion):
             return self._exclusion(state, event)
         assert isinstance(event, ResultEvent)
-        if event.status not in FAILING | PASSING:
+        if self.ignores(event):
             return Step()
         held = state.get(test_key(event.test_id))
         test = dict(held.test.__dict__) if held is not None and held.test is not None else dict(_EMPTY_TEST)

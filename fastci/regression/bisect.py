@@ -130,12 +130,22 @@ class BisectProcessor(Processor[BisectState]):
     state_model: ClassVar[type[Record]] = BisectState
     state_key: ClassVar[str] = "key"
 
+    def ignores(self, event: Event) -> bool:
+        # a result or gate result of a run no bisect asked for, or off a stack, changes no bisect
+        if isinstance(event, BisectPlan):
+            return False
+        assert isinstance(event, ResultEvent | GateResult)
+        return event.trigger != "bisect" or event.bundle is None
+
     def process(self, state: StateReader[BisectState], event: Event) -> Step[BisectState]:
+        if self.ignores(event):
+            return Step()
         work = _Work(state, event)
         if isinstance(event, BisectPlan):
             work.start(event)
-        elif event.trigger == "bisect" and event.bundle is not None:  # type: ignore[union-attr]
-            work.run_outcome(event)  # type: ignore[arg-type]
+        else:
+            assert isinstance(event, ResultEvent | GateResult)
+            work.run_outcome(event)
         return Step(writes=work.writes, outputs=work.outputs)
 
 

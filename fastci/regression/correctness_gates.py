@@ -29,13 +29,17 @@ class CorrectnessGatesProcessor(Processor[GoldenHeld]):
     state_model: ClassVar[type[Record]] = GoldenHeld
     state_key: ClassVar[str] = "key"
 
+    def ignores(self, event: Event) -> bool:
+        # a golden is pinned to a stack: a result that names none cannot be gated
+        return isinstance(event, ResultEvent) and (event.status not in GATED_STATUSES or event.bundle is None)
+
     def process(self, state: StateReader[GoldenHeld], event: Event) -> Step[GoldenHeld]:
         if isinstance(event, GoldenReference):
             return self._pin(state, event)
         assert isinstance(event, ResultEvent)
         held = state.get(golden_key(event.test_id))
-        if held is None or held.golden is None or event.status not in GATED_STATUSES or event.bundle is None:
-            return Step()  # a golden is pinned to a stack: a result that names none cannot be gated
+        if held is None or held.golden is None or self.ignores(event):
+            return Step()
         golden = held.golden
         # the precision the run computed in: config 'dtype', or 'precision' as fastci qualify names it
         dtype = canonical_dtype(str(event.config.get("dtype") or event.config.get("precision") or golden.dtype))

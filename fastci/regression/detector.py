@@ -168,10 +168,14 @@ class RegressionDetectorProcessor(Processor[DetectorState]):
     state_model: ClassVar[type[Record]] = DetectorState
     state_key: ClassVar[str] = "key"
 
+    def ignores(self, event: Event) -> bool:
+        # baselines are per stack and hardware: a plain repository's result has neither
+        return isinstance(event, ResultEvent) and (event.bundle is None or event.hardware_revision is None)
+
     def process(self, state: StateReader[DetectorState], event: Event) -> Step[DetectorState]:
+        if self.ignores(event):
+            return Step()
         if isinstance(event, ResultEvent):
-            if event.bundle is None or event.hardware_revision is None:
-                return Step()  # baselines are per stack and hardware: a plain repository's result has neither
             return _Work(state, event.test_id).result(event)
         if isinstance(event, GateResult):
             return _Work(state, event.test_id).gate_result(event)

@@ -122,6 +122,8 @@ class Driver:
     def handle(self, event: Event, origin: Origin | None = None) -> list[Event]:
         """Apply one event; return the events it emits (a dead letter if the processor failed)."""
         processor = self.processor
+        if processor.ignores(event):
+            return []
         key = processor.partition_key(event)
         own = self._entry(key)
         if own is not None and (

@@ -278,10 +278,13 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
     def __init__(self) -> None:
         self._test_index: dict[tuple[str, str], dict[str, int]] = {}  # (pool, job) -> test -> index
 
+    def ignores(self, event: Event) -> bool:
+        return isinstance(event, ResultEvent) and not RUN_ID.match(event.run_id)  # not a run it handed out
+
     def process(self, state: StateReader[PoolSchedulerState], event: Event) -> Step[PoolSchedulerState]:
+        if self.ignores(event):
+            return Step()
         pool = self.partition_key(event)
-        if isinstance(event, ResultEvent) and not RUN_ID.match(event.run_id):
-            return Step()  # not a run this scheduler handed out
         work = _Work(state, pool, event.id, self._test_index)
         if isinstance(event, ClockTick):
             if work.pool.now is not None and seconds(event.time) <= work.pool.now:
