@@ -13,12 +13,20 @@ from pathlib import Path
 
 from fastci.runtime.log import Position
 
-_SCHEMA = """
+# State values are a few hundred bytes to tens of KiB: a rowid table keeps them out of the key's
+# B-tree, which a WITHOUT ROWID table fills with them (SQLite advises it only for rows under a
+# twentieth of a page). Written as an upsert, a changed key keeps its row. docs/benchmarks.md has
+# what it saves a history import.
+_STATE = """
 CREATE TABLE IF NOT EXISTS state (
     processor TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (processor, key)
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS state_by_seq ON state (processor, seq);
+"""
+_SCHEMA = (
+    _STATE
+    + """
 CREATE TABLE IF NOT EXISTS positions (
     consumer TEXT NOT NULL, topic TEXT NOT NULL,
     "offset" INTEGER NOT NULL, segment INTEGER NOT NULL, byte INTEGER NOT NULL,
@@ -26,6 +34,11 @@ CREATE TABLE IF NOT EXISTS positions (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 """
+)
+_UPSERT = (
+    "INSERT INTO state (processor, key, value, seq) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (processor, key) DO UPDATE SET value = excluded.value, seq = excluded.seq"
+)
 
 
 class Checkpoint:
@@ -39,7 +52,30 @@ class Checkpoint:
         # part of a results replay (docs/benchmarks.md).
         self.db.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB, allocated as pages are used
         self.db.execute("PRAGMA wal_autocheckpoint=16384")  # pages: checkpoint every 64 MiB of WAL
+        self._migrate()
         self.db.executescript(_SCHEMA)
+
+    def _migrate(self) -> None:
+        """A checkpoint made before the state table had rowids: its rows moved into one that has."""
+        if not self._state_without_rowids():
+            return
+        with self._transaction():
+            if not self._state_without_rowids():  # another process moved them while this one waited
+                return
+            self.db.execute("DROP INDEX IF EXISTS state_by_seq")
+            self.db.execute("ALTER TABLE state RENAME TO state_before_rowids")
+            for statement in _STATE.split(";"):
+                if statement.strip():
+                    self.db.execute(statement)
+            self.db.execute(
+                "INSERT INTO state (processor, key, value, seq) "
+                "SELECT processor, key, value, seq FROM state_before_rowids"
+            )
+            self.db.execute("DROP TABLE state_before_rowids")
+
+    def _state_without_rowids(self) -> bool:
+        row = self.db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'state'").fetchone()
+        return row is not None and "WITHOUT ROWID" in row[0].upper()
 
     def close(self) -> None:
         self.db.close()
@@ -64,8 +100,7 @@ class Checkpoint:
             if writes:
                 seq = self._next_seq(len(writes))
                 self.db.executemany(
-                    "INSERT OR REPLACE INTO state (processor, key, value, seq) VALUES (?, ?, ?, ?)",
-                    [(processor, key, value, seq + i) for i, (key, value) in enumerate(writes.items())],
+                    _UPSERT, [(processor, key, value, seq + i) for i, (key, value) in enumerate(writes.items())]
                 )
             self.db.executemany(
                 'INSERT OR REPLACE INTO positions (consumer, topic, "offset", segment, byte) VALUES (?, ?, ?, ?, ?)',
