@@ -29,6 +29,7 @@ class Transition(Record):
     state: str
     time: datetime
     reason: str = ""
+    cause_id: str = ""  # the node-state-changed event (empty in state written before it was kept)
 
 
 class RecentRun(Record):
@@ -54,6 +55,25 @@ class NodeRecord(Record):
         """The transition in force at ``time`` (the latest one when time is unknown)."""
         applicable = [t for t in self.transitions if time is None or t.time <= time]
         return max(applicable, key=lambda t: t.time) if applicable else None
+
+    def untrusting(self, time: datetime | None) -> Transition | None:
+        """The change that untrusts a run at ``time``, if any: the earliest change to an untrusted
+        state whose reach holds it, from ``LOOKBACK`` before the change to the next change to a
+        trusted state. The same rule the change applies to the runs it finds when it comes second,
+        so a result is judged alike whichever of the two arrives first."""
+        if time is None:
+            latest = self.state_at(None)
+            return latest if latest is not None and latest.state in UNTRUSTED_STATES else None
+        for i, change in enumerate(self.transitions):  # in time order
+            if change.time - LOOKBACK > time:
+                break
+            if change.state in UNTRUSTED_STATES and not _trusted_between(self.transitions[i + 1 :], change.time, time):
+                return change
+        return None
+
+
+def _trusted_between(transitions: tuple[Transition, ...], after: datetime, until: datetime) -> bool:
+    return any(t.state not in UNTRUSTED_STATES and after < t.time <= until for t in transitions)
 
 
 _NO_TIME = "none"  # the hour of results that say no time: kept until the newer hours push it out
@@ -82,8 +102,8 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
         assert isinstance(event, ResultEvent)
         node = event.node_id
         record = state.get(node) or NodeRecord()
-        in_force = record.state_at(event.time)
-        excluded = in_force is not None and in_force.state in UNTRUSTED_STATES
+        untrusting = record.untrusting(event.time)
+        excluded = untrusting is not None
         hour = hour_of(event.time)
         bucket = state.get(hour_key(node, hour)) or NodeRecord()
         # Built from validated values, without validating again: this runs for every result.
@@ -100,13 +120,13 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
             writes.update({hour_key(node, gone): None for gone in hours[:-_KEPT_HOURS]})
             record = record.model_copy(update={"hours": tuple(hours[-_KEPT_HOURS:])})
         writes[node] = record
-        outputs = [_exclusion(run, node, in_force, event.id)] if excluded and in_force else []
+        outputs = [_exclusion(run, node, untrusting, untrusting.cause_id or event.id)] if untrusting else []
         return Step(writes=writes, outputs=outputs)
 
     def _state_changed(
         self, state: StateReader[NodeRecord], record: NodeRecord, event: NodeStateChanged
     ) -> Step[NodeRecord]:
-        change = Transition(state=event.state, time=event.time, reason=event.reason)
+        change = Transition(state=event.state, time=event.time, reason=event.reason, cause_id=event.id)
         transitions = tuple(sorted((*record.transitions, change), key=lambda t: t.time))[-TRANSITIONS:]
         writes: dict[str, NodeRecord | None] = {event.node_id: record.model_copy(update={"transitions": transitions})}
         outputs: list[Event] = []
@@ -118,9 +138,11 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
                 key = hour_key(event.node_id, hour)
                 runs = list((state.get(key) or NodeRecord()).runs)
                 for i, run in enumerate(runs):
-                    if not run.excluded and (run.time is None or run.time >= since):
+                    if run.excluded or (run.time is not None and run.time < since):
+                        continue
+                    if run.time is None or not _trusted_between(transitions, change.time, run.time):
                         runs[i] = run.model_copy(update={"excluded": True})
-                        outputs.append(_exclusion(run, event.node_id, change, event.id))
+                        outputs.append(_exclusion(run, event.node_id, change, change.cause_id))
                 writes[key] = NodeRecord(runs=tuple(runs))
         return Step(writes=writes, outputs=outputs)
 

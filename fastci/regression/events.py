@@ -80,7 +80,11 @@ class BaselineExclusion(Event):
     node_id: Name
     node_state: Name
     reason: Text = ""
-    cause_id: str = Field(max_length=64, description="The result or node-state event that revealed it.")
+    cause_id: str = Field(
+        max_length=64,
+        description="The node-state event whose state untrusts the result, whether it arrived before the "
+        "result or after it.",
+    )
 
 
 class Endpoint(Record):
