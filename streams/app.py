@@ -531,6 +531,7 @@ def _wire(
     partitions = settings.partitions
     feeds = ordering.feeds.setdefault(processor.name, {})
     writers = SYSTEM.merge_writers(processor, every_processor)
+    feedback = SYSTEM.feedback_writers(processor, every_processor)
 
     def drive(held: Held, topic: str) -> list[Send]:
         sends = []
@@ -587,7 +588,9 @@ def _wire(
             wire = settings.topic(rekeyed[topic])
             positions = Positions(f"{processor.name}:{topic}", store, log_starts)
             routes.setdefault(wire, []).append(Route(holder(positions, topic, index, True), positions, table))
-            feeds[topic] = Feed(index, None, Consumed(positions, wire), source, writers[topic], colocated)
+            feeds[topic] = Feed(
+                index, None, Consumed(positions, wire), source, writers[topic], colocated, feedback[topic]
+            )
             spread(topic, wire, colocated)
             continue
         own = Positions(f"{processor.name}:{topic}", store, log_starts)
@@ -596,7 +599,9 @@ def _wire(
         routes.setdefault(settings.topic(topic), []).append(Route(holder(own, topic, index, False), own, table))
         routes.setdefault(back_wire, []).append(Route(holder(back, topic, index, True), back, table))
         direct = Consumed(own, settings.topic(topic))
-        feeds[topic] = Feed(index, direct, Consumed(back, back_wire), source, writers[topic], colocated)
+        feeds[topic] = Feed(
+            index, direct, Consumed(back, back_wire), source, writers[topic], colocated, feedback[topic]
+        )
         spread(topic, back_wire, colocated)
     return driver, table
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from fastci.core.system import FEEDBACK_LEAD_MS
 from streams.forwarded import Forwarding, Said, WriterSaid
 
 SortKey = tuple[Any, ...]  # (time in ms, the topic's index among the processor's inputs, event id)
@@ -191,6 +192,7 @@ class Feed:
     source: Consumed  # the forwarder reading the topic
     writers: tuple[str, ...]  # the processors writing the topic (not through a feedback pipe)
     colocated: tuple[str, ...] = ()  # those of them whose frontier a forwarder's marker carries
+    feedback: tuple[str, ...] = ()  # the processors writing it through a feedback pipe (run after it)
 
 
 class Ordering:
@@ -357,14 +359,23 @@ class Ordering:
             if why is not None:
                 why.append(self._unread(feed, partition, origin))
             return ANYTHING
-        if not feed.writers:
-            return NOTHING_LEFT
-        writers = feed.writers
         earliest, bound_by = float("inf"), ""
+        for writer in feed.feedback:  # it runs at most FEEDBACK_LEAD_MS ahead of them (they run here too)
+            if writer not in self.frontier:
+                if why is not None:
+                    why.append(f"{writer}, which writes it through a feedback pipe, has not run here yet")
+                return ANYTHING
+            if self.frontier[writer] + FEEDBACK_LEAD_MS < earliest:
+                earliest, bound_by = (
+                    self.frontier[writer] + FEEDBACK_LEAD_MS,
+                    f"{writer} (a feedback pipe, plus its lead)",
+                )
+        writers = feed.writers
         said = self._remote(feed, partition, origin)
         if said is not None and said.frontier is not None:  # its colocated writers run there
             writers = tuple(w for w in writers if w not in feed.colocated)
-            earliest, bound_by = said.frontier, f"{'/'.join(feed.colocated)} on the worker forwarding it"
+            if said.frontier < earliest:
+                earliest, bound_by = said.frontier, f"{'/'.join(feed.colocated)} on the worker forwarding it"
         for writer in writers:
             here = self.frontier.get(writer, float("inf"))
             if here < earliest:

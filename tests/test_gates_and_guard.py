@@ -114,7 +114,7 @@ def test_a_result_is_excluded_alike_whether_it_arrives_before_or_after_the_node_
 
     # Any order in which a result timed after a change back to healthy comes after the changes before
     # it. (One that comes before them is excluded by the suspicion that reaches back over it: a
-    # change cannot know of a later one that has yet to arrive; docs/regression.md.)
+    # change cannot know of a later one that has yet to arrive; docs/fleet.md.)
     first = exclusions([*changes, *results])
     assert first == exclusions(sorted([*changes, *results], key=lambda e: e.time))
     assert first == exclusions([*results[:4], *changes[:3], *results[4:], changes[3]])

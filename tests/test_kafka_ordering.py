@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 
+from fastci.core.system import FEEDBACK_LEAD_MS
 from streams.forwarded import Forwarding, Said, WriterSaid
 from streams.ordering import (
     ANYTHING,
@@ -377,3 +378,36 @@ def test_a_wait_is_reported_once_it_has_stayed_then_again_while_it_stays():
     assert stalls.due([], 380) == []  # released
     assert stalls.due([moved], 390) == []  # back: counted from now
     assert stalls.due([moved], 420) == [moved]
+
+
+def test_a_feedback_stream_runs_at_most_the_lead_ahead_of_its_writer():
+    highwaters = {(t, p): 0 for t in ("results", "results-back", "states", "states-back") for p in (0, 1)}
+    positions = FakePositions({})
+
+    def feed(index: int, topic: str, feedback: tuple[str, ...] = ()) -> Feed:
+        consumed = Consumed(positions, topic)
+        return Feed(index, consumed, Consumed(positions, f"{topic}-back"), consumed, (), (), feedback)
+
+    feeds = {
+        "guard": {"results": feed(0, "results"), "states": feed(1, "states", ("node-state",))},
+        "node-state": {"results": feed(0, "results")},
+    }
+    ordering = Ordering(["guard", "node-state"], feeds, 2, lambda t, p: highwaters.get((t, p)))
+    ordering.assign({(t, p) for t in ("results", "results-back", "states", "states-back") for p in (0, 1)})
+    states = ordering.merges["guard"][0].streams["states/0"]
+    ordering.hold("guard", 0, "results", held(1_000 + FEEDBACK_LEAD_MS - 1, 0, "results/0", "early"))
+    ordering.hold("guard", 0, "results", held(1_000 + FEEDBACK_LEAD_MS + 1, 0, "results/0", "late"))
+    assert ordering.limit("guard", 0, states) == ANYTHING  # node-state has not run here since the rebalance
+    waits = ordering.waits()
+    assert {w.stream for w in waits} == {"states/0", "states/1"}  # read to their ends, both
+    assert all("node-state, which writes it through a feedback pipe, has not run here yet" == w.reason for w in waits)
+    ordering.frontier["node-state"] = float("inf")  # it has nothing left
+    assert ordering.limit("guard", 0, states) == NOTHING_LEFT
+    ordering.frontier["node-state"] = 1_000
+    assert ordering.limit("guard", 0, states) == limit_after(1_000 + FEEDBACK_LEAD_MS, 1)
+    merge = ordering.merges["guard"][0]
+    assert [h.key[2] for h in merge.release(lambda s: ordering.limit("guard", 0, s))] == ["early"]
+    assert ordering.waits() and all(
+        w.reason.startswith("node-state (a feedback pipe, plus its lead), which writes it, may still emit")
+        for w in ordering.waits()
+    )

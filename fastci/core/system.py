@@ -18,6 +18,12 @@ from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
 from fastci.core.processor import Processor
 
+# How far (event time) a feedback pipe's reader may run ahead of its writer's low watermark. Without
+# a bound, a backlog let baseline-guard run days ahead of node-state, and a late quarantine found the
+# runs it reaches back over already forgotten (it keeps 26 hours of a node's runs: a lead under an
+# hour keeps every run a change reaches back over). Each round of the loop moves it this far.
+FEEDBACK_LEAD_MS = 30 * 60 * 1000
+
 
 @dataclass(frozen=True)
 class Pipe:
@@ -103,6 +109,15 @@ class System:
         chosen = list(processors)
         return {
             topic: tuple(w.name for w in chosen if topic in w.outputs and (w.name, reader.name) not in self.feedback)
+            for topic in reader.inputs
+        }
+
+    def feedback_writers(self, reader: Processor, processors: Iterable[Processor]) -> dict[str, tuple[str, ...]]:
+        """Per input topic of ``reader``, the names of the ``processors`` writing it through a
+        feedback pipe: its merge runs at most ``FEEDBACK_LEAD_MS`` ahead of their low watermark."""
+        chosen = list(processors)
+        return {
+            topic: tuple(w.name for w in chosen if topic in w.outputs and (w.name, reader.name) in self.feedback)
             for topic in reader.inputs
         }
 

@@ -29,7 +29,7 @@ from fastci.core.codec import InvalidEvent, encode
 from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
 from fastci.core.processor import Processor
-from fastci.core.system import System
+from fastci.core.system import FEEDBACK_LEAD_MS, System
 from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.driver import Driver, Origin
@@ -151,6 +151,8 @@ class _ProcessorRunner:
         # Per input topic, the runners writing it (not through a feedback pipe): this runner's merge
         # goes no further than what they may still append.
         self.writers: dict[str, list[_ProcessorRunner]] = {topic: [] for topic in processor.inputs}
+        # and the runners writing it through a feedback pipe: it runs at most FEEDBACK_LEAD_MS ahead of them
+        self.feedback: dict[str, list[_ProcessorRunner]] = {topic: [] for topic in processor.inputs}
         self._watermark: tuple[int, float] | None = None  # (the round's step it was computed at, value)
         self.reload()
 
@@ -213,6 +215,9 @@ class _ProcessorRunner:
             streams.append([(record.timestamp_ms, index, record.offset, topic, record) for record in records])
             if len(records) < limit and self.writers[topic]:
                 bound = min(bound, (min(writer.low_watermark() for writer in self.writers[topic]), index))
+            if len(records) < limit and self.feedback[topic]:
+                lead = min(writer.low_watermark() for writer in self.feedback[topic]) + FEEDBACK_LEAD_MS
+                bound = min(bound, (lead, index))
         for *key, topic, record in heapq.merge(*streams):
             if not tuple(key) < bound:
                 return
@@ -269,6 +274,8 @@ class EmbeddedRuntime:
         for reader in self.runners:
             for topic, names in system.merge_writers(reader.processor, chosen).items():
                 reader.writers[topic].extend(by_name[name] for name in names)
+            for topic, names in system.feedback_writers(reader.processor, chosen).items():
+                reader.feedback[topic].extend(by_name[name] for name in names)
 
     def close(self) -> None:
         self.checkpoint.close()
