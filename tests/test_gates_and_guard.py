@@ -9,6 +9,7 @@ from factories import result
 from processor_helpers import Store, feed, of_topic
 from regression_factories import golden
 
+from fastci.core.system import FEEDBACK_LEAD_MS
 from fastci.fleet.events import NodeStateChanged
 from fastci.regression.baseline_guard import BaselineGuardProcessor
 from fastci.regression.correctness_gates import CorrectnessGatesProcessor, GoldenHeld, golden_key
@@ -137,8 +138,10 @@ def test_the_guard_keeps_a_node_runs_by_hour_and_forgets_those_past_the_lookback
     runs = [node_result(f"r{n}", minutes=-72 * 60 + 6 * n) for n in range(720)]  # three days, one run per 6 min
     assert feed(processor, store, runs) == []
     values = [v for k, v in store.values.items() if k != "node-07"]
-    # No value holds more than an hour of runs, and only the lookback's hours (and the one after) are kept.
-    assert max(len(v.runs) for v in values) == 10 and len(values) <= 26
+    # No value holds more than an hour of runs, and only the hours of the lookback and of the lead over
+    # node-state it may run ahead by (and the one after) are kept.
+    kept = (24 * 3600 * 1000 + FEEDBACK_LEAD_MS) // (3600 * 1000) + 2
+    assert max(len(v.runs) for v in values) == 10 and len(values) <= kept < 72
     assert len(encode_entry(Entry(store.values["node-07"]))) < 2_000
     quarantine = NodeStateChanged(node_id="node-07", state="quarantined", reason="ECC", time=T0)
     excluded = {e.result_id for e in feed(processor, store, [quarantine])}

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.core.system import FEEDBACK_LEAD_MS
 from fastci.fleet.events import UNTRUSTED_STATES, NodeStateChanged
 from fastci.inputs import ResultEvent
 from fastci.regression.events import BaselineExclusion
@@ -77,7 +78,9 @@ def _trusted_between(transitions: tuple[Transition, ...], after: datetime, until
 
 
 _NO_TIME = "none"  # the hour of results that say no time: kept until the newer hours push it out
-_KEPT_HOURS = int(LOOKBACK / timedelta(hours=1)) + 2  # the lookback's hours, whole, plus the no-time one
+# The lookback's hours, whole, plus the no-time one, plus how far this processor may run ahead of
+# node-state (a feedback pipe): a change that comes that late still finds every run it reaches back over.
+_KEPT_HOURS = int((LOOKBACK + timedelta(milliseconds=FEEDBACK_LEAD_MS)) / timedelta(hours=1)) + 2
 
 
 def hour_of(time: datetime | None) -> str:
