@@ -318,8 +318,10 @@ class Ordering:
         return made
 
     def _watermark(self, name: str, partition: int, merge: Merge) -> float:
-        """The low watermark of processor ``name``'s merge in ``partition``."""
-        return merge.low_watermark(functools.partial(self.limit, name, partition))
+        """The low watermark of processor ``name``'s merge in ``partition``. Not bounded by what it
+        reads through a feedback pipe, as in the embedded runtime: the writer's watermark is bounded
+        by this one's through the loop, and the two would hold each other at minus infinity."""
+        return merge.low_watermark(functools.partial(self._limit, name, partition, None, False))
 
     def sent(self, ends: dict[tuple[str, int], int]) -> None:
         """The broker acknowledged the batch's records: each partition's end after them."""
@@ -330,7 +332,7 @@ class Ordering:
 
     def limit(self, name: str, partition: int, stream: Stream) -> SortKey:
         """What an empty stream of processor ``name`` in ``partition`` may still hold."""
-        return self._limit(name, partition, stream, None)
+        return self._limit(name, partition, None, True, stream)
 
     def waits(self) -> list[Wait]:
         """Why held records are not released: for every merge holding some, the empty streams whose
@@ -346,13 +348,14 @@ class Ordering:
                     if stream.records:
                         continue
                     why: list[str] = []
-                    if self._limit(name, partition, stream, why) <= least:
+                    if self._limit(name, partition, why, True, stream) <= least:
                         reason = why[0] if why else "its writers"
                         found.append(Wait(name, partition, stream.origin, merge.held(), reason, least))
         return found
 
-    def _limit(self, name: str, partition: int, stream: Stream, why: list[str] | None) -> SortKey:
-        """``limit``; with ``why``, the reason it stops a merge is appended there."""
+    def _limit(self, name: str, partition: int, why: list[str] | None, lead: bool, stream: Stream) -> SortKey:
+        """``limit``; with ``why``, the reason it stops a merge is appended there; without ``lead``, not
+        bounded by the writers of a feedback pipe (for a low watermark)."""
         feed = self.feeds[name][stream.topic]
         origin = int(stream.origin.rpartition("/")[2])
         if not self._read_to_end(feed, partition, origin):
@@ -360,7 +363,7 @@ class Ordering:
                 why.append(self._unread(feed, partition, origin))
             return ANYTHING
         earliest, bound_by = float("inf"), ""
-        for writer in feed.feedback:  # it runs at most FEEDBACK_LEAD_MS ahead of them (they run here too)
+        for writer in feed.feedback if lead else ():  # it runs at most FEEDBACK_LEAD_MS ahead of them (here too)
             if writer not in self.frontier:
                 if why is not None:
                     why.append(f"{writer}, which writes it through a feedback pipe, has not run here yet")

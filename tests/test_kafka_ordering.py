@@ -411,3 +411,8 @@ def test_a_feedback_stream_runs_at_most_the_lead_ahead_of_its_writer():
         w.reason.startswith("node-state (a feedback pipe, plus its lead), which writes it, may still emit")
         for w in ordering.waits()
     )
+    # what the guard may still emit is not bounded by the feedback pipe: node-state's watermark is bounded
+    # by the guard's through the loop, and the two held each other at minus infinity (a worker stalled)
+    ordering.frontier["node-state"] = float("-inf")
+    assert ordering.limit("guard", 0, states) == limit_after(float("-inf"), 1)  # its release waits...
+    assert ordering.writer_frontier("guard") == ((0, 1), 1_000 + FEEDBACK_LEAD_MS + 1)  # ...its watermark not
