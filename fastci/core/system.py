@@ -21,7 +21,7 @@ from fastci.core.processor import Processor
 # How far (event time) a feedback pipe's reader may run ahead of its writer's low watermark. Without
 # a bound, a backlog let baseline-guard run days ahead of node-state, and a late quarantine found the
 # runs it reaches back over already forgotten (it keeps its lookback and this lead of a node's runs).
-# Each turn of the loop moves this far: a short lead costs a backlog many turns (docs/benchmarks.md).
+# Each turn of the loop moves this far: a short lead costs a backlog many turns (docs/topology.md).
 FEEDBACK_LEAD_MS = 24 * 3600 * 1000
 
 
