@@ -358,9 +358,7 @@ class Ordering:
         bounded by the writers of a feedback pipe (for a low watermark)."""
         feed = self.feeds[name][stream.topic]
         origin = int(stream.origin.rpartition("/")[2])
-        if not self._read_to_end(feed, partition, origin):
-            if why is not None:
-                why.append(self._unread(feed, partition, origin))
+        if not self._read_to_end(feed, partition, origin, why):
             return ANYTHING
         earliest, bound_by = float("inf"), ""
         for writer in feed.feedback if lead else ():  # it runs at most FEEDBACK_LEAD_MS ahead of them (here too)
@@ -368,11 +366,9 @@ class Ordering:
                 if why is not None:
                     why.append(f"{writer}, which writes it through a feedback pipe, has not run here yet")
                 return ANYTHING
-            if self.frontier[writer] + FEEDBACK_LEAD_MS < earliest:
-                earliest, bound_by = (
-                    self.frontier[writer] + FEEDBACK_LEAD_MS,
-                    f"{writer} (a feedback pipe, plus its lead)",
-                )
+            ahead = self.frontier[writer] + FEEDBACK_LEAD_MS
+            if ahead < earliest:
+                earliest, bound_by = ahead, f"{writer} (a feedback pipe, plus its lead)"
         writers = feed.writers
         said = self._remote(feed, partition, origin)
         if said is not None and said.frontier is not None:  # its colocated writers run there
@@ -410,34 +406,6 @@ class Ordering:
             )
         return NOTHING_LEFT if earliest == float("inf") else limit_after(earliest, feed.index)
 
-    def _unread(self, feed: Feed, partition: int, origin: int) -> str:
-        """Why a stream is not read to its end, in words."""
-        if feed.direct is not None and origin == partition:
-            return self._behind(feed.direct, partition)
-        if not self._complete(feed.internal, partition):
-            return self._behind(feed.internal, partition)
-        if (feed.source.wire, origin) in self.assigned:
-            return self._behind(feed.source, origin)
-        said = self._remote(feed, partition, origin)
-        if said is None:
-            return f"no progress marker yet from the worker forwarding {feed.source.wire}/{origin}"
-        if said.through is None:
-            return f"the worker forwarding {feed.source.wire}/{origin} says it is behind"
-        return (
-            f"the worker forwarding {feed.source.wire}/{origin} has forwarded up to offset {said.through}, "
-            f"short of the {self.produced(feed.source.wire, origin)} this worker wrote there"
-        )
-
-    def _behind(self, consumed: Consumed, partition: int) -> str:
-        where = f"{consumed.wire}/{partition}"
-        if (consumed.wire, partition) in self.in_flight:
-            return f"{where}: this worker's records there are not acknowledged yet"
-        highwater = self.highwater(consumed.wire, partition)
-        if highwater is None:
-            return f"{where}: its high-water mark is not fetched yet"
-        expected = consumed.positions.expected(consumed.wire, partition) or 0
-        return f"{where} read up to offset {expected} of {max(highwater, self.produced(consumed.wire, partition))}"
-
     def _read_through(self, feed: Feed, partition: int, origin: int, end: int) -> bool:
         """Whether this processor's stream of ``origin`` has been read past every record before
         ``end`` in that partition of the topic (the stream being read to its end already)."""
@@ -450,21 +418,35 @@ class Ordering:
         said = self._remote(feed, partition, origin)
         return said is not None and said.through is not None and said.through >= end
 
-    def _read_to_end(self, feed: Feed, partition: int, origin: int) -> bool:
+    def _read_to_end(self, feed: Feed, partition: int, origin: int, why: list[str] | None = None) -> bool:
+        """Whether the stream of ``origin`` is read to its end; if not, with ``why``, the reason."""
         if feed.direct is not None and origin == partition:
-            return self._complete(feed.direct, partition)
-        if not self._complete(feed.internal, partition):
+            return self._complete(feed.direct, partition, why)
+        if not self._complete(feed.internal, partition, why):
             return False
         if (feed.source.wire, origin) in self.assigned:  # what is still to be forwarded from it
-            return self._complete(feed.source, origin)
+            return self._complete(feed.source, origin, why)
         said = self._remote(feed, partition, origin)
         where = (feed.source.wire, origin)
-        return (
-            said is not None
-            and said.through is not None
-            and where not in self.in_flight
-            and said.through >= self.produced(*where)  # what this worker wrote there came back
-        )
+        if said is None or said.through is None:
+            if why is not None:
+                forwarder = f"the worker forwarding {feed.source.wire}/{origin}"
+                why.append(
+                    f"no progress marker yet from {forwarder}" if said is None else f"{forwarder} says it is behind"
+                )
+            return False
+        if where in self.in_flight:
+            if why is not None:
+                why.append(f"{feed.source.wire}/{origin}: this worker's records there are not acknowledged yet")
+            return False
+        if said.through < self.produced(*where):  # what this worker wrote there has not come back
+            if why is not None:
+                why.append(
+                    f"the worker forwarding {feed.source.wire}/{origin} has forwarded up to offset {said.through}, "
+                    f"short of the {self.produced(*where)} this worker wrote there"
+                )
+            return False
+        return True
 
     def _remote(self, feed: Feed, partition: int, origin: int) -> Said | None:
         """What the last marker read said of a source partition another worker forwards."""
@@ -472,12 +454,19 @@ class Ordering:
             return None
         return self.forwarders_said.get((feed.internal.wire, partition, origin))
 
-    def _complete(self, consumed: Consumed, partition: int) -> bool:
+    def _complete(self, consumed: Consumed, partition: int, why: list[str] | None = None) -> bool:
         where = (consumed.wire, partition)
         if where in self.in_flight:
+            if why is not None:
+                why.append(f"{consumed.wire}/{partition}: this worker's records there are not acknowledged yet")
             return False
         highwater = self.highwater(consumed.wire, partition)
         if highwater is None:
+            if why is not None:
+                why.append(f"{consumed.wire}/{partition}: its high-water mark is not fetched yet")
             return False
         expected = consumed.positions.expected(consumed.wire, partition) or 0
-        return expected >= max(highwater, self.produced(*where))
+        end = max(highwater, self.produced(*where))
+        if expected < end and why is not None:
+            why.append(f"{consumed.wire}/{partition} read up to offset {expected} of {end}")
+        return expected >= end

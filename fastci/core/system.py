@@ -104,20 +104,23 @@ class System:
 
     def merge_writers(self, reader: Processor, processors: Iterable[Processor]) -> dict[str, tuple[str, ...]]:
         """Per input topic of ``reader``, the names of the ``processors`` writing it that its
-        event-time merge waits for: every writer but one whose pipe to it is feedback (read at its
-        high-water mark, or the loop would wait on itself)."""
-        chosen = list(processors)
-        return {
-            topic: tuple(w.name for w in chosen if topic in w.outputs and (w.name, reader.name) not in self.feedback)
-            for topic in reader.inputs
-        }
+        event-time merge waits for: every writer but one whose pipe to it is feedback (which only
+        bounds how far ahead it runs: waiting for it, the loop would wait on itself)."""
+        return self._writers(reader, processors, feedback=False)
 
     def feedback_writers(self, reader: Processor, processors: Iterable[Processor]) -> dict[str, tuple[str, ...]]:
         """Per input topic of ``reader``, the names of the ``processors`` writing it through a
         feedback pipe: its merge runs at most ``FEEDBACK_LEAD_MS`` ahead of their low watermark."""
+        return self._writers(reader, processors, feedback=True)
+
+    def _writers(
+        self, reader: Processor, processors: Iterable[Processor], feedback: bool
+    ) -> dict[str, tuple[str, ...]]:
         chosen = list(processors)
         return {
-            topic: tuple(w.name for w in chosen if topic in w.outputs and (w.name, reader.name) in self.feedback)
+            topic: tuple(
+                w.name for w in chosen if topic in w.outputs and ((w.name, reader.name) in self.feedback) == feedback
+            )
             for topic in reader.inputs
         }
 
