@@ -568,7 +568,7 @@ def _wire(
                 return []  # its forwarder sends it where its key's state is
             origin = _origin(message) if from_origin else Origin(f"{topic}/{message.partition}", message.offset)
             positions.hold(message.topic, message.partition, message.offset)
-            held = Held(_sort_key(message, decoded.item(topic), index), apply, message, decoded, origin)
+            held = Held(_sort_key(message, decoded.item(topic), index, origin), apply, message, decoded, origin)
             ordering.hold(processor.name, message.partition, topic, held)
             return []
 
@@ -622,13 +622,15 @@ def _colocated_writers(topic: str, processors: list[Processor]) -> tuple[str, ..
     )
 
 
-def _sort_key(message: Any, event: Event | InvalidEvent, index: int) -> SortKey:
+def _sort_key(message: Any, event: Event | InvalidEvent, index: int, origin: Origin) -> SortKey:
     """Where a record goes in its processor's merge: its event's time (else the time the record
-    carries, as its producer stamped it), its topic's place among the processor's inputs, its id."""
-    time_ms = None if isinstance(event, InvalidEvent) else event.time_ms()
-    if time_ms is None:
-        time_ms = _record_time(message)
-    return (time_ms, index, "" if isinstance(event, InvalidEvent) else event.id)
+    carries, as its producer stamped it), its topic's place among the processor's inputs, then, between
+    records as early, the event's id where the event has a time of its own (a fact of the event, the
+    same in every partition and runtime), else its place in the log it was appended to, as in the
+    embedded runtime (``fastci.runtime.embedded.sort_key``)."""
+    if isinstance(event, InvalidEvent) or (time_ms := event.time_ms()) is None:
+        return (_record_time(message), index, "", origin.offset)
+    return (time_ms, index, event.id, origin.offset)
 
 
 def _record_time(message: Any) -> int:

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fastci.core.system import FEEDBACK_LEAD_MS
+from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS
 from streams.forwarded import Forwarding, Said, WriterSaid
 
-SortKey = tuple[Any, ...]  # (time in ms, the topic's index among the processor's inputs, event id)
+# (time in ms, the topic's index among the processor's inputs, the event's id if it has a time, origin offset)
+SortKey = tuple[Any, ...]
 NOTHING_LEFT: SortKey = (float("inf"),)  # a limit: the stream will hold nothing more
 ANYTHING: SortKey = (float("-inf"),)  # a limit: the stream may still hold anything
 
@@ -47,16 +48,52 @@ class Held:
     apply: Callable[[Held], list[Any]]  # applies it; returns the records to send
     message: Any
     decoded: Any
-    origin: Any
+    origin: Any  # a ``fastci.runtime.driver.Origin``; its stream's floor is set when it is released
+    released: bool = False
 
 
 @dataclass(slots=True)
 class Stream:
-    """One input topic's records from one origin partition, in their log order."""
+    """One input topic's records from one origin partition: released in log order, or, for a topic no
+    processor writes (``in_time_order``), in time order within ``LATENESS_MS`` of the latest before."""
 
     topic: str
     origin: str  # "<topic>/<partition>" where the records were first appended
-    records: deque[Held] = field(default_factory=deque)
+    in_time_order: bool = False
+    records: deque[Held] = field(default_factory=deque)  # waiting, in log order (released ones dropped lazily)
+    heap: list[tuple[SortKey, int, Held]] = field(default_factory=list)  # waiting, in time order
+    latest: float = float("-inf")  # the latest time delivered
+    waiting: int = 0
+    pushed: int = 0  # ties in the heap (a record re-sent by a forwarder after a crash) go in arrival order
+
+    def __len__(self) -> int:
+        return self.waiting
+
+    def push(self, held: Held) -> None:
+        self.records.append(held)
+        self.waiting += 1
+        if self.in_time_order:
+            self.pushed += 1
+            heapq.heappush(self.heap, (held.key, self.pushed, held))
+            if held.key[0] > self.latest:
+                self.latest = held.key[0]
+
+    def head(self) -> SortKey:
+        return self.heap[0][0] if self.in_time_order else self.records[0].key
+
+    def pop(self) -> Held:
+        """The least record, its origin given the stream's floor: the first offset not released yet."""
+        self.waiting -= 1
+        if not self.in_time_order:
+            return self.records.popleft()  # in log order: the floor is its own offset
+        _, _, held = heapq.heappop(self.heap)
+        held.released = True
+        records = self.records
+        while records and records[0].released:
+            records.popleft()
+        floor = records[0].origin.offset if records else held.origin.offset + 1
+        held.origin = held.origin._replace(floor=floor)
+        return held
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,43 +165,49 @@ def _when(time_ms: float) -> str:
 class Merge:
     """One processor's input streams in one partition, released in the order of their sort keys."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_time_order: frozenset[str] = frozenset()) -> None:
         self.streams: dict[str, Stream] = {}
+        self.in_time_order = in_time_order  # the topics whose streams are released in time order
 
     def stream(self, topic: str, origin: str) -> Stream:
         found = self.streams.get(origin)
         if found is None:
-            found = self.streams[origin] = Stream(topic, origin)
+            found = self.streams[origin] = Stream(topic, origin, topic in self.in_time_order)
         return found
 
     def held(self) -> int:
-        return sum(len(s.records) for s in self.streams.values())
+        return sum(len(s) for s in self.streams.values())
 
     def release(self, limit: Callable[[Stream], SortKey]) -> Iterator[Held]:
-        """The held records that may go now, least first: a head goes when it sorts before every
-        empty stream's limit. ``limit`` is asked only about streams that are or become empty."""
-        heads = [(s.records[0].key, n, s) for n, s in enumerate(self.streams.values()) if s.records]
+        """The held records that may go now, least first: a head goes when it sorts before the limit of
+        every stream that is empty or released in time order (what it may still be delivered).
+        ``limit`` is asked only about those."""
+        heads = [(s.head(), n, s) for n, s in enumerate(self.streams.values()) if len(s)]
         if not heads:
             return
         heapq.heapify(heads)
-        bound = min((limit(s) for s in self.streams.values() if not s.records), default=NOTHING_LEFT)
+        bound = min((limit(s) for s in self.streams.values() if not len(s) or s.in_time_order), default=NOTHING_LEFT)
         while heads and heads[0][0] < bound:
             _, n, stream = heads[0]
-            held = stream.records.popleft()
-            if stream.records:
-                heapq.heapreplace(heads, (stream.records[0].key, n, stream))
+            held = stream.pop()
+            if len(stream):
+                heapq.heapreplace(heads, (stream.head(), n, stream))
             else:
                 heapq.heappop(heads)
-                bound = min(bound, limit(stream))
+                if not stream.in_time_order:
+                    bound = min(bound, limit(stream))
             yield held
 
     def low_watermark(self, limit: Callable[[Stream], SortKey]) -> float:
         """The earliest time this merge may still release a record at (infinite when it may release
         nothing more): what the outputs it has yet to make can be timed, at the earliest."""
-        return min(
-            (s.records[0].key[0] if s.records else limit(s)[0] for s in self.streams.values()),
-            default=float("inf"),
-        )
+        earliest = float("inf")
+        for s in self.streams.values():
+            if not len(s):
+                earliest = min(earliest, limit(s)[0])
+            else:
+                earliest = min(earliest, s.head()[0], limit(s)[0] if s.in_time_order else float("inf"))
+        return earliest
 
     def clear(self) -> None:
         self.streams.clear()
@@ -242,7 +285,7 @@ class Ordering:
         for name, merges in self.merges.items():
             merges.clear()
             for partition in local:
-                merge = merges[partition] = Merge()
+                merge = merges[partition] = self._merge(name)
                 for topic in self.feeds[name]:
                     for origin in range(self.partitions):
                         merge.stream(topic, f"{topic}/{origin}")
@@ -256,8 +299,12 @@ class Ordering:
         merges = self.merges[name]
         merge = merges.get(partition)
         if merge is None:
-            merge = merges[partition] = Merge()
-        merge.stream(topic, held.origin.stream).records.append(held)
+            merge = merges[partition] = self._merge(name)
+        merge.stream(topic, held.origin.stream).push(held)
+
+    def _merge(self, name: str) -> Merge:
+        """A merge for processor ``name``: the topics no processor writes are released in time order."""
+        return Merge(frozenset(t for t, feed in self.feeds[name].items() if not feed.writers and not feed.feedback))
 
     def held(self) -> int:
         return sum(merge.held() for merges in self.merges.values() for merge in merges.values())
@@ -340,12 +387,12 @@ class Ordering:
         found: list[Wait] = []
         for name in self.order:
             for partition, merge in self.merges[name].items():
-                heads = [s.records[0].key for s in merge.streams.values() if s.records]
+                heads = [s.head() for s in merge.streams.values() if len(s)]
                 if not heads:
                     continue
                 least = min(heads)
                 for stream in merge.streams.values():
-                    if stream.records:
+                    if len(stream) and not stream.in_time_order:
                         continue
                     why: list[str] = []
                     if self._limit(name, partition, why, True, stream) <= least:
@@ -359,7 +406,12 @@ class Ordering:
         feed = self.feeds[name][stream.topic]
         origin = int(stream.origin.rpartition("/")[2])
         if not self._read_to_end(feed, partition, origin, why):
-            return ANYTHING
+            if not stream.in_time_order or stream.latest == float("-inf"):
+                return ANYTHING
+            if why is not None:
+                minutes = LATENESS_MS // 60_000
+                why.append(f"records up to {minutes} minutes earlier than {_when(stream.latest)} may still come")
+            return limit_after(stream.latest - LATENESS_MS, feed.index)
         earliest, bound_by = float("inf"), ""
         for writer in feed.feedback if lead else ():  # it runs at most FEEDBACK_LEAD_MS ahead of them (here too)
             if writer not in self.frontier:

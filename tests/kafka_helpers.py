@@ -104,3 +104,30 @@ def wait_for_committed(settings: KafkaSettings, topics: list[str], at_least: int
             pass
         time.sleep(0.2)
     raise AssertionError(f"the group did not commit {at_least} records within {timeout_s} s")
+
+
+def load_with_librdkafka(settings, events) -> int:
+    """Produce ``events`` with librdkafka (confluent-kafka), keyed as fastci keys them but placed by
+    librdkafka's default partitioner (consistent_random: CRC32), the default of the confluent-kafka,
+    Go, .NET and Node clients; return how many landed outside the partition murmur2 gives their key."""
+    from confluent_kafka import Producer
+
+    from fastci.core.codec import encode
+    from fastci.runtime.kafka_io import ensure_topics
+    from fastci.topology import TOPICS
+    from streams.app import partition_of
+
+    asyncio.run(ensure_topics(settings, TOPICS))
+    delivered: list[tuple[bytes, int]] = []
+    producer = Producer({"bootstrap.servers": settings.bootstrap, "acks": "all", "enable.idempotence": True})
+    for event in events:
+        producer.produce(
+            settings.topic(event.TOPIC),
+            key=event.key.encode(),
+            value=encode(event),
+            on_delivery=lambda error, message: delivered.append((message.key(), message.partition())),
+        )
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert len(delivered) == len(events)
+    return sum(1 for key, partition in delivered if partition != partition_of(key, settings.partitions))

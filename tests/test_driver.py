@@ -148,3 +148,49 @@ def test_a_crash_part_way_through_persisting_a_batch_loses_no_write():
             replay.handle(event, Origin("results/0", n))
         persist(replay, store)
         assert store == clean, f"crash after {persisted} of {len(writes)} writes"
+
+
+def runs(store: DictStore) -> int:
+    return decode_entry(TestHistory, store["tests/test_a.py::test_x"]).state.runs
+
+
+def test_records_released_out_of_offset_order_are_each_applied_once():
+    """A stream released in time order within a lateness bound: the key remembers the offsets it applied
+    past its stream's floor, so none is taken for a redelivery and every redelivery is recognised."""
+    store = DictStore()
+    driver = Driver(TestHistoryProcessor(), store)
+    events = {n: result(run_id=f"r{n}") for n in range(6)}
+    # Released 0, 3, 1, 5 (2 and 4 still held: floors 1, 1, 2, 2), then 2 and 4.
+    for offset, floor in ((0, 1), (3, 1), (1, 2), (5, 2)):
+        driver.handle(events[offset], Origin("results/0", offset, floor))
+    persist(driver, store)
+    entry = decode_entry(TestHistory, store["tests/test_a.py::test_x"])
+    assert entry.state.runs == 4 and entry.marks == {"results/0": 1} and entry.past == {"results/0": [3, 5]}
+    for offset, floor in ((2, 4), (4, 6)):
+        driver.handle(events[offset], Origin("results/0", offset, floor))
+    persist(driver, store)
+    entry = decode_entry(TestHistory, store["tests/test_a.py::test_x"])
+    assert entry.state.runs == 6 and entry.marks == {"results/0": 5} and entry.past == {}
+    # A crash replays from the first record held; the ids' window is cleared so that the offsets alone tell.
+    restarted = Driver(TestHistoryProcessor(), store)
+    for offset in range(6):
+        restarted._entry("tests/test_a.py::test_x").seen.clear()
+        assert restarted.handle(events[offset], Origin("results/0", offset, 2)) == []
+    persist(restarted, store)
+    assert runs(store) == 6
+
+
+def test_a_crash_with_records_held_replays_only_what_was_not_applied():
+    store = DictStore()
+    driver = Driver(TestHistoryProcessor(), store)
+    events = {n: result(run_id=f"r{n}") for n in range(4)}
+    driver.handle(events[0], Origin("results/0", 0, 1))
+    driver.handle(events[2], Origin("results/0", 2, 1))  # 1 held (timed later than 2)
+    persist(driver, store)
+    restarted = Driver(TestHistoryProcessor(), store)
+    for offset in (1, 2, 3):  # redelivered from the stored position, the first record held
+        restarted._entry("tests/test_a.py::test_x").seen.clear()
+        restarted.handle(events[offset], Origin("results/0", offset, offset))
+    persist(restarted, store)
+    entry = decode_entry(TestHistory, store["tests/test_a.py::test_x"])
+    assert entry.state.runs == 4 and entry.marks == {"results/0": 3} and entry.past == {}

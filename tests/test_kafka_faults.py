@@ -15,7 +15,14 @@ import time
 from dataclasses import replace
 
 import pytest
-from kafka_helpers import committed, start_worker, stop_worker, wait_for_committed, wait_until_consumed
+from kafka_helpers import (
+    committed,
+    load_with_librdkafka,
+    start_worker,
+    stop_worker,
+    wait_for_committed,
+    wait_until_consumed,
+)
 
 from fastci.demo.history import Workload
 from fastci.runtime.embedded import EmbeddedRuntime
@@ -199,31 +206,6 @@ def test_producer_whose_broker_disappears_and_comes_back(private_broker, tmp_pat
         f"producer outage: {down.pending} events spooled while the broker was down; all 12,000 acknowledged "
         f"{drained_s:.1f} s after it was back"
     )
-
-
-def load_with_librdkafka(settings, events) -> int:
-    """Produce ``events`` with librdkafka (confluent-kafka), keyed as fastci keys them but placed by
-    librdkafka's default partitioner (consistent_random: CRC32), the default of the confluent-kafka,
-    Go, .NET and Node clients; return how many landed outside the partition murmur2 gives their key."""
-    from confluent_kafka import Producer
-
-    from fastci.core.codec import encode
-    from streams.app import partition_of
-
-    asyncio.run(ensure_topics(settings, TOPICS))
-    delivered: list[tuple[bytes, int]] = []
-    producer = Producer({"bootstrap.servers": settings.bootstrap, "acks": "all", "enable.idempotence": True})
-    for event in events:
-        producer.produce(
-            settings.topic(event.TOPIC),
-            key=event.key.encode(),
-            value=encode(event),
-            on_delivery=lambda error, message: delivered.append((message.key(), message.partition())),
-        )
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    assert len(delivered) == len(events)
-    return sum(1 for key, partition in delivered if partition != partition_of(key, settings.partitions))
 
 
 def test_two_workers_with_a_librdkafka_producer_then_one_dies(kafka, tmp_path, report_figure):

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 
-from fastci.core.system import FEEDBACK_LEAD_MS
+from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS
+from fastci.runtime.driver import Origin
 from streams.forwarded import Forwarding, Said, WriterSaid
 from streams.ordering import (
     ANYTHING,
@@ -24,13 +25,13 @@ from streams.ordering import (
 )
 
 
-def held(time_ms: int, index: int, origin: str, name: str = "") -> Held:
-    return Held((time_ms, index, name), lambda h: [], None, None, SimpleNamespace(stream=origin))
+def held(time_ms: int, index: int, origin: str, name: str = "", offset: int = 0) -> Held:
+    return Held((time_ms, index, name), lambda h: [], None, None, Origin(origin, offset))
 
 
 def fill(merge: Merge, *records: tuple[str, Held]) -> None:
     for topic, record in records:
-        merge.stream(topic, record.origin.stream).records.append(record)
+        merge.stream(topic, record.origin.stream).push(record)
 
 
 def test_the_least_head_goes_first_while_every_empty_stream_has_nothing_left():
@@ -46,6 +47,43 @@ def test_the_least_head_goes_first_while_every_empty_stream_has_nothing_left():
     # each stream keeps its log order; across streams the least head, ties by topic order
     assert released == ["c20", "c30", "r30", "r10"]
     assert merge.held() == 0
+
+
+def timed(time_ms: int, index: int, stream: str, offset: int) -> Held:
+    return Held((time_ms, index, f"id{offset}", offset), lambda h: [], None, None, Origin(stream, offset))
+
+
+def test_an_input_topic_is_released_in_time_order_within_the_lateness_bound():
+    """A topic no processor writes (a producer's): its records go in time order, whatever their order in
+    the log, once nothing still to come in the stream can sort before them; each goes with its stream's
+    floor, the first offset not released yet (the driver's marks rely on it)."""
+    merge = Merge(frozenset({"results"}))
+    late = LATENESS_MS
+    fill(
+        merge,
+        ("results", timed(30, 1, "results/0", 0)),
+        ("results", timed(10, 1, "results/0", 1)),  # appended after r30, timed before it
+        ("results", timed(20, 1, "results/0", 2)),
+        ("commits", timed(15, 0, "commits/0", 0)),
+    )
+    read_to_end: set[str] = {"commits/0"}
+
+    def limit(stream):  # an input stream not read to its end may still get records from its latest less the bound
+        return NOTHING_LEFT if stream.origin in read_to_end else limit_after(stream.latest - late, 1)
+
+    assert list(merge.release(limit)) == []  # anything from 30 less the bound on may still come in results/0
+    assert merge.low_watermark(limit) == 30 - late
+    fill(merge, ("results", timed(30 + late + 1, 1, "results/0", 3)))  # a record past the bound
+    released = list(merge.release(limit))
+    assert [(h.key[0], h.origin.offset, h.origin.floor) for h in released] == [
+        (10, 1, 0),  # 0 (r30) is still held: the floor stays at it
+        (15, 0, None),  # commits/0: in time order already (a stream's floor is its record's own then)
+        (20, 2, 0),
+        (30, 0, 3),  # r30 goes, and with it every offset before 3
+    ]
+    read_to_end.add("results/0")
+    [last] = merge.release(limit)
+    assert (last.origin.offset, last.origin.floor) == (3, 4) and merge.held() == 0
 
 
 def test_a_stream_not_read_to_its_end_holds_back_everything_once_it_is_empty():
@@ -140,9 +178,7 @@ def test_readers_wait_for_what_their_writer_still_holds_and_for_what_it_is_sendi
         sent.append(send)
         return [send]
 
-    ordering.hold(
-        "writer", 0, "commits", Held((20, 0, "c20"), writer_apply, None, None, SimpleNamespace(stream="commits/0"))
-    )
+    ordering.hold("writer", 0, "commits", Held((20, 0, "c20"), writer_apply, None, None, Origin("commits/0", 0)))
     ordering.hold("reader", 0, "commits", held(20, 0, "commits/0", "c20"))
     ordering.hold("reader", 0, "commits", held(40, 0, "commits/0", "c40"))
     made = ordering.release([])

@@ -10,7 +10,7 @@ from processor_helpers import Store, feed
 
 from fastci.core.events import Event
 from fastci.inputs import ResultEvent
-from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+from fastci.runtime.embedded import DataDir, EmbeddedRuntime, sort_key
 from fastci.runtime.publish import publish_embedded
 from fastci.scheduling.events import ClockTick, PoolConfig, PoolNode, ScheduleEvent
 from fastci.scheduling.processor import DEFAULT_CLASSES, PoolSchedulerProcessor
@@ -141,7 +141,8 @@ def running_now(schedule: list[ScheduleEvent]) -> list[ScheduleEvent]:
 
 class AppliedInputs(list):
     """The scheduler's inputs in the order the runtime applies them: each run merges what is pending
-    by record time, then topic order."""
+    by record time, then topic order (the scheduler runs alone: none of its topics has a writer, so each
+    is taken in time order, ties by event id)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -149,10 +150,14 @@ class AppliedInputs(list):
 
     def take_pending(self, data_dir) -> None:
         log = DataDir(data_dir).log
-        streams = [
-            [(r.timestamp_ms, index, r.offset, topic, r.payload) for r in log.topic(topic).read() if r.offset >= start]
-            for index, (topic, start) in enumerate(self.offsets.items())
-        ]
-        for _, _, offset, topic, payload in heapq.merge(*streams):
+        streams = []
+        for index, (topic, start) in enumerate(self.offsets.items()):
+            pending = [
+                (*sort_key(r, index, SYSTEM.decode_or_refusal(topic, r.payload)), topic, r.payload)
+                for r in log.topic(topic).read()
+                if r.offset >= start
+            ]
+            streams.append(sorted(pending))
+        for *_, offset, topic, payload in heapq.merge(*streams):
             self.append(decode(topic, payload))
-            self.offsets[topic] = offset + 1
+            self.offsets[topic] = max(self.offsets[topic], offset + 1)

@@ -92,7 +92,7 @@ def test_a_processor_with_several_inputs_reads_each_record_under_its_own_topic(t
     runtime = EmbeddedRuntime(tmp_path, SYSTEM, [BaselineGuardProcessor()], sync=False)
     try:  # bounded steps, not run(): with the bug, mislabelled positions made run() loop for ever
         for _ in range(3):
-            runtime.runners[0].step(2000, False, ProcessorStats())
+            runtime.runners[0].step(False, ProcessorStats())
     finally:
         runtime.close()
     checkpoint = DataDir(tmp_path).checkpoint()

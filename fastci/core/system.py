@@ -24,6 +24,13 @@ from fastci.core.processor import Processor
 # Each turn of the loop moves this far: a short lead costs a backlog many turns (docs/topology.md).
 FEEDBACK_LEAD_MS = 24 * 3600 * 1000
 
+# How much earlier than the latest record before it an input topic's record may be timed and still be
+# applied in event-time order (a producer that appends a run's results when the run ends is that late
+# by the run's length). Runtimes release an input topic's records in time order within this bound,
+# whatever their order in the log or their partition; a record later than that is applied when it
+# arrives, as a record published after a run is (docs/topology.md, "Ordering rule").
+LATENESS_MS = 6 * 3600 * 1000
+
 
 @dataclass(frozen=True)
 class Pipe:

@@ -8,8 +8,10 @@ Each state row carries a sequence number so views can load only what changed.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
+
+import orjson
 
 from fastci.runtime.log import Position
 
@@ -30,6 +32,10 @@ _SCHEMA = (
 CREATE TABLE IF NOT EXISTS positions (
     consumer TEXT NOT NULL, topic TEXT NOT NULL,
     "offset" INTEGER NOT NULL, segment INTEGER NOT NULL, byte INTEGER NOT NULL,
+    PRIMARY KEY (consumer, topic)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS released (
+    consumer TEXT NOT NULL, topic TEXT NOT NULL, offsets TEXT NOT NULL,
     PRIMARY KEY (consumer, topic)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
@@ -89,13 +95,22 @@ class Checkpoint:
         ).fetchone()
         return Position(*row) if row else Position()
 
+    def released(self, consumer: str, topic: str) -> set[int]:
+        """The offsets at or past the consumer's position in ``topic`` that it has applied already (a
+        topic released in time order within a lateness bound, not in offset order)."""
+        row = self.db.execute(
+            "SELECT offsets FROM released WHERE consumer = ? AND topic = ?", (consumer, topic)
+        ).fetchone()
+        return set(orjson.loads(row[0])) if row else set()
+
     def commit(
         self,
         processor: str,
         writes: Mapping[str, bytes],
         positions: Mapping[tuple[str, str], Position],
+        released: Mapping[tuple[str, str], Collection[int]] | None = None,
     ) -> None:
-        """Persist one batch: state writes and positions, all or nothing."""
+        """Persist one batch: state writes, positions and the offsets applied past them, all or nothing."""
         with self._transaction():
             if writes:
                 seq = self._next_seq(len(writes))
@@ -106,6 +121,14 @@ class Checkpoint:
                 'INSERT OR REPLACE INTO positions (consumer, topic, "offset", segment, byte) VALUES (?, ?, ?, ?, ?)',
                 [(c, t, p.offset, p.segment, p.byte) for (c, t), p in positions.items()],
             )
+            for (consumer, topic), offsets in (released or {}).items():
+                if offsets:
+                    self.db.execute(
+                        "INSERT OR REPLACE INTO released (consumer, topic, offsets) VALUES (?, ?, ?)",
+                        (consumer, topic, orjson.dumps(sorted(offsets)).decode()),
+                    )
+                else:
+                    self.db.execute("DELETE FROM released WHERE consumer = ? AND topic = ?", (consumer, topic))
 
     def changes(self, processor: str, after_seq: int) -> Iterator[tuple[int, str, bytes]]:
         """State rows written after ``after_seq``, oldest first: (seq, key, value)."""

@@ -3,9 +3,15 @@
 Each stored value is an *entry*: the processor's state for the key, plus what
 the key remembers about the events already applied to it:
 - ``marks``: per input stream (a topic partition, named where the record was
-  first appended), the highest offset applied. Records of one key arrive in
-  offset order within a stream, so after a crash every redelivered record has
-  an offset at or below its key's mark, however many there are.
+  first appended), an offset at or below which every record of the stream is
+  done with for this key; ``past``: the offsets above it applied to the key. A
+  runtime releases a stream's records in time order within a lateness bound, not
+  always in offset order, and says with each record its stream's *floor*, the
+  first offset not released yet: everything before it was, so the mark moves up
+  to it and ``past`` keeps only what was applied out of order beyond it. After
+  a crash every redelivered record is at or below its key's mark or in
+  ``past``, however many there are. (A stream released in offset order keeps
+  ``past`` empty: the mark is the highest offset applied.)
 - ``seen``: the ids of the last few events applied, which catches the same event
   appended twice (a producer that retried), where offsets differ. Kept as their
   first 16 hex digits: 64 bits are plenty to tell 16 events apart, and every
@@ -47,10 +53,13 @@ DECODE_SOURCE = "decode"
 
 
 class Origin(NamedTuple):
-    """Where a record was first appended: its stream (topic/partition) and offset there."""
+    """Where a record was first appended: its stream (topic/partition) and offset there, and the
+    stream's floor when it is released (the first offset not released yet; None: the record's own,
+    the stream being released in offset order)."""
 
     stream: str
     offset: int
+    floor: int | None = None
 
 
 class RawStore(Protocol):
@@ -65,11 +74,39 @@ class Entry:
     state: Record | None
     seen: list[str] = field(default_factory=list)
     marks: dict[str, int] = field(default_factory=dict)
+    past: dict[str, list[int]] = field(default_factory=dict)  # per stream, offsets above its mark applied
+
+    def applied(self, origin: Origin) -> bool:
+        """Whether the record at ``origin`` was applied to this key already (or passed over)."""
+        if origin.offset <= self.marks.get(origin.stream, -1):
+            return True
+        past = self.past.get(origin.stream)
+        return past is not None and origin.offset in past
+
+    def mark(self, origin: Origin) -> None:
+        stream, offset, floor = origin
+        if (floor is None or floor >= offset) and stream not in self.past:  # in offset order: the common case
+            self.marks[stream] = offset
+            return
+        assert floor is not None
+        mark = max(self.marks.get(stream, -1), floor - 1)
+        past = [o for o in self.past.pop(stream, ()) if o > mark]
+        if offset > mark:
+            past.append(offset)
+            past.sort()
+        while past and past[0] == mark + 1:  # the released run up to the floor
+            mark = past.pop(0)
+        self.marks[stream] = mark
+        if past:
+            self.past[stream] = past
 
 
 def encode_entry(entry: Entry) -> bytes:
     state = None if entry.state is None else entry.state.model_dump()
-    return orjson.dumps({"state": state, "seen": entry.seen, "marks": entry.marks})
+    document = {"state": state, "seen": entry.seen, "marks": entry.marks}
+    if entry.past:
+        document["past"] = entry.past
+    return orjson.dumps(document)
 
 
 def decode_entry(model: type[Record], raw: bytes) -> Entry:
@@ -79,6 +116,7 @@ def decode_entry(model: type[Record], raw: bytes) -> Entry:
         None if state is None else model.model_validate(state),
         document["seen"],
         document.get("marks", {}),
+        document.get("past", {}),
     )
 
 
@@ -126,10 +164,7 @@ class Driver:
             return []
         key = processor.partition_key(event)
         own = self._entry(key)
-        if own is not None and (
-            event.id[:SEEN_ID_CHARS] in own.seen
-            or (origin is not None and origin.offset <= own.marks.get(origin.stream, -1))
-        ):
+        if own is not None and (event.id[:SEEN_ID_CHARS] in own.seen or (origin is not None and own.applied(origin))):
             return []
         try:
             step = processor.process(self, event)
@@ -154,7 +189,7 @@ class Driver:
         if len(seen) > processor.dedup_window:
             del seen[0]
         if origin is not None:
-            own.marks[origin.stream] = origin.offset
+            own.mark(origin)
         self._applied[key] = None
         return outputs
 

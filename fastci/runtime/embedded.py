@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import fcntl
 import heapq
-import itertools
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from fastci.core.codec import InvalidEvent, encode
 from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
 from fastci.core.processor import Processor
-from fastci.core.system import FEEDBACK_LEAD_MS, System
+from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS, System
 from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.driver import Driver, Origin
@@ -115,6 +114,11 @@ class _Round:
             records = self._records[key] = list(self.log.topic(topic).read(start, limit=limit))
         return records
 
+    def appended(self, topic: str) -> None:
+        """Records were appended to ``topic``: a read that came to its end would now find more."""
+        for key in [key for key in self._records if key[0] == topic]:
+            del self._records[key]
+
     def get(self, topic: str, record: LogRecord) -> Event | InvalidEvent:
         key = (topic, record.offset)
         item = self._items.get(key)
@@ -135,16 +139,115 @@ class _Round:
             self._items = {key: item for key, item in self._items.items() if key[1] >= floors.get(key[0], 0)}
 
 
+SortKey = tuple  # (time in ms, the topic's index among the processor's inputs, event id, offset)
+
+
+def sort_key(record: LogRecord, index: int, item: Event | InvalidEvent) -> SortKey:
+    """Where a record goes in its processor's merge: its time, its topic's place among the processor's
+    inputs, then, between records as early, the event's id where the event has a time of its own (a
+    fact of the event, not of where it was appended: the same in every runtime and partition), else
+    its place in the log (an event without a time is ordered where it was published)."""
+    timed = not isinstance(item, InvalidEvent) and item.time_ms() is not None
+    return (record.timestamp_ms, index, item.id if timed else "", record.offset)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A record read and not applied yet."""
+
+    key: SortKey
+    record: LogRecord
+    start: Position  # where it starts: the runner's position while it is the first not applied
+    applied: bool = False
+
+
+class _Window:
+    """One input topic of a runner: what it has read past its position and not applied, kept from one
+    step to the next. An input topic (no processor writes it) is released in time order within
+    ``LATENESS_MS`` (a heap); a topic its writers append in their own order is released in log order."""
+
+    def __init__(self, topic: str, index: int, start: Position, released: set[int], in_time_order: bool) -> None:
+        self.topic = topic
+        self.index = index
+        self.position = start  # the first record not applied: what the checkpoint stores
+        self.released = released  # offsets from the position on applied already (out of log order)
+        self.next = start  # where reading goes on
+        self.in_time_order = in_time_order
+        self.order: deque[_Pending] = deque()  # not applied, in log order (applied ones dropped lazily)
+        self.heap: list[tuple[SortKey, _Pending]] = []
+        self.count = 0  # not applied
+        self.latest = float("-inf")  # the latest time read
+        self.at_end = False
+        self.moved = False  # applied a record since the position was last stored
+
+    def __len__(self) -> int:
+        return self.count
+
+    def fill(self, shared: _Round, size: int) -> None:
+        """Read on until ``size`` records wait and, in time order, one of them is final (earlier than
+        the latest read less the lateness bound), or to the end of the log."""
+        self.at_end = False
+        while self.count < size or (self.in_time_order and self.heap[0][0][0] >= self.latest - LATENESS_MS):
+            records = shared.records(self.topic, self.next, size)
+            for record in records:
+                start, self.next = self.next, record.next
+                self.latest = max(self.latest, record.timestamp_ms)
+                if record.offset in self.released:
+                    continue
+                pending = _Pending(sort_key(record, self.index, shared.get(self.topic, record)), record, start)
+                self.order.append(pending)
+                if self.in_time_order:
+                    heapq.heappush(self.heap, (pending.key, pending))
+                self.count += 1
+            if len(records) < size:
+                self.at_end = True
+                return
+
+    def head(self) -> SortKey:
+        return self.heap[0][0] if self.in_time_order else self.order[0].key
+
+    def pop(self) -> _Pending:
+        if self.in_time_order:
+            _, pending = heapq.heappop(self.heap)
+        else:
+            pending = self.order.popleft()
+        pending.applied = True
+        self.count -= 1
+        self.released.add(pending.record.offset)
+        self.moved = True
+        return pending
+
+    def floor(self) -> Position:
+        """The first record not applied (the position to store)."""
+        order = self.order
+        while order and order[0].applied:
+            order.popleft()
+        return order[0].start if order else self.next
+
+    def lateness_bound(self) -> float:
+        """What records still to be read may be timed at, at the earliest (minus infinity: anything)."""
+        if self.at_end or not self.in_time_order:  # in log order: what follows goes after what waits
+            return float("inf")
+        return self.latest - LATENESS_MS
+
+
 class _ProcessorRunner:
     """One processor's consumer: its positions, its driver, its crash recovery."""
 
     def __init__(
-        self, processor: Processor, data: DataDir, checkpoint: Checkpoint, shared: _Round, reports: frozenset[str]
+        self,
+        processor: Processor,
+        data: DataDir,
+        checkpoint: Checkpoint,
+        shared: _Round,
+        reports: frozenset[str],
+        batch_size: int,
     ) -> None:
         self.processor = processor
         self.shared = shared
         self.log = data.log
         self.checkpoint = checkpoint
+        self.batch_size = batch_size
         self.driver = Driver(processor, checkpoint.store(processor.name), reports)
         self.consumer = f"processor:{processor.name}"
         self.producer = f"produced:{processor.name}"
@@ -159,7 +262,16 @@ class _ProcessorRunner:
     def reload(self) -> None:
         """Positions and state as the checkpoint holds them now (another process may have moved them
         since this runner last ran)."""
-        self.positions = {topic: self.checkpoint.position(self.consumer, topic) for topic in self.processor.inputs}
+        self.windows = {
+            topic: _Window(
+                topic,
+                index,
+                self.checkpoint.position(self.consumer, topic),
+                self.checkpoint.released(self.consumer, topic),
+                not self.writers[topic] and not self.feedback[topic],
+            )
+            for index, topic in enumerate(self.processor.inputs)
+        }
         # Outputs already appended by a run that crashed before committing: never append them twice.
         self.recovered: dict[str, set[str]] = {
             topic: self._ids_after(topic, self.checkpoint.position(self.producer, topic))
@@ -167,21 +279,26 @@ class _ProcessorRunner:
         }
         self.driver.forget_cache()
 
-    def pending(self) -> int:
-        return sum(self.log.topic(t).end().offset - p.offset for t, p in self.positions.items())
+    @property
+    def positions(self) -> dict[str, Position]:
+        return {topic: window.position for topic, window in self.windows.items()}
 
-    def step(self, batch_size: int, sync: bool, stats: ProcessorStats) -> int:
-        """Process up to ``batch_size`` records; return how many."""
+    def pending(self) -> int:
+        return sum(
+            self.log.topic(t).end().offset - w.position.offset - len(w.released) for t, w in self.windows.items()
+        )
+
+    def step(self, sync: bool, stats: ProcessorStats) -> int:
+        """Process up to a batch of records; return how many."""
         outputs: dict[str, list[tuple[Event, int]]] = defaultdict(list)  # with their times
-        positions: dict[str, Position] = {}
         count = 0
-        for topic, record in itertools.islice(self._merged(batch_size), batch_size):
+        for topic, pending, floor in self._merged():
+            record = pending.record
             item = self.shared.get(topic, record)
-            for output in self.driver.handle_decoded(item, Origin(f"{topic}/0", record.offset)):
+            for output in self.driver.handle_decoded(item, Origin(f"{topic}/0", record.offset, floor)):
                 # An output happened when its cause did, unless it says otherwise.
                 time_ms = output.time_ms()
                 outputs[output.TOPIC].append((output, record.timestamp_ms if time_ms is None else time_ms))
-            positions[topic] = record.next
             count += 1
         if not count:
             return 0
@@ -192,49 +309,69 @@ class _ProcessorRunner:
             if fresh:
                 payloads, times = zip(*fresh, strict=True)
                 produced[(self.producer, topic)] = self.log.topic(topic).append(payloads, times, sync)
+                self.shared.appended(topic)
             stats.outputs += len(timed)
         stats.dead_letters += len(outputs.get(DeadLetter.TOPIC, ()))
         stats.events += count
-        self.checkpoint.commit(
-            self.processor.name,
-            self.driver.drain_writes(),
-            {**{(self.consumer, t): p for t, p in positions.items()}, **produced},
-        )
-        self.positions.update(positions)
+        positions: dict[tuple[str, str], Position] = {}
+        released: dict[tuple[str, str], set[int]] = {}
+        for topic, window in self.windows.items():
+            if window.moved:
+                window.moved = False
+                position = window.position = window.floor()
+                window.released = {offset for offset in window.released if offset >= position.offset}
+                positions[(self.consumer, topic)] = position
+                released[(self.consumer, topic)] = window.released
+        self.checkpoint.commit(self.processor.name, self.driver.drain_writes(), {**positions, **produced}, released)
         return count
 
-    def _merged(self, limit: int) -> Iterator[tuple[str, LogRecord]]:
-        """Input records in event-time order across topics (ties: topic order, then offset): a
-        function of each topic's records, not of how appends to different topics interleaved. A
-        topic read to its end that another processor writes may still get records timed from that
-        writer's low watermark on: the merge stops before what would sort after them."""
-        streams = []
-        bound: tuple[float, ...] = (float("inf"),)
-        for index, (topic, start) in enumerate(self.positions.items()):
-            records = self.shared.records(topic, start, limit)
-            streams.append([(record.timestamp_ms, index, record.offset, topic, record) for record in records])
-            if len(records) < limit and self.writers[topic]:
-                bound = min(bound, (min(writer.low_watermark() for writer in self.writers[topic]), index))
-            if len(records) < limit and self.feedback[topic]:
-                lead = min(writer.low_watermark() for writer in self.feedback[topic]) + FEEDBACK_LEAD_MS
-                bound = min(bound, (lead, index))
-        for *key, topic, record in heapq.merge(*streams):
-            if not tuple(key) < bound:
-                return
-            yield topic, record
+    def _merged(self) -> Iterator[tuple[str, _Pending, int]]:
+        """Up to a batch of input records in event-time order across topics (ties: ``sort_key``), each
+        with its topic's first offset not applied once it goes: a function of each topic's records, not
+        of how appends to different topics interleaved, nor (within the lateness bound) of the order of
+        an input topic's own records. A topic read to its end that another processor writes may still
+        get records timed from that writer's low watermark on: the merge stops before what would sort
+        after them; an input topic not read to its end, at what it may still hold."""
+        windows = list(self.windows.values())
+        for window in windows:
+            window.fill(self.shared, self.batch_size)
+        bound: SortKey = (float("inf"),)
+        for window in windows:
+            bound = min(bound, (window.lateness_bound(), window.index))
+            if window.at_end and self.writers[window.topic]:
+                bound = min(bound, (min(w.low_watermark() for w in self.writers[window.topic]), window.index))
+            if window.at_end and self.feedback[window.topic]:
+                lead = min(w.low_watermark() for w in self.feedback[window.topic]) + FEEDBACK_LEAD_MS
+                bound = min(bound, (lead, window.index))
+        heads = [(w.head(), n, w) for n, w in enumerate(windows) if len(w)]
+        heapq.heapify(heads)
+        released = 0
+        while heads and released < self.batch_size and heads[0][0] < bound:
+            _, n, window = heads[0]
+            pending = window.pop()
+            yield window.topic, pending, window.floor().offset
+            released += 1
+            if len(window):
+                heapq.heapreplace(heads, (window.head(), n, window))
+            else:
+                heapq.heappop(heads)
+                if not window.at_end and not window.in_time_order:  # its next records come in log order
+                    return
 
     def low_watermark(self) -> float:
         """The earliest time this processor may still apply a record at, so the earliest its outputs
-        to come can be timed (infinite when it has nothing left): its inputs' first pending records,
-        and for an input read to its end, its writers' low watermark. Kept until a runner steps."""
+        to come can be timed (infinite when it has nothing left): its inputs' first records in its
+        merge, what an input topic's records still to be read may be timed at, and for an input read
+        to its end, its writers' low watermark. Kept until a runner steps."""
         if self._watermark is not None and self._watermark[0] == self.shared.steps:
             return self._watermark[1]
         earliest = float("inf")
-        for topic, position in self.positions.items():
-            head = next(iter(self.log.topic(topic).read(position, limit=1)), None)
-            if head is not None:
-                earliest = min(earliest, head.timestamp_ms)
-            elif self.writers[topic]:
+        for topic, window in self.windows.items():
+            window.fill(self.shared, self.batch_size)
+            if len(window):
+                earliest = min(earliest, window.head()[0])
+            earliest = min(earliest, window.lateness_bound())
+            if window.at_end and not len(window) and self.writers[topic]:
                 earliest = min(earliest, *(writer.low_watermark() for writer in self.writers[topic]))
         self._watermark = (self.shared.steps, earliest)
         return earliest
@@ -267,7 +404,7 @@ class EmbeddedRuntime:
         chosen = list(processors or system.build())
         reporters = System.decode_reporters(chosen)
         self.runners = [
-            _ProcessorRunner(p, self.data, self.checkpoint, self.shared, reporters.get(p.name, frozenset()))
+            _ProcessorRunner(p, self.data, self.checkpoint, self.shared, reporters.get(p.name, frozenset()), batch_size)
             for p in chosen
         ]
         by_name = {runner.processor.name: runner for runner in self.runners}
@@ -276,6 +413,7 @@ class EmbeddedRuntime:
                 reader.writers[topic].extend(by_name[name] for name in names)
             for topic, names in system.feedback_writers(reader.processor, chosen).items():
                 reader.feedback[topic].extend(by_name[name] for name in names)
+            reader.reload()  # which of its inputs are input topics, released in time order, is known now
 
     def close(self) -> None:
         self.checkpoint.close()
@@ -320,7 +458,7 @@ class EmbeddedRuntime:
             for runner in self.runners:
                 own = stats.by_processor[runner.processor.name]
                 started, decoding = time.perf_counter(), self.shared.decode_seconds
-                stepped = runner.step(self.batch_size, self.sync, own)
+                stepped = runner.step(self.sync, own)
                 # The round's decoding is counted apart: the first processor to read a record pays it.
                 decoded = self.shared.decode_seconds - decoding
                 own.seconds += time.perf_counter() - started - decoded
