@@ -1,9 +1,11 @@
 """The embedded runtime: processors over the local durable log, no broker needed.
 
-Per batch, for each processor: read the next records of its input topics,
-decode them (a bad record becomes a dead letter), run them through the
-processor's driver, append the outputs to their topic logs (fsync), then commit
-state writes and input positions in one SQLite transaction.
+Per batch, for each processor: read on in its input topics, merge what it holds
+by event time (a producer's topic in time order within ``LATENESS_MS``, a
+processor's in log order), decode it (a bad record becomes a dead letter), run
+it through the processor's driver, append the outputs to their topic logs
+(fsync), then commit state writes and input positions (the first record not
+applied, and the offsets applied past it) in one SQLite transaction.
 
 Crash safety (kill -9 anywhere): outputs are appended before the commit. On
 restart the runtime reads the ids of outputs appended after the last commit and
@@ -104,6 +106,7 @@ class _Round:
         self.system = system
         self._records: dict[tuple[str, int, int], list[LogRecord]] = {}
         self._items: dict[tuple[str, int], Event | InvalidEvent] = {}
+        self._keys: dict[tuple[str, int], SortKey] = {}
         self.decode_seconds = 0.0
         self.steps = 0  # processor steps so far: a low watermark holds until the next one
 
@@ -113,6 +116,13 @@ class _Round:
         if records is None:
             records = self._records[key] = list(self.log.topic(topic).read(start, limit=limit))
         return records
+
+    def key(self, topic: str, record: LogRecord, index: int) -> SortKey:
+        """``sort_key`` of a record, its event decoded once for every processor reading it."""
+        found = self._keys.get((topic, record.offset))
+        if found is None:
+            found = self._keys[(topic, record.offset)] = sort_key(record, 0, self.get(topic, record))
+        return found if index == 0 else (found[0], index, found[2], found[3])
 
     def appended(self, topic: str) -> None:
         """Records were appended to ``topic``: a read that came to its end would now find more."""
@@ -135,8 +145,10 @@ class _Round:
         self._records.clear()
         if floors is None:
             self._items.clear()
+            self._keys.clear()
         else:
             self._items = {key: item for key, item in self._items.items() if key[1] >= floors.get(key[0], 0)}
+            self._keys = {key: found for key, found in self._keys.items() if key[1] >= floors.get(key[0], 0)}
 
 
 SortKey = tuple  # (time in ms, the topic's index among the processor's inputs, event id, offset)
@@ -164,7 +176,8 @@ class _Pending:
 class _Window:
     """One input topic of a runner: what it has read past its position and not applied, kept from one
     step to the next. An input topic (no processor writes it) is released in time order within
-    ``LATENESS_MS`` (a heap); a topic its writers append in their own order is released in log order."""
+    ``LATENESS_MS`` (in log order while what waits is in time order, else a heap); a topic its writers
+    append in their own order is released in log order."""
 
     def __init__(self, topic: str, index: int, start: Position, released: set[int], in_time_order: bool) -> None:
         self.topic = topic
@@ -187,31 +200,39 @@ class _Window:
         """Read on until ``size`` records wait and, in time order, one of them is final (earlier than
         the latest read less the lateness bound), or to the end of the log."""
         self.at_end = False
-        while self.count < size or (self.in_time_order and self.heap[0][0][0] >= self.latest - LATENESS_MS):
+        while self.count < size or (self.in_time_order and self.head()[0] >= self.latest - LATENESS_MS):
             records = shared.records(self.topic, self.next, size)
             for record in records:
                 start, self.next = self.next, record.next
-                self.latest = max(self.latest, record.timestamp_ms)
+                if record.timestamp_ms > self.latest:
+                    self.latest = record.timestamp_ms
                 if record.offset in self.released:
                     continue
-                pending = _Pending(sort_key(record, self.index, shared.get(self.topic, record)), record, start)
-                self.order.append(pending)
-                if self.in_time_order:
+                pending = _Pending(shared.key(self.topic, record, self.index), record, start)
+                if self.heap:
                     heapq.heappush(self.heap, (pending.key, pending))
+                elif self.in_time_order and self.order and pending.key < self.order[-1].key:
+                    # out of order among what waits: a heap until it has let everything go
+                    self.heap = [(waiting.key, waiting) for waiting in self.order]
+                    self.heap.append((pending.key, pending))
+                    heapq.heapify(self.heap)
+                self.order.append(pending)
                 self.count += 1
             if len(records) < size:
                 self.at_end = True
                 return
 
     def head(self) -> SortKey:
-        return self.heap[0][0] if self.in_time_order else self.order[0].key
+        return self.heap[0][0] if self.heap else self.order[0].key
 
     def pop(self) -> _Pending:
-        if self.in_time_order:
+        if self.heap:
             _, pending = heapq.heappop(self.heap)
+            pending.applied = True
+            if not self.heap:  # everything read has gone: in log order again
+                self.order.clear()
         else:
             pending = self.order.popleft()
-        pending.applied = True
         self.count -= 1
         self.released.add(pending.record.offset)
         self.moved = True
