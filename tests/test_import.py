@@ -199,3 +199,25 @@ def test_the_embedded_log_tells_which_events_it_took_since_a_mark(junit, tmp_pat
     later = ResultEvent.model_validate({**results(data)[0].model_dump(exclude={"id"}), "run_id": "later"})
     target.send([later])
     assert target.ids_since(mark, {"results"}) == {later.id} and target.ids_since(mark, {"commits"}) == set()
+
+
+def test_files_imported_newest_first_are_named_for_their_late_results(tmp_path, capfd):
+    """A result more than the lateness bound older than one published before it is applied when it arrives,
+    not in time order: the import says which file and how many, and what to do."""
+
+    def night(day: int) -> Path:
+        path = tmp_path / f"night-{day}.xml"
+        cases = "".join(f'<testcase classname="tests.test_a" name="test_{n}" time="1.0"/>' for n in range(3))
+        path.write_text(
+            f'<testsuites><testsuite name="pytest" timestamp="2026-01-0{day}T02:00:00">{cases}</testsuite></testsuites>'
+        )
+        return path
+
+    data = tmp_path / "data"
+    common = ["--commit", "abcdef1", "--repo", "acme/a", "--root", str(tmp_path)]
+    assert main(["--data-dir", str(data), "import", str(night(1)), str(night(2)), *common]) == 0
+    assert "warning" not in "".join(capfd.readouterr())
+    assert main(["--data-dir", str(tmp_path / "other"), "import", str(night(4)), str(night(3)), *common]) == 0
+    out = " ".join("".join(capfd.readouterr()).split())
+    assert "night-3.xml: 3 result(s) more than 6 h older than results imported before them" in out
+    assert "night-4.xml" not in out.split("warning")[1]

@@ -59,8 +59,9 @@ def _register_import(commands: Any) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from fastci.core.system import LATENESS_MS
     from fastci.producer.context import ContextError, load_context
-    from fastci.producer.history import format_of, import_file
+    from fastci.producer.history import Lateness, format_of, import_file
     from fastci.producer.junit import JUnitError
     from fastci.producer.targets import EmbeddedTarget, KafkaTarget, TargetUnavailable
 
@@ -92,6 +93,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     published = refused = 0
     failed = False
+    lateness = Lateness()
     with progress_bar() as bar:
         for path, fmt in formats.items():
             task = bar.add_task(str(path), total=path.stat().st_size or 1)
@@ -106,6 +108,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                     run_id=args.run_id,
                     batch=args.batch,
                     progress=lambda _, done, total, task=task: bar.update(task, completed=done),
+                    lateness=lateness,
                 )
             except JUnitError as error:
                 console.print(f"[red]error:[/red] {error}; the outcomes before it were published", highlight=False)
@@ -120,6 +123,14 @@ def cmd_import(args: argparse.Namespace) -> int:
                 continue
             resumed = f" (resumed after {report.resumed_at:,})" if report.resumed_at else ""
             console.print(f"{path}: {report.published:,} result(s) published{resumed}", highlight=False)
+            if report.late:
+                hours = LATENESS_MS // 3_600_000
+                console.print(
+                    f"[yellow]warning:[/yellow] {path}: {report.late:,} result(s) more than {hours} h "
+                    "older than results imported before them: they are applied when they arrive, not in time order "
+                    "with the rest (docs/topology.md, 'Ordering rule'); import older files first",
+                    highlight=False,
+                )
             for line in report.refused[:20]:
                 console.print(f"  refused {line}", highlight=False, markup=False)
             if len(report.refused) > 20:

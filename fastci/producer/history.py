@@ -23,6 +23,7 @@ import orjson
 from fastci.core.codec import InvalidEvent
 from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event
+from fastci.core.system import LATENESS_MS
 from fastci.producer.context import RunContext
 from fastci.producer.junit import JUnitError, read_cases, test_id
 from fastci.producer.lines import check_event
@@ -39,6 +40,24 @@ class FileReport:
     resumed_at: int = 0  # outcomes an earlier, interrupted import had published
     refused: list[str] = field(default_factory=list)  # "FILE:LINE: why"
     already: bool = False  # imported before: nothing published
+    late: int = 0  # results more than LATENESS_MS older than one published before them (``Lateness``)
+
+
+@dataclass
+class Lateness:
+    """The latest result time an import has published so far, across its files: a result more than
+    ``LATENESS_MS`` older than that is applied when it arrives, not in time order (docs/topology.md,
+    "Ordering rule"), so an import of files newest first is worth a warning."""
+
+    latest_ms: float = float("-inf")
+
+    def late(self, event: Event) -> bool:
+        time_ms = event.time_ms()
+        if time_ms is None:
+            return False
+        if time_ms > self.latest_ms:
+            self.latest_ms = time_ms
+        return time_ms < self.latest_ms - LATENESS_MS
 
 
 def format_of(path: Path, given: str | None) -> str:
@@ -62,6 +81,7 @@ def import_file(
     run_id: str | None = None,
     batch: int = 5000,
     progress: Progress | None = None,
+    lateness: Lateness | None = None,
 ) -> FileReport:
     """Publish ``path``'s outcomes after those an earlier import of it published.
 
@@ -115,6 +135,8 @@ def import_file(
                 pending.append(event.dead_letter(SOURCE))
             else:
                 pending.append(event)
+                if lateness is not None and lateness.late(event):
+                    report.late += 1
             if len(pending) >= batch or (in_flight is not None and seen == in_flight["until"]):
                 flush(False)
                 if progress:
