@@ -278,7 +278,7 @@ class _ProcessorRunner:
         # and the runners writing it through a feedback pipe: it runs at most FEEDBACK_LEAD_MS ahead of them
         self.feedback: dict[str, list[_ProcessorRunner]] = {topic: [] for topic in processor.inputs}
         self._watermark: tuple[int, float] | None = None  # (the round's step it was computed at, value)
-        self.reload()
+        # reload() reads positions and outputs once its writers are known (EmbeddedRuntime wires them)
 
     def reload(self) -> None:
         """Positions and state as the checkpoint holds them now (another process may have moved them
