@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
@@ -57,6 +58,36 @@ def wait_until_consumed(
             pass
         time.sleep(0.5)
     raise AssertionError(f"worker did not catch up in {timeout_s} s:\n{log_path.read_text()[-4000:]}")
+
+
+def kill_mid_stream(
+    settings: KafkaSettings, worker: subprocess.Popen, first: str, last: str, expected: int, timeout_s: float = 120
+) -> int:
+    """SIGKILL ``worker`` as soon as output topic ``first`` holds a record, and check that topic
+    ``last`` did not yet hold all the ``expected`` records it will: the kill came between decisions.
+    Return how many ``last`` held. (End offsets are one cheap call; the positions stored with the
+    state take seconds to read, longer than a small history takes to apply.)"""
+
+    async def watch() -> int:
+        consumer = AIOKafkaConsumer(**settings.client_options())
+        await consumer.start()
+        try:
+            watched = await topic_partitions(settings, [settings.topic(first)])
+            finished = await topic_partitions(settings, [settings.topic(last)])
+            deadline = time.perf_counter() + timeout_s
+            while time.perf_counter() < deadline:
+                if sum((await consumer.end_offsets(watched)).values()):
+                    worker.send_signal(signal.SIGKILL)
+                    return sum((await consumer.end_offsets(finished)).values())
+                await asyncio.sleep(0.02)
+        finally:
+            await consumer.stop()
+        raise AssertionError(f"{first} stayed empty for {timeout_s} s")
+
+    held = asyncio.run(watch())
+    worker.wait(30)
+    assert held < expected, f"the workers wrote all {expected} records of {last} before the kill"
+    return held
 
 
 def stop_worker(worker: subprocess.Popen, hard: bool = False) -> None:

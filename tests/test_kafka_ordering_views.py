@@ -2,7 +2,8 @@
 applied by one faust worker, gives the embedded runtime's views, decisions included: every view. So
 does the first order applied by two workers, where a processor's inputs are written and forwarded
 on the other worker too (the progress markers of ``streams.forwarded``), and the first order
-published by librdkafka, whose partitioner cuts each topic into other partitions.
+published by librdkafka, whose partitioner cuts each topic into other partitions. And after a
+SIGKILL mid-stream: of a lone worker, started again, and of one of two workers, with each producer.
 
 The history appends a run's results when the run ends, out of time order (up to half an hour late):
 each runtime applies an input topic in time order within ``LATENESS_MS``, whatever partition a record
@@ -15,7 +16,7 @@ import uuid
 from dataclasses import replace
 
 import pytest
-from kafka_helpers import load_with_librdkafka, start_worker, stop_worker, wait_until_consumed
+from kafka_helpers import kill_mid_stream, load_with_librdkafka, start_worker, stop_worker, wait_until_consumed
 
 from fastci.core.events import Event
 from fastci.demo.history import Workload, in_time_order, per_topic
@@ -35,7 +36,13 @@ def orders(events: list[Event]) -> dict[str, list[list[Event]]]:
 
 
 def on_kafka(
-    base, blocks: list[list[Event]], tmp_path, name: str, workers: int = 1, producer: str = "aiokafka"
+    base,
+    blocks: list[list[Event]],
+    tmp_path,
+    name: str,
+    workers: int = 1,
+    producer: str = "aiokafka",
+    kill: int = 0,
 ) -> dict[str, list[tuple]]:
     settings = replace(base, namespace=f"{base.namespace}{uuid.uuid4().hex[:4]}-")
 
@@ -50,6 +57,12 @@ def on_kafka(
     logs = [tmp_path / f"worker-{name}-{n}.log" for n in range(workers)]
     started = [start_worker(settings, log) for log in logs]
     try:
+        if kill:  # the first worker, between its first selection and its last schedule; a lone one restarts
+            held = kill_mid_stream(settings, started[0], "selection", "schedule", kill)
+            print(f"{name}: worker SIGKILLed with {held} of {kill} schedule records written")
+            started[0] = start_worker(settings, logs[0]) if workers == 1 else started[0]
+            if workers > 1:
+                del started[0], logs[0]
         for worker, log in [*zip(started, logs, strict=True), *zip(started, logs, strict=True)]:
             wait_until_consumed(settings, worker, log, timeout_s=300)  # twice: a rebalance may come between
     finally:
@@ -71,11 +84,15 @@ def test_every_cross_topic_order_gives_the_embedded_runtimes_views(kafka, tmp_pa
     decided = {t: len(expected[t]) for t in ("selection", "test_plan", "schedule", "baseline_exclusions")}
     assert all(decided.values()), f"the history must make these decisions, or the check says little: {decided}"
 
-    runs = [(name, blocks, 1, "aiokafka") for name, blocks in orders(events).items()]
-    runs.append(("interleaved, two workers", [events], 2, "aiokafka"))
-    runs.append(("interleaved, librdkafka's partitioner", [events], 1, "librdkafka"))
-    for n, (name, blocks, workers, producer) in enumerate(runs):
-        got = on_kafka(kafka, blocks, tmp_path, str(n), workers, producer)
+    runs = [(name, blocks, 1, "aiokafka", 0) for name, blocks in orders(events).items()]
+    runs.append(("interleaved, two workers", [events], 2, "aiokafka", 0))
+    runs.append(("interleaved, librdkafka's partitioner", [events], 1, "librdkafka", 0))
+    scheduled = len(expected["schedule"])
+    runs.append(("interleaved, the worker SIGKILLed and restarted", [events], 1, "librdkafka", scheduled))
+    runs.append(("interleaved, one of two workers SIGKILLed", [events], 2, "aiokafka", scheduled))
+    runs.append(("interleaved, librdkafka, one of two workers SIGKILLed", [events], 2, "librdkafka", scheduled))
+    for n, (name, blocks, workers, producer, kill) in enumerate(runs):
+        got = on_kafka(kafka, blocks, tmp_path, str(n), workers, producer, kill)
         for table, rows in expected.items():
             missing = sorted({repr(r) for r in rows} - {repr(r) for r in got[table]})[:3]
             extra = sorted({repr(r) for r in got[table]} - {repr(r) for r in rows})[:3]
