@@ -50,7 +50,7 @@ from fastci.core.codec import InvalidEvent, encode
 from fastci.core.config import KafkaSettings, data_dir
 from fastci.core.events import Event
 from fastci.core.processor import Processor, owner_of
-from fastci.core.system import System
+from fastci.core.system import System, merge_key
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.kafka_io import TIME_HEADER
@@ -67,7 +67,7 @@ from streams.forwarded import (
     parse,
     parse_writer,
 )
-from streams.ordering import Consumed, Feed, Held, Ordering, SortKey, Stalls, describe
+from streams.ordering import Consumed, Feed, Held, Ordering, Stalls, describe
 
 AGENT = "fastci"
 BATCH = 2000  # records per take; one Table write per key per batch
@@ -568,7 +568,13 @@ def _wire(
                 return []  # its forwarder sends it where its key's state is
             origin = _origin(message) if from_origin else Origin(f"{topic}/{message.partition}", message.offset)
             positions.hold(message.topic, message.partition, message.offset)
-            held = Held(_sort_key(message, decoded.item(topic), index, origin), apply, message, decoded, origin)
+            held = Held(
+                merge_key(_record_time(message), index, decoded.item(topic), origin.offset),
+                apply,
+                message,
+                decoded,
+                origin,
+            )
             ordering.hold(processor.name, message.partition, topic, held)
             return []
 
@@ -582,6 +588,7 @@ def _wire(
 
     for index, topic in enumerate(processor.inputs):
         field = processor.partition_by.get(topic, TOPICS[topic].KEY)
+        timed = System.in_time_order(topic, every_processor)  # a producer's topic
         colocated = _colocated_writers(topic, every_processor)
         source = Consumed(forwarders[forwarder_route(topic, field)].positions, settings.topic(topic))
         if topic in rekeyed:  # every record comes through the worker's own topic, keyed by the field
@@ -589,7 +596,14 @@ def _wire(
             positions = Positions(f"{processor.name}:{topic}", store, log_starts)
             routes.setdefault(wire, []).append(Route(holder(positions, topic, index, True), positions, table))
             feeds[topic] = Feed(
-                index, None, Consumed(positions, wire), source, writers[topic], colocated, feedback[topic]
+                index,
+                None,
+                Consumed(positions, wire),
+                source,
+                writers[topic],
+                colocated,
+                feedback[topic],
+                timed,
             )
             spread(topic, wire, colocated)
             continue
@@ -600,7 +614,7 @@ def _wire(
         routes.setdefault(back_wire, []).append(Route(holder(back, topic, index, True), back, table))
         direct = Consumed(own, settings.topic(topic))
         feeds[topic] = Feed(
-            index, direct, Consumed(back, back_wire), source, writers[topic], colocated, feedback[topic]
+            index, direct, Consumed(back, back_wire), source, writers[topic], colocated, feedback[topic], timed
         )
         spread(topic, back_wire, colocated)
     return driver, table
@@ -620,17 +634,6 @@ def _colocated_writers(topic: str, processors: list[Processor]) -> tuple[str, ..
         for w in processors
         if SYSTEM.colocated(w, topic) and not any((w.name, r) in SYSTEM.feedback for r in readers)
     )
-
-
-def _sort_key(message: Any, event: Event | InvalidEvent, index: int, origin: Origin) -> SortKey:
-    """Where a record goes in its processor's merge: its event's time (else the time the record
-    carries, as its producer stamped it), its topic's place among the processor's inputs, then, between
-    records as early, the event's id where the event has a time of its own (a fact of the event, the
-    same in every partition and runtime), else its place in the log it was appended to, as in the
-    embedded runtime (``fastci.runtime.embedded.sort_key``)."""
-    if isinstance(event, InvalidEvent) or (time_ms := event.time_ms()) is None:
-        return (_record_time(message), index, "", origin.offset)
-    return (time_ms, index, event.id, origin.offset)
 
 
 def _record_time(message: Any) -> int:

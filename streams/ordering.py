@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS
+from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS, SortKey
 from streams.forwarded import Forwarding, Said, WriterSaid
 
 # (time in ms, the topic's index among the processor's inputs, the event's id if it has a time, origin offset)
-SortKey = tuple[Any, ...]
 NOTHING_LEFT: SortKey = (float("inf"),)  # a limit: the stream will hold nothing more
 ANYTHING: SortKey = (float("-inf"),)  # a limit: the stream may still hold anything
 
@@ -239,6 +238,7 @@ class Feed:
     writers: tuple[str, ...]  # the processors writing the topic (not through a feedback pipe)
     colocated: tuple[str, ...] = ()  # those of them whose frontier a forwarder's marker carries
     feedback: tuple[str, ...] = ()  # the processors writing it through a feedback pipe (run after it)
+    in_time_order: bool = False  # a producer's topic (``System.in_time_order``)
 
 
 class Ordering:
@@ -307,7 +307,7 @@ class Ordering:
 
     def _merge(self, name: str) -> Merge:
         """A merge for processor ``name``: the topics no processor writes are released in time order."""
-        return Merge(frozenset(t for t, feed in self.feeds[name].items() if not feed.writers and not feed.feedback))
+        return Merge(frozenset(topic for topic, feed in self.feeds[name].items() if feed.in_time_order))
 
     def held(self) -> int:
         return sum(merge.held() for merges in self.merges.values() for merge in merges.values())

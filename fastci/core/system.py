@@ -31,6 +31,19 @@ FEEDBACK_LEAD_MS = 24 * 3600 * 1000
 # arrives, as a record published after a run is (docs/topology.md, "Ordering rule").
 LATENESS_MS = 6 * 3600 * 1000
 
+SortKey = tuple  # (time in ms, the topic's index among the processor's inputs, event id or "", offset)
+
+
+def merge_key(record_time_ms: int, index: int, item: Event | InvalidEvent, offset: int) -> SortKey:
+    """Where a record goes in its processor's merge, in every runtime: its event's time (else the
+    time its record carries), its topic's place among the processor's inputs, then, between records
+    as early, the event's id where the event has a time of its own (a fact of the event, the same in
+    every partition and runtime), else its place in the log it was appended to (an event without a
+    time is ordered where it was published)."""
+    if isinstance(item, InvalidEvent) or (time_ms := item.time_ms()) is None:
+        return (record_time_ms, index, "", offset)
+    return (time_ms, index, item.id, offset)
+
 
 @dataclass(frozen=True)
 class Pipe:
@@ -108,6 +121,13 @@ class System:
         for topic, name in reporter.items():
             by_processor.setdefault(name, set()).add(topic)
         return {name: frozenset(topics) for name, topics in by_processor.items()}
+
+    @staticmethod
+    def in_time_order(topic: str, processors: Iterable[Processor]) -> bool:
+        """Whether a merge releases ``topic`` in time order within ``LATENESS_MS``: a producer's
+        topic, which none of ``processors`` writes. A topic they write leaves their merges in time
+        order already, and is read in the order it was appended."""
+        return not any(topic in processor.outputs for processor in processors)
 
     def merge_writers(self, reader: Processor, processors: Iterable[Processor]) -> dict[str, tuple[str, ...]]:
         """Per input topic of ``reader``, the names of the ``processors`` writing it that its

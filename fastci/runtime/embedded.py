@@ -30,7 +30,7 @@ from fastci.core.codec import InvalidEvent, encode
 from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
 from fastci.core.processor import Processor
-from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS, System
+from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS, SortKey, System, merge_key
 from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.driver import Driver, Origin
@@ -151,16 +151,9 @@ class _Round:
             self._keys = {key: found for key, found in self._keys.items() if key[1] >= floors.get(key[0], 0)}
 
 
-SortKey = tuple  # (time in ms, the topic's index among the processor's inputs, event id, offset)
-
-
 def sort_key(record: LogRecord, index: int, item: Event | InvalidEvent) -> SortKey:
-    """Where a record goes in its processor's merge: its time, its topic's place among the processor's
-    inputs, then, between records as early, the event's id where the event has a time of its own (a
-    fact of the event, not of where it was appended: the same in every runtime and partition), else
-    its place in the log (an event without a time is ordered where it was published)."""
-    timed = not isinstance(item, InvalidEvent) and item.time_ms() is not None
-    return (record.timestamp_ms, index, item.id if timed else "", record.offset)
+    """``merge_key`` of a record of the log (its timestamp is its event's time, or its publisher's)."""
+    return merge_key(record.timestamp_ms, index, item, record.offset)
 
 
 @dataclass(slots=True)
@@ -289,7 +282,7 @@ class _ProcessorRunner:
                 index,
                 self.checkpoint.position(self.consumer, topic),
                 self.checkpoint.released(self.consumer, topic),
-                not self.writers[topic] and not self.feedback[topic],
+                System.in_time_order(topic, (r.processor for r in (*self.writers[topic], *self.feedback[topic]))),
             )
             for index, topic in enumerate(self.processor.inputs)
         }
