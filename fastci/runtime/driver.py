@@ -37,6 +37,7 @@ but never a mark without the writes it stands for.
 from __future__ import annotations
 
 import traceback
+from bisect import bisect_right, insort
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -90,12 +91,17 @@ class Entry:
             return
         assert floor is not None
         mark = max(self.marks.get(stream, -1), floor - 1)
-        past = [o for o in self.past.pop(stream, ()) if o > mark]
+        # ``past`` is sorted: bisection keeps a mark O(log n) plus a move, however far the stream's
+        # releases run ahead of its floor (a backlog of a busy key can hold thousands there)
+        past = self.past.pop(stream, [])
+        del past[: bisect_right(past, mark)]
         if offset > mark:
-            past.append(offset)
-            past.sort()
-        while past and past[0] == mark + 1:  # the released run up to the floor
-            mark = past.pop(0)
+            insort(past, offset)
+        run = 0
+        while run < len(past) and past[run] == mark + 1:  # the released run up to the floor
+            mark = past[run]
+            run += 1
+        del past[:run]
         self.marks[stream] = mark
         if past:
             self.past[stream] = past
