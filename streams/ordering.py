@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS, SortKey
+from fastci.runtime.release import ReleaseQueue
 from streams.forwarded import Forwarding, Said, WriterSaid
 
 # (time in ms, the topic's index among the processor's inputs, the event's id if it has a time, origin offset)
@@ -56,45 +56,38 @@ class Held:
 
 @dataclass(slots=True)
 class Stream:
-    """One input topic's records from one origin partition: released in log order, or, for a topic no
-    processor writes (``in_time_order``), in time order within ``LATENESS_MS`` of the latest before."""
+    """One input topic's records from one origin partition, in a ``ReleaseQueue``: released in log
+    order, or, for a topic no processor writes (``in_time_order``), in time order within
+    ``LATENESS_MS`` of the latest before."""
 
     topic: str
     origin: str  # "<topic>/<partition>" where the records were first appended
     in_time_order: bool = False
-    records: deque[Held] = field(default_factory=deque)  # waiting, in log order (released ones dropped lazily)
-    heap: list[tuple[SortKey, int, Held]] = field(default_factory=list)  # waiting, in time order
+    waiting: ReleaseQueue[Held] = field(init=False)
     latest: float = float("-inf")  # the latest time delivered
-    waiting: int = 0
-    pushed: int = 0  # ties in the heap (a record re-sent by a forwarder after a crash) go in arrival order
+
+    def __post_init__(self) -> None:
+        self.waiting = ReleaseQueue(self.in_time_order)
 
     def __len__(self) -> int:
-        return self.waiting
+        return len(self.waiting)
 
     def push(self, held: Held) -> None:
-        self.records.append(held)
-        self.waiting += 1
-        if self.in_time_order:
-            self.pushed += 1
-            heapq.heappush(self.heap, (held.key, self.pushed, held))
-            if held.key[0] > self.latest:
-                self.latest = held.key[0]
+        self.waiting.push(held)
+        if self.in_time_order and held.key[0] > self.latest:
+            self.latest = held.key[0]
 
     def head(self) -> SortKey:
-        return self.heap[0][0] if self.in_time_order else self.records[0].key
+        return self.waiting.head()
 
     def pop(self) -> Held:
-        """The least record, its origin given the stream's floor: the first offset not released yet."""
-        self.waiting -= 1
-        if not self.in_time_order:
-            return self.records.popleft()  # in log order: the floor is its own offset
-        _, _, held = heapq.heappop(self.heap)
-        held.released = True
-        records = self.records
-        while records and records[0].released:
-            records.popleft()
-        floor = records[0].origin.offset if records else held.origin.offset + 1
-        held.origin = held.origin._replace(floor=floor)
+        """The least record; in time order, its origin given the stream's floor: the first offset not
+        released yet (in log order, the floor is its own offset)."""
+        held = self.waiting.pop()
+        if self.in_time_order:
+            first = self.waiting.first()
+            floor = first.origin.offset if first is not None else held.origin.offset + 1
+            held.origin = held.origin._replace(floor=floor)
         return held
 
 

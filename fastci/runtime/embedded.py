@@ -18,7 +18,7 @@ from __future__ import annotations
 import fcntl
 import heapq
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +35,7 @@ from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.log import Log, LogRecord, Position
+from fastci.runtime.release import ReleaseQueue
 
 DEFAULT_BATCH = 2000
 Progress = Callable[[str, int, int], None]  # (processor, events done, events pending at start)
@@ -163,14 +164,13 @@ class _Pending:
     key: SortKey
     record: LogRecord
     start: Position  # where it starts: the runner's position while it is the first not applied
-    applied: bool = False
+    released: bool = False
 
 
 class _Window:
     """One input topic of a runner: what it has read past its position and not applied, kept from one
-    step to the next. An input topic (no processor writes it) is released in time order within
-    ``LATENESS_MS`` (in log order while what waits is in time order, else a heap); a topic its writers
-    append in their own order is released in log order."""
+    step to the next, in a ``ReleaseQueue``: an input topic (no processor writes it) is released in
+    time order within ``LATENESS_MS``, a topic its writers append in their own order in log order."""
 
     def __init__(self, topic: str, index: int, start: Position, released: set[int], in_time_order: bool) -> None:
         self.topic = topic
@@ -179,64 +179,44 @@ class _Window:
         self.released = released  # offsets from the position on applied already (out of log order)
         self.next = start  # where reading goes on
         self.in_time_order = in_time_order
-        self.order: deque[_Pending] = deque()  # not applied, in log order (applied ones dropped lazily)
-        self.heap: list[tuple[SortKey, _Pending]] = []
-        self.count = 0  # not applied
+        self.waiting: ReleaseQueue[_Pending] = ReleaseQueue(in_time_order)
         self.latest = float("-inf")  # the latest time read
         self.at_end = False
         self.moved = False  # applied a record since the position was last stored
 
     def __len__(self) -> int:
-        return self.count
+        return len(self.waiting)
 
     def fill(self, shared: _Round, size: int) -> None:
         """Read on until ``size`` records wait and, in time order, one of them is final (earlier than
         the latest read less the lateness bound), or to the end of the log."""
         self.at_end = False
-        while self.count < size or (self.in_time_order and self.head()[0] >= self.latest - LATENESS_MS):
+        waiting = self.waiting
+        while len(waiting) < size or (self.in_time_order and waiting.head()[0] >= self.latest - LATENESS_MS):
             records = shared.records(self.topic, self.next, size)
             for record in records:
                 start, self.next = self.next, record.next
                 if record.timestamp_ms > self.latest:
                     self.latest = record.timestamp_ms
-                if record.offset in self.released:
-                    continue
-                pending = _Pending(shared.key(self.topic, record, self.index), record, start)
-                if self.heap:
-                    heapq.heappush(self.heap, (pending.key, pending))
-                elif self.in_time_order and self.order and pending.key < self.order[-1].key:
-                    # out of order among what waits: a heap until it has let everything go
-                    self.heap = [(waiting.key, waiting) for waiting in self.order]
-                    self.heap.append((pending.key, pending))
-                    heapq.heapify(self.heap)
-                self.order.append(pending)
-                self.count += 1
+                if record.offset not in self.released:
+                    waiting.push(_Pending(shared.key(self.topic, record, self.index), record, start))
             if len(records) < size:
                 self.at_end = True
                 return
 
     def head(self) -> SortKey:
-        return self.heap[0][0] if self.heap else self.order[0].key
+        return self.waiting.head()
 
     def pop(self) -> _Pending:
-        if self.heap:
-            _, pending = heapq.heappop(self.heap)
-            pending.applied = True
-            if not self.heap:  # everything read has gone: in log order again
-                self.order.clear()
-        else:
-            pending = self.order.popleft()
-        self.count -= 1
+        pending = self.waiting.pop()
         self.released.add(pending.record.offset)
         self.moved = True
         return pending
 
     def floor(self) -> Position:
         """The first record not applied (the position to store)."""
-        order = self.order
-        while order and order[0].applied:
-            order.popleft()
-        return order[0].start if order else self.next
+        first = self.waiting.first()
+        return first.start if first is not None else self.next
 
     def lateness_bound(self) -> float:
         """What records still to be read may be timed at, at the earliest (minus infinity: anything)."""
