@@ -57,12 +57,13 @@ def on_kafka(
     logs = [tmp_path / f"worker-{name}-{n}.log" for n in range(workers)]
     started = [start_worker(settings, log) for log in logs]
     try:
-        if kill:  # the first worker, between its first selection and its last schedule; a lone one restarts
+        if kill:  # the first worker, between its first selection and its last schedule
             held = kill_mid_stream(settings, started[0], "selection", "schedule", kill)
             print(f"{name}: worker SIGKILLed with {held} of {kill} schedule records written")
-            started[0] = start_worker(settings, logs[0]) if workers == 1 else started[0]
-            if workers > 1:
-                del started[0], logs[0]
+            if workers == 1:
+                started[0] = start_worker(settings, logs[0])  # as a supervisor would
+            else:
+                del started[0], logs[0]  # the other takes its partitions over
         for worker, log in [*zip(started, logs, strict=True), *zip(started, logs, strict=True)]:
             wait_until_consumed(settings, worker, log, timeout_s=300)  # twice: a rebalance may come between
     finally:
