@@ -26,6 +26,8 @@ W = TypeVar("W", bound=Waiting)
 
 
 class ReleaseQueue(Generic[W]):
+    """One stream's waiting records: ``pop`` gives the next to release, ``first`` the stream's floor."""
+
     __slots__ = ("count", "heap", "in_time_order", "order", "pushed")
 
     def __init__(self, in_time_order: bool) -> None:
