@@ -20,19 +20,16 @@ Nothing here touches Kafka: the worker (``streams.app``) says what is complete.
 from __future__ import annotations
 
 import functools
-import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS, SortKey
-from fastci.runtime.release import ReleaseQueue
+from fastci.runtime.release import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
 from streams.forwarded import Forwarding, Said, WriterSaid
 
 # (time in ms, the topic's index among the processor's inputs, the event's id if it has a time, origin offset)
-NOTHING_LEFT: SortKey = (float("inf"),)  # a limit: the stream will hold nothing more
-ANYTHING: SortKey = (float("-inf"),)  # a limit: the stream may still hold anything
 
 
 def limit_after(time_ms: float, index: int) -> SortKey:
@@ -177,20 +174,11 @@ class Merge:
         """The held records that may go now, least first: a head goes when it sorts before the limit of
         every stream that is empty or released in time order (what it may still be delivered).
         ``limit`` is asked only about those."""
-        heads = [(s.head(), n, s) for n, s in enumerate(self.streams.values()) if len(s)]
-        if not heads:
+        streams = list(self.streams.values())
+        if not any(len(s) for s in streams):
             return
-        heapq.heapify(heads)
-        bound = min((limit(s) for s in self.streams.values() if not len(s) or s.in_time_order), default=NOTHING_LEFT)
-        while heads and heads[0][0] < bound:
-            _, n, stream = heads[0]
-            held = stream.pop()
-            if len(stream):
-                heapq.heapreplace(heads, (stream.head(), n, stream))
-            else:
-                heapq.heappop(heads)
-                if not stream.in_time_order:
-                    bound = min(bound, limit(stream))
+        bound = min((limit(s) for s in streams if not len(s) or s.in_time_order), default=NOTHING_LEFT)
+        for _, held in merged(streams, bound, limit):
             yield held
 
     def low_watermark(self, limit: Callable[[Stream], SortKey]) -> float:

@@ -16,7 +16,7 @@ appears exactly once.
 from __future__ import annotations
 
 import fcntl
-import heapq
+import itertools
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -35,7 +35,7 @@ from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.collector import PauseControl
 from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.log import Log, LogRecord, Position
-from fastci.runtime.release import ReleaseQueue
+from fastci.runtime.release import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
 
 DEFAULT_BATCH = 2000
 Progress = Callable[[str, int, int], None]  # (processor, events done, events pending at start)
@@ -329,7 +329,7 @@ class _ProcessorRunner:
         windows = list(self.windows.values())
         for window in windows:
             window.fill(self.shared, self.batch_size)
-        bound: SortKey = (float("inf"),)
+        bound: SortKey = NOTHING_LEFT
         for window in windows:
             bound = min(bound, (window.lateness_bound(), window.index))
             if window.at_end and self.writers[window.topic]:
@@ -337,20 +337,10 @@ class _ProcessorRunner:
             if window.at_end and self.feedback[window.topic]:
                 lead = min(w.low_watermark() for w in self.feedback[window.topic]) + FEEDBACK_LEAD_MS
                 bound = min(bound, (lead, window.index))
-        heads = [(w.head(), n, w) for n, w in enumerate(windows) if len(w)]
-        heapq.heapify(heads)
-        released = 0
-        while heads and released < self.batch_size and heads[0][0] < bound:
-            _, n, window = heads[0]
-            pending = window.pop()
+        # A topic in log order that runs empty before its end stops the merge: its next record may sort anywhere.
+        released = merged(windows, bound, lambda window: NOTHING_LEFT if window.at_end else ANYTHING)
+        for window, pending in itertools.islice(released, self.batch_size):
             yield window.topic, pending, window.floor().offset
-            released += 1
-            if len(window):
-                heapq.heapreplace(heads, (window.head(), n, window))
-            else:
-                heapq.heappop(heads)
-                if not window.at_end and not window.in_time_order:  # its next records come in log order
-                    return
 
     def low_watermark(self) -> float:
         """The earliest time this processor may still apply a record at, so the earliest its outputs

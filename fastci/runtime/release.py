@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 from fastci.core.system import SortKey
+
+NOTHING_LEFT: SortKey = (float("inf"),)  # a limit: the stream will hold nothing more
+ANYTHING: SortKey = (float("-inf"),)  # a limit: the stream may still hold anything
 
 
 class Waiting(Protocol):
@@ -75,3 +79,37 @@ class ReleaseQueue(Generic[W]):
         while order and order[0].released:
             order.popleft()
         return order[0] if order else None
+
+
+class Source(Protocol):
+    """A stream's waiting records as a merge sees them (an embedded window, a worker's stream)."""
+
+    in_time_order: bool
+
+    def __len__(self) -> int: ...
+
+    def head(self) -> SortKey: ...
+
+    def pop(self) -> Any: ...
+
+
+S = TypeVar("S", bound=Source)
+
+
+def merged(sources: Sequence[S], bound: SortKey, limit: Callable[[S], SortKey]) -> Iterator[tuple[S, Any]]:
+    """A processor's merge, in both runtimes: each source's next record, least key first, while the
+    least sorts before ``bound`` (what the sources that wait for nothing may still be given). A source
+    in log order that runs empty may still be given anything from its ``limit`` on: that joins the
+    bound. Yields (source, record), each popped just before."""
+    heads = [(source.head(), n, source) for n, source in enumerate(sources) if len(source)]
+    heapq.heapify(heads)
+    while heads and heads[0][0] < bound:
+        _, n, source = heads[0]
+        item = source.pop()
+        if len(source):
+            heapq.heapreplace(heads, (source.head(), n, source))
+        else:
+            heapq.heappop(heads)
+            if not source.in_time_order:
+                bound = min(bound, limit(source))
+        yield source, item
