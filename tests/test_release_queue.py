@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from fastci.runtime.release import ReleaseQueue
+from fastci.runtime.release import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
 
 
 @dataclass(slots=True)
@@ -53,3 +53,34 @@ def test_a_record_sent_twice_goes_twice_in_arrival_order():
     popped = [queue.pop() for _ in range(3)]
     assert popped[0] is earlier and popped[1] is first and popped[2] is again
     assert queue.first() is None
+
+
+class Source(ReleaseQueue[Record]):
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, in_time_order: bool, times: list[int]) -> None:
+        super().__init__(in_time_order)
+        self.name = name
+        for offset, time in enumerate(times):
+            self.push(Record((time, 0, name, offset), offset))
+
+
+def test_the_merge_goes_least_first_and_stops_where_a_log_order_source_runs_dry():
+    produced = Source("results", True, [10, 40, 20])  # a producer's topic, out of order
+    written = Source("selection", False, [15, 30])  # a processor's, in log order
+
+    def released(limit) -> list[tuple[str, int]]:
+        return [(source.name, record.key[0]) for source, record in merged([produced, written], NOTHING_LEFT, limit)]
+
+    # selection may still be given anything once its two records have gone: the merge stops there
+    assert released(lambda source: ANYTHING) == [("results", 10), ("selection", 15), ("results", 20), ("selection", 30)]
+    assert len(produced) == 1  # 40 waits for what selection brings next
+    # read to its end, selection holds nothing more: the rest goes
+    assert released(lambda source: NOTHING_LEFT) == [("results", 40)]
+
+
+def test_the_merge_holds_what_sorts_at_or_after_its_bound():
+    produced = Source("results", True, [10, 20, 30])
+    going = merged([produced], (20,), lambda source: NOTHING_LEFT)
+    assert [record.key[0] for _, record in going] == [10]
+    assert produced.head()[0] == 20 and len(produced) == 2
