@@ -29,8 +29,6 @@ from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS, SortKey
 from fastci.runtime.release import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
 from streams.forwarded import Forwarding, Said, WriterSaid
 
-# (time in ms, the topic's index among the processor's inputs, the event's id if it has a time, origin offset)
-
 
 def limit_after(time_ms: float, index: int) -> SortKey:
     """The limit of a stream that may still hold records of topic ``index`` timed ``time_ms`` or

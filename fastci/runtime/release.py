@@ -97,10 +97,11 @@ S = TypeVar("S", bound=Source)
 
 
 def merged(sources: Sequence[S], bound: SortKey, limit: Callable[[S], SortKey]) -> Iterator[tuple[S, Any]]:
-    """A processor's merge, in both runtimes: each source's next record, least key first, while the
-    least sorts before ``bound`` (what the sources that wait for nothing may still be given). A source
-    in log order that runs empty may still be given anything from its ``limit`` on: that joins the
-    bound. Yields (source, record), each popped just before."""
+    """A processor's merge, in both runtimes: each source's next record, least key first, while it
+    sorts before ``bound``, the least key a record still to come may have (as the runtime knows it:
+    its writers' low watermarks, the lateness bound). A source in log order that runs empty may
+    still be given any record from its ``limit`` on: that joins the bound. Yields (source, record),
+    the record popped just before."""
     heads = [(source.head(), n, source) for n, source in enumerate(sources) if len(source)]
     heapq.heapify(heads)
     while heads and heads[0][0] < bound:
