@@ -236,6 +236,7 @@ class _ProcessorRunner:
         shared: _Round,
         reports: frozenset[str],
         batch_size: int,
+        in_time_order: frozenset[str],
     ) -> None:
         self.processor = processor
         self.shared = shared
@@ -251,7 +252,8 @@ class _ProcessorRunner:
         # and the runners writing it through a feedback pipe: it runs at most FEEDBACK_LEAD_MS ahead of them
         self.feedback: dict[str, list[_ProcessorRunner]] = {topic: [] for topic in processor.inputs}
         self._watermark: tuple[int, float] | None = None  # (the round's step it was computed at, value)
-        # reload() reads positions and outputs once its writers are known (EmbeddedRuntime wires them)
+        self.in_time_order = in_time_order  # its input topics released in time order (producers')
+        self.reload()
 
     def reload(self) -> None:
         """Positions and state as the checkpoint holds them now (another process may have moved them
@@ -262,7 +264,7 @@ class _ProcessorRunner:
                 index,
                 self.checkpoint.position(self.consumer, topic),
                 self.checkpoint.released(self.consumer, topic),
-                System.in_time_order(topic, (r.processor for r in (*self.writers[topic], *self.feedback[topic]))),
+                topic in self.in_time_order,
             )
             for index, topic in enumerate(self.processor.inputs)
         }
@@ -388,7 +390,15 @@ class EmbeddedRuntime:
         chosen = list(processors or system.build())
         reporters = System.decode_reporters(chosen)
         self.runners = [
-            _ProcessorRunner(p, self.data, self.checkpoint, self.shared, reporters.get(p.name, frozenset()), batch_size)
+            _ProcessorRunner(
+                p,
+                self.data,
+                self.checkpoint,
+                self.shared,
+                reporters.get(p.name, frozenset()),
+                batch_size,
+                frozenset(topic for topic in p.inputs if System.in_time_order(topic, chosen)),
+            )
             for p in chosen
         ]
         by_name = {runner.processor.name: runner for runner in self.runners}
@@ -397,7 +407,6 @@ class EmbeddedRuntime:
                 reader.writers[topic].extend(by_name[name] for name in names)
             for topic, names in system.feedback_writers(reader.processor, chosen).items():
                 reader.feedback[topic].extend(by_name[name] for name in names)
-            reader.reload()  # which of its inputs are input topics, released in time order, is known now
 
     def close(self) -> None:
         self.checkpoint.close()
