@@ -7,12 +7,13 @@ and releases the same merge: per processor and partition, one stream per input t
 partition (a repartitioned topic interleaves its source partitions in delivery order, so each
 source partition is its own stream), and the least head goes first, but only while every stream
 that is empty, or released in time order, is known to hold nothing still to come that would sort
-before it. A topic processors write is a FIFO stream (its writers append it in time order); a
-producer's topic is a heap, released in time order within ``LATENESS_MS``. What a stream may still
-hold is its *limit*, given by the runtime: nothing when it has been read to its end and its writer
-has nothing left; only records after its writer's low watermark when the writer still holds some;
-for a producer's topic not read to its end, records from its latest time less the bound on; and
-anything at all while any other stream has not been read to its end (the merge waits for it).
+before it. A topic processors write is released in log order (its writers append it in time
+order); a producer's topic in time order within ``LATENESS_MS`` (``fastci.runtime.release``: the
+queue and the merge both runtimes use). What a stream may still hold is its *limit*, given by the
+runtime: nothing when it has been read to its end and its writer has nothing left; only records
+after its writer's low watermark when the writer still holds some; for a producer's topic not read
+to its end, records from its latest time less the bound on; and anything at all while any other
+stream has not been read to its end (the merge waits for it).
 
 Nothing here touches Kafka: the worker (``streams.app``) says what is complete.
 """
