@@ -6,9 +6,10 @@ across topics) and hands what the merges release to the processors' ``Driver`` (
 same driver the embedded runtime uses), then moves what comes back. Per batch: each
 record is decoded once for all the processors reading it, every processor's writes
 are taken, outputs are sent and acknowledged, then the Tables are written and their
-changelog records acknowledged (before faust commits the batch's offsets). With the
-offset marks and dedup window in each Table value and deterministic output ids, a
-crash anywhere gives no lost state and no duplicate a consumer would keep (see
+changelog records acknowledged, one record batch per changelog partition, all durable or
+none (before faust commits the batch's offsets). With the offset marks and dedup window in
+each Table value, applied-event markers and deterministic output ids, a crash anywhere
+gives no lost state and no duplicate a consumer would keep (see
 ``fastci.runtime.driver``).
 
 Why one agent and not one per processor: with several agents subscribed to one
@@ -34,6 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
+import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -41,8 +44,10 @@ from typing import Any
 
 import faust
 import orjson
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import murmur2
+from aiokafka.producer.message_accumulator import BatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatch
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
@@ -85,7 +90,11 @@ RELEASE_INTERVAL_S = 0.05  # how often held records are looked at again when no 
 STALL_S = 5.0
 WAIT_REPORT_S = 30.0  # a merge whose least held record has not moved this long is reported, with why
 WAIT_REPEAT_S = 300.0  # and again this often while it stays
+# A fault the tests inject: the worker SIGKILLs itself once a batch's outputs to this topic are
+# durable, before the state that made them is (the window a crash replays outputs from).
+CRASH_AFTER_OUTPUTS_TO = "FASTCI_TEST_CRASH_AFTER_OUTPUTS_TO"
 PRODUCE_BATCH_BYTES = 512 * 1024  # under the broker's 1 MiB message.max.bytes
+RECORD_OVERHEAD = 64  # bytes a record takes in a batch beyond its key, value and headers, at most
 
 
 class TableStore:
@@ -109,35 +118,87 @@ class Send:
     headers: list[tuple[str, bytes]] | None = None
 
 
-async def send_batched(app: faust.App, sends: list[Send]) -> dict[tuple[str, int], int]:
+async def send_batched(app: faust.App, sends: list[Send], whole: bool = False) -> dict[tuple[str, int], int]:
     """Produce ``sends`` and wait for the broker's acknowledgement of every one; return each
     partition's end offset after them.
 
     One aiokafka record batch per partition, filled in order (so each partition keeps the order of
     ``sends``), instead of one faust ``Topic.send`` per record (a message object, a future and
     callbacks each). The batches go through faust's own producer: its connection, acks=all and
-    retries."""
+    retries.
+
+    ``whole``: each partition's records go in one record batch, gzip-compressed when they are more
+    than a produce batch holds. The broker appends a record batch entirely or not at all, so a crash
+    during the send leaves none or all of a partition's records: a Table's changelog must, or a
+    key's state could be durable without the marks that say which events made it, and on replay an
+    earlier event would read what a later one wrote. A partition's records that compress to more
+    than the broker takes in one batch are sent in several, with a warning."""
     if not sends:
         return {}
     producer = app.producer._ensure_producer()  # the aiokafka producer faust started
+    if whole:
+        per_partition: dict[tuple[str, int], list[Send]] = {}
+        for send in sends:
+            per_partition.setdefault((send.topic, send.partition), []).append(send)
+        batches = [(*where, whole_batch(producer, records)) for where, records in per_partition.items()]
+    else:
+        batches = _fill(producer, sends)
+    counts = [batch.record_count() for _, _, batch in batches]
+    deliveries = [await producer.send_batch(batch, topic, partition=partition) for topic, partition, batch in batches]
+    ends: dict[tuple[str, int], int] = {}
+    delivered = await asyncio.gather(*deliveries, return_exceptions=True)
+    for (topic, partition, _), count, metadata in zip(batches, counts, delivered, strict=True):
+        if isinstance(metadata, MessageSizeTooLargeError) and whole:
+            records = per_partition[(topic, partition)]
+            app.log.warning(
+                "%d records for %s[%d] are more than the broker takes in one batch (message.max.bytes), even "
+                "compressed: sent in several, so a crash during this send can leave part of them durable",
+                len(records),
+                topic,
+                partition,
+            )
+            metadata = None
+            ends.update(await send_batched(app, records))
+        elif isinstance(metadata, BaseException):
+            raise metadata
+        if metadata is not None:
+            ends[(topic, partition)] = max(ends.get((topic, partition), 0), metadata.offset + count)
+    return ends
+
+
+def _fill(producer: Any, sends: list[Send]) -> list[tuple[str, int, Any]]:
+    """The producer's record batches for ``sends``, a new one for a partition when its last is full."""
     batches: list[tuple[str, int, Any]] = []
     open_batch: dict[tuple[str, int], Any] = {}
     for send in sends:
         where = (send.topic, send.partition)
         batch = open_batch.get(where)
-        record = {"timestamp": None, "key": send.key, "value": send.value, "headers": send.headers or []}
+        record = _record(send)
         if batch is None or batch.append(**record) is None:
             batch = open_batch[where] = producer.create_batch()
             batches.append((send.topic, send.partition, batch))
             if batch.append(**record) is None:
                 # aiokafka takes any first record into an empty batch: never a record dropped silently
                 raise RuntimeError(f"aiokafka refused a {len(send.value):,}-byte record for {send.topic}")
-    counts = [batch.record_count() for _, _, batch in batches]
-    deliveries = [await producer.send_batch(batch, topic, partition=partition) for topic, partition, batch in batches]
-    ends: dict[tuple[str, int], int] = {}
-    for (topic, partition, _), count, metadata in zip(batches, counts, await asyncio.gather(*deliveries), strict=True):
-        ends[(topic, partition)] = max(ends.get((topic, partition), 0), metadata.offset + count)
-    return ends
+    return batches
+
+
+def whole_batch(producer: Any, sends: list[Send]) -> Any:
+    """One record batch holding all of ``sends`` (one partition's): the producer's own when they fit
+    in one, else one sized for them, gzip-compressed (the broker's limit is on what it receives)."""
+    size = sum(len(s.key or b"") + len(s.value) + sum(len(k) + len(v) for k, v in s.headers or ()) for s in sends)
+    if size + RECORD_OVERHEAD * len(sends) <= PRODUCE_BATCH_BYTES:
+        batch = producer.create_batch()
+    else:
+        batch = BatchBuilder(2 * size + RECORD_OVERHEAD * len(sends), DefaultRecordBatch.CODEC_GZIP)
+    for send in sends:
+        if batch.append(**_record(send)) is None:
+            raise RuntimeError(f"aiokafka refused a {len(send.value):,}-byte record for {send.topic}")
+    return batch
+
+
+def _record(send: Send) -> dict[str, Any]:
+    return {"timestamp": None, "key": send.key, "value": send.value, "headers": send.headers or []}
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,6 +273,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     turn = asyncio.Lock()  # the agent's batches and the release timer take turns
 
     delivered: dict[tuple[str, int], float] = {}  # wire partition -> when a record of it last came
+    crash_after = settings.topic(os.environ[CRASH_AFTER_OUTPUTS_TO]) if os.environ.get(CRASH_AFTER_OUTPUTS_TO) else None
 
     async def process(batch: list[Any]) -> None:
         sends: list[Send] = []
@@ -237,6 +299,8 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         writes += [(route.table, route.positions.drain_writes()) for route in every_route]
         rewinds = _rewinds(gaps, app.consumer._committed_offset)  # faust has no public getter
         ordering.sent(await send_batched(app, sends))  # outputs durable before the state that produced them
+        if crash_after is not None and any(send.topic == crash_after for send in sends):
+            os.kill(os.getpid(), signal.SIGKILL)
         # Each value goes to the Table's store and to its changelog, and the batch waits for the
         # broker's acknowledgements, in drain order (one partition keeps them in order). Setting
         # table[key] instead queues each changelog record in faust's producer buffer, which
@@ -252,7 +316,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         # The writers' markers name where their acknowledged outputs end, so they can go now, with the
         # state, rather than wait for the next batch: a reader on another worker waits for them.
         changelog += [_marker(m) for m in spreads.due(ordering.assigned, ordering.writer_frontier, ordering.produced)]
-        await send_batched(app, changelog)
+        await send_batched(app, changelog, whole=True)  # per partition, all of it durable or none
         if rewinds:
             app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)
             await app.consumer.seek_wait(rewinds)  # in the consumer's thread, where aiokafka lives
@@ -515,7 +579,7 @@ def _wire(
     sinks = {t: settings.topic(t) for t in (*processor.outputs, DEAD_LETTERS)}
     table = _raw_table(app, settings, processor.name)
     store = TableStore(table)
-    driver = Driver(processor, store, reports)
+    driver = Driver(processor, store, reports, System.written(every_processor))
     forwarded = {t: (TOPICS[t].KEY, internal, True) for t, internal in misplaced.items()}
     forwarded |= {t: (field, rekeyed[t], False) for t, field in processor.partition_by.items()}
     for topic, (field, internal, only_misplaced) in sorted(forwarded.items()):

@@ -21,9 +21,10 @@ from fastci.topology import build_processors, decode
 from streams.progress import unapplied
 
 
-def start_worker(settings: KafkaSettings, log_path: Path) -> subprocess.Popen:
+def start_worker(settings: KafkaSettings, log_path: Path, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     env = {
         **os.environ,
+        **(extra_env or {}),
         "FASTCI_KAFKA_BOOTSTRAP": settings.bootstrap,
         "FASTCI_KAFKA_NAMESPACE": settings.namespace,
         "FASTCI_KAFKA_PARTITIONS": str(settings.partitions),

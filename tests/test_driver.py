@@ -12,7 +12,16 @@ from fastci.core.events import Event
 from fastci.core.processor import Processor, Step, compound_key
 from fastci.fleet.test_history import TestHistory, TestHistoryProcessor
 from fastci.inputs import ResultEvent
-from fastci.runtime.driver import SEEN_ID_CHARS, Driver, Entry, Origin, decode_entry, encode_entry
+from fastci.runtime.driver import (
+    SEEN_ID_CHARS,
+    Driver,
+    Entry,
+    Origin,
+    applied_key,
+    decode_entry,
+    encode_entry,
+    is_applied_mark,
+)
 from fastci.topology import SYSTEM
 
 
@@ -48,6 +57,35 @@ def test_the_window_is_bounded_per_key():
     entry = decode_entry(TestHistory, store["tests/test_a.py::test_x"])
     assert len(entry.seen) == TestHistoryProcessor.dedup_window
     assert entry.seen[-1] == result(run_id="r39").id[:SEEN_ID_CHARS]
+
+
+def test_a_decision_appended_again_far_past_the_window_is_dropped_by_its_marker():
+    """A writer that crashed between its outputs and its state appends them again at new offsets;
+    by then the reader's key may have applied more events than ``seen`` holds."""
+    key = "tests/test_a.py::test_x"
+    first = result(run_id="r0")
+    later = [result(run_id=f"r{n}") for n in range(1, 40)]
+
+    def replayed(remember: frozenset[str]) -> tuple[list[Event], int]:
+        store = DictStore()
+        driver = Driver(TestHistoryProcessor(), store, remember=remember)
+        for offset, event in enumerate([first, *later]):
+            driver.handle(event, Origin("results/0", offset))
+        persist(driver, store)
+        restarted = Driver(TestHistoryProcessor(), store, remember=remember)
+        outputs = restarted.handle(first, Origin("results/0", 40))  # the same event, a new offset
+        persist(restarted, store)
+        return outputs, decode_entry(TestHistory, store[key]).state.runs
+
+    assert replayed(frozenset()) == ([], 41)  # only the window: applied twice
+    assert replayed(frozenset({"results"})) == ([], 40)
+
+    store = DictStore()
+    driver = Driver(TestHistoryProcessor(), store, remember=frozenset({"results"}))
+    driver.handle(first, Origin("results/0", 0))
+    writes = list(driver.drain_writes())
+    assert writes == [key, applied_key(key, first.id)]  # after the entry it stands for
+    assert is_applied_mark(writes[1]) and not is_applied_mark(key)
 
 
 def test_writes_are_buffered_until_drained():

@@ -12,20 +12,22 @@ is in (docs/topology.md, "Ordering rule")."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import uuid
 from dataclasses import replace
 
+import orjson
 import pytest
 from kafka_helpers import kill_mid_stream, load_with_librdkafka, start_worker, stop_worker, wait_until_consumed
 
 from fastci.core.events import Event
 from fastci.demo.history import Workload, in_time_order, per_topic
 from fastci.runtime.embedded import EmbeddedRuntime
-from fastci.runtime.kafka_io import ensure_topics, publish
+from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS, build_processors
 from fastci.views.refresh import refreshed_kafka_views, refreshed_views
-from streams.app import internal_topics
+from streams.app import CRASH_AFTER_OUTPUTS_TO, internal_topics
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -98,3 +100,46 @@ def test_every_cross_topic_order_gives_the_embedded_runtimes_views(kafka, tmp_pa
             missing = sorted({repr(r) for r in rows} - {repr(r) for r in got[table]})[:3]
             extra = sorted({repr(r) for r in got[table]} - {repr(r) for r in rows})[:3]
             assert got[table] == rows, f"{name}: {table} differs; missing {missing}; extra {extra}"
+
+
+def test_a_crash_between_outputs_and_state_makes_no_decision_twice(kafka, tmp_path):
+    """The worker SIGKILLs itself once test-selection's selections are durable and the state that
+    made them is not: restarted, it appends them again, and test-planner reads the copies after the
+    originals and after the repo's results. A copy applied again would plan the first commit a second
+    time, differently (its tests known by then), under the same id."""
+    events = Workload(commits=30, seed=5).events()
+    publish_embedded(tmp_path / "embedded", events)
+    runtime = EmbeddedRuntime(tmp_path / "embedded", SYSTEM, sync=False)
+    runtime.run()
+    runtime.close()
+    with refreshed_views(tmp_path / "embedded") as views:
+        expected = views.event_tables()
+
+    settings = replace(kafka, namespace=f"{kafka.namespace}{uuid.uuid4().hex[:4]}-")
+
+    async def load() -> None:
+        await ensure_topics(settings, [*TOPICS, *internal_topics(settings, build_processors())])
+        await publish(settings, events)
+
+    asyncio.run(load())
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, log, {CRASH_AFTER_OUTPUTS_TO: "selection"})
+    assert worker.wait(120) == -signal.SIGKILL
+    worker = start_worker(settings, log)
+    try:
+        for _ in range(2):
+            wait_until_consumed(settings, worker, log, timeout_s=300)
+    finally:
+        stop_worker(worker)
+
+    async def ids(topic: str) -> list[tuple[str, bytes]]:
+        return [(orjson.loads(r.value)["id"], r.value) async for r in read_to_end(settings, topic)]
+
+    selections, plans = asyncio.run(ids("selection")), asyncio.run(ids("test-plan"))
+    assert len(selections) > len({i for i, _ in selections}), "the crash must make the worker append selections again"
+    twice = sorted({i[:12] for i, _ in plans if sum(j == i for j, _ in plans) > 1})
+    assert not twice, f"test-planner planned a selection's copy again: {twice}"
+    with refreshed_kafka_views(settings, tmp_path / "kafka.duckdb") as views:
+        got = views.event_tables()
+    for table in ("selection", "test_plan", "schedule"):
+        assert got[table] == expected[table], f"{table} differs from the embedded runtime's"

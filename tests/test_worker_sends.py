@@ -7,8 +7,9 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
+from aiokafka.errors import MessageSizeTooLargeError
 
-from streams.app import Send, send_batched
+from streams.app import PRODUCE_BATCH_BYTES, Send, send_batched, whole_batch
 
 
 class FakeBatch:
@@ -27,8 +28,9 @@ class FakeBatch:
 
 
 class FakeProducer:
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, refuse_over: int | None = None) -> None:
         self.capacity = capacity
+        self.refuse_over = refuse_over  # the broker's message.max.bytes, in records here
         self.sent: list[tuple[str, int, list]] = []
         self.ends: dict[tuple[str, int], int] = {}  # the broker's log end per partition
 
@@ -36,18 +38,23 @@ class FakeProducer:
         return FakeBatch(self.capacity)
 
     async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int):
+        done = asyncio.get_running_loop().create_future()
+        if self.refuse_over is not None and len(batch.records) > self.refuse_over:
+            done.set_exception(MessageSizeTooLargeError())
+            return done
         self.sent.append((topic, partition, batch.records))
         base = self.ends.get((topic, partition), 100)
         self.ends[(topic, partition)] = base + len(batch.records)
-        done = asyncio.get_running_loop().create_future()
         done.set_result(SimpleNamespace(topic=topic, partition=partition, offset=base))
         return done
 
 
 class FakeApp:
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, refuse_over: int | None = None) -> None:
         self.producer = self
-        self.aiokafka = FakeProducer(capacity)
+        self.aiokafka = FakeProducer(capacity, refuse_over)
+        self.log = SimpleNamespace(warning=lambda *args: self.warnings.append(args[0] % args[1:]))
+        self.warnings: list[str] = []
 
     def _ensure_producer(self) -> FakeProducer:
         return self.aiokafka
@@ -86,3 +93,53 @@ def test_a_record_the_batch_refuses_is_an_error_not_a_loss():
     app = FakeApp(capacity=0)
     with pytest.raises(RuntimeError, match="refused a 3-byte record for t"):
         asyncio.run(send_batched(app, [Send("t", 0, b"k", b"big")]))
+
+
+def test_whole_sends_put_each_partition_in_one_batch_the_broker_appends_entirely_or_not_at_all():
+    app = FakeApp(capacity=1000)
+    sends = [Send("changelog", n % 2, f"k{n}".encode(), f"v{n}".encode()) for n in range(7)]
+    ends = asyncio.run(send_batched(app, sends, whole=True))
+    assert [(topic, partition, len(records)) for topic, partition, records in app.aiokafka.sent] == [
+        ("changelog", 0, 4),
+        ("changelog", 1, 3),
+    ]
+    assert ends == {("changelog", 0): 104, ("changelog", 1): 103}
+
+
+def test_a_partition_the_broker_refuses_whole_is_sent_in_several_batches_with_a_warning(monkeypatch):
+    def unbounded(producer, sends):  # as many records as given, however big (the broker judges)
+        batch = FakeBatch(len(sends))
+        for send in sends:
+            batch.append(timestamp=None, key=send.key, value=send.value, headers=send.headers or [])
+        return batch
+
+    monkeypatch.setattr("streams.app.whole_batch", unbounded)
+    app = FakeApp(capacity=2, refuse_over=2)
+    small = [Send("changelog", 1, b"a", b"1")]
+    big = [Send("changelog", 0, f"k{n}".encode(), f"v{n}".encode()) for n in range(5)]
+    ends = asyncio.run(send_batched(app, [*big, *small], whole=True))
+    assert ends == {("changelog", 0): 105, ("changelog", 1): 101}
+    sent = [(partition, [value for _, value, _ in records]) for _, partition, records in app.aiokafka.sent]
+    assert sent == [(1, [b"1"]), (0, [b"v0", b"v1"]), (0, [b"v2", b"v3"]), (0, [b"v4"])]
+    assert len(app.warnings) == 1 and "5 records for changelog[0]" in app.warnings[0]
+
+
+class RealProducer:
+    """Hands out aiokafka's own batches, as faust's producer does, at the worker's batch size."""
+
+    def create_batch(self):
+        from aiokafka.producer.message_accumulator import BatchBuilder
+
+        return BatchBuilder(PRODUCE_BATCH_BYTES, 0)
+
+
+def test_a_partition_bigger_than_a_produce_batch_still_goes_in_one_compressed_batch():
+    value = b'{"state": {"job": "tests/test_model.py::test_llama_tiny", "status": "queued"}}' * 8
+    many = [Send("changelog", 0, f"job-{n}".encode(), value) for n in range(1_000)]
+    assert sum(len(s.value) for s in many) > PRODUCE_BATCH_BYTES
+    batch = whole_batch(RealProducer(), many)
+    assert batch.record_count() == 1_000
+    # gzip: the broker's limit is on what it receives (built here as aiokafka's sender builds it)
+    assert len(batch._build()) < PRODUCE_BATCH_BYTES // 10
+    few = whole_batch(RealProducer(), many[:3])
+    assert few.record_count() == 3 and few.size() > 3 * len(value)  # small: the producer's own, uncompressed

@@ -123,6 +123,12 @@ class System:
         return {name: frozenset(topics) for name, topics in by_processor.items()}
 
     @staticmethod
+    def written(processors: Iterable[Processor]) -> frozenset[str]:
+        """The topics ``processors`` write. A runtime may append one of their events again after a
+        crash, at a new offset: their readers mark them applied by id (``Driver(remember=...)``)."""
+        return frozenset(topic for processor in processors for topic in processor.outputs)
+
+    @staticmethod
     def in_time_order(topic: str, processors: Iterable[Processor]) -> bool:
         """Whether a merge releases ``topic`` in time order within ``LATENESS_MS``: a producer's
         topic, which none of ``processors`` writes. A topic they write leaves their merges in time

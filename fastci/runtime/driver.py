@@ -27,11 +27,22 @@ consumers drop as duplicates.
 
 An event may also write keys other than its partition key (compound keys it
 owns). ``drain_writes`` lists those first and the partition keys, which carry the
-marks, last. The Kafka runtime writes them in that order to one changelog
-partition (an owner and its compound keys share one), so a crash part-way
-through a batch can persist a state write without the mark that says it was
-applied (the event is replayed and rewrites it: writes to other keys are sets),
-but never a mark without the writes it stands for.
+marks, last. A runtime persists a batch's writes all or none: the embedded one in
+one checkpoint transaction, the Kafka one as one record batch per changelog
+partition (an owner and its compound keys share one). Were a compound key durable
+without its owner's marks, the replay of an earlier event of the batch would read
+what a later one wrote. (If the broker refuses a partition's batch whole, it goes
+in several, in this order: then never a mark without the writes it stands for.)
+
+A decision (an event a processor emits) can come back at a new offset long after it was
+applied: its writer crashed after its outputs were durable and before its state was, and
+emitted them again on replay. Between the two copies the reader's key may have applied any
+number of other events (the copies are a whole batch apart in the writer's topic, and the
+reader's merge puts other topics' records between them), so ``seen`` does not catch the
+copy, and applied again to later state it makes a second, different answer under the same
+id. So a runtime names the topics processors write (``remember``), and for an event of one
+of them the driver keeps a marker under the key's owner (``applied_key``), written after
+the key's own entry: the copy is dropped however late it comes.
 """
 
 from __future__ import annotations
@@ -46,11 +57,22 @@ import orjson
 from fastci.core.codec import InvalidEvent, encode
 from fastci.core.dead_letters import FieldError
 from fastci.core.events import Event, Record
-from fastci.core.processor import Processor
+from fastci.core.processor import KEY_SEPARATOR, Processor, compound_key
 
 _CACHE_LIMIT = 200_000  # decoded entries kept between batches
 SEEN_ID_CHARS = 16
 DECODE_SOURCE = "decode"
+_APPLIED = "\x00applied"  # no state key part starts with NUL
+
+
+def applied_key(owner: str, event_id: str) -> str:
+    """The key marking that the event ``event_id`` was applied to ``owner``'s state."""
+    return compound_key(owner, _APPLIED, event_id[:SEEN_ID_CHARS])
+
+
+def is_applied_mark(key: str) -> bool:
+    """Whether ``key`` is a driver's applied-event marker (runtime bookkeeping, not state)."""
+    return f"{KEY_SEPARATOR}{_APPLIED}{KEY_SEPARATOR}" in key
 
 
 class Origin(NamedTuple):
@@ -126,6 +148,10 @@ def decode_entry(model: type[Record], raw: bytes) -> Entry:
     )
 
 
+# A marker is an entry with no state: whatever reads a store's keys reads it as an empty key.
+APPLIED_MARK = encode_entry(Entry(None))
+
+
 def decode_state(raw: bytes) -> dict[str, Any] | None:
     """The plain state document of a stored entry (for views), without validation."""
     return orjson.loads(raw)["state"]
@@ -134,16 +160,26 @@ def decode_state(raw: bytes) -> dict[str, Any] | None:
 class Driver:
     """Applies events to one processor, buffering writes until the runtime drains them."""
 
-    def __init__(self, processor: Processor[Any], store: RawStore, reports: frozenset[str] | None = None) -> None:
+    def __init__(
+        self,
+        processor: Processor[Any],
+        store: RawStore,
+        reports: frozenset[str] | None = None,
+        remember: frozenset[str] = frozenset(),
+    ) -> None:
         """``reports``: the input topics whose undecodable records this driver dead-letters (None:
         all of its inputs). A runtime gives each topic one reporter (``System.decode_reporter``),
-        so a bad record lands on dead-letters once, not once per processor that reads it."""
+        so a bad record lands on dead-letters once, not once per processor that reads it.
+        ``remember``: the input topics whose events are marked applied by id for good (those
+        processors write: ``System.written``), not only in the ``seen`` window."""
         self.processor = processor
         self.store = store
         self.reports = reports
+        self.remember = remember
         self._entries: dict[str, Entry | None] = {}
         self._dirty: dict[str, None] = {}  # keys written this batch, in order
         self._applied: dict[str, None] = {}  # partition keys whose marks moved this batch
+        self._marked: dict[str, bool] = {}  # applied-event markers read or written (True: written this batch)
 
     @property
     def source(self) -> str:
@@ -172,6 +208,9 @@ class Driver:
         own = self._entry(key)
         if own is not None and (event.id[:SEEN_ID_CHARS] in own.seen or (origin is not None and own.applied(origin))):
             return []
+        marker = applied_key(key, event.id) if event.TOPIC in self.remember else None
+        if marker is not None and self._was_marked(marker):
+            return []
         try:
             step = processor.process(self, event)
             outputs = list(step.outputs)
@@ -197,17 +236,32 @@ class Driver:
         if origin is not None:
             own.mark(origin)
         self._applied[key] = None
+        if marker is not None:
+            self._marked[marker] = True
         return outputs
 
+    def _was_marked(self, marker: str) -> bool:
+        if marker not in self._marked:
+            if self.store.get(marker) is None:
+                return False
+            self._marked[marker] = False
+        return True
+
     def drain_writes(self) -> dict[str, bytes]:
-        """Encoded entries changed since the last drain, partition keys last; the runtime persists
-        them in this order."""
+        """Encoded entries changed since the last drain, partition keys after the other keys they
+        own, applied-event markers last; the runtime persists them in this order."""
         order = [key for key in self._dirty if key not in self._applied] + list(self._applied)
         writes = {key: encode_entry(self._entries[key]) for key in order}  # type: ignore[arg-type]
+        for marker, new in self._marked.items():
+            if new:
+                writes[marker] = APPLIED_MARK
+                self._marked[marker] = False
         self._dirty.clear()
         self._applied.clear()
         if len(self._entries) > _CACHE_LIMIT:
             self._entries.clear()
+        if len(self._marked) > _CACHE_LIMIT:
+            self._marked.clear()
         return writes
 
     def forget_cache(self) -> None:
@@ -215,6 +269,7 @@ class Driver:
         self._entries.clear()
         self._dirty.clear()
         self._applied.clear()
+        self._marked.clear()
 
     def _entry(self, key: str) -> Entry | None:
         if key in self._entries:

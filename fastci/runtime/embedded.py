@@ -243,7 +243,9 @@ class _ProcessorRunner:
         self.log = data.log
         self.checkpoint = checkpoint
         self.batch_size = batch_size
-        self.driver = Driver(processor, checkpoint.store(processor.name), reports)
+        # what it reads in log order is what processors write: a crash may append it again (Driver)
+        remember = frozenset(processor.inputs) - in_time_order
+        self.driver = Driver(processor, checkpoint.store(processor.name), reports, remember)
         self.consumer = f"processor:{processor.name}"
         self.producer = f"produced:{processor.name}"
         # Per input topic, the runners writing it (not through a feedback pipe): this runner's merge

@@ -47,11 +47,11 @@ class MemoryRuntime:
         self.processors = list(system.build() if processors is None else processors)
         self.drivers: list[tuple[Processor, Driver, BytesStore]] = []
         reporters = System.decode_reporters(self.processors)
+        written = System.written(self.processors)
         for processor in self.processors:
             store = BytesStore()
-            self.drivers.append(
-                (processor, Driver(processor, store, reporters.get(processor.name, frozenset())), store)
-            )
+            driver = Driver(processor, store, reporters.get(processor.name, frozenset()), written)
+            self.drivers.append((processor, driver, store))
         self.readers: dict[str, list[Driver]] = {}
         for processor, driver, _ in self.drivers:
             for topic in processor.inputs:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fastci.core.codec import InvalidEvent, encode
 from fastci.core.config import KafkaSettings
-from fastci.runtime.driver import decode_state
+from fastci.runtime.driver import decode_state, is_applied_mark
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.kafka_io import read_to_end
 from fastci.runtime.log import Position
@@ -87,7 +87,11 @@ def refresh_embedded(data_dir: Path, views: Views, progress: Progress | None = N
             for processor in ALL_PROCESSORS:
                 stream = f"state:{processor.name}"
                 after = views.position(EMBEDDED, stream).next_offset
-                changes = ((seq, key, value) for seq, key, value in checkpoint.changes(processor.name, after))
+                changes = (
+                    (seq, key, value)
+                    for seq, key, value in checkpoint.changes(processor.name, after)
+                    if not _bookkeeping(key)
+                )
                 read[state_table(processor).name] = _load_state(views, processor, changes, EMBEDDED, stream, progress)
         finally:
             checkpoint.close()
@@ -137,12 +141,17 @@ async def refresh_kafka(settings: KafkaSettings, views: Views, progress: Progres
         ]
         for partition, offset, _, _ in changes:
             next_offsets[partition] = offset + 1
-        changes = [change for change in changes if position_partition(change[2]) is None]  # runtime bookkeeping
+        changes = [change for change in changes if not _bookkeeping(change[2])]
         positions = {(source, changelog, p): StoredPosition(o) for p, o in next_offsets.items()}
         read[state_table(processor).name] = _load_state(
             views, processor, ((0, key, value) for _, _, key, value in changes), source, changelog, progress, positions
         )
     return read
+
+
+def _bookkeeping(key: str) -> bool:
+    """A state key the runtime keeps for itself (a route's position, an applied-event marker)."""
+    return position_partition(key) is not None or is_applied_mark(key)
 
 
 def _event_row(topic: str, payload: bytes, partition: int, offset: int) -> bytes | None:
