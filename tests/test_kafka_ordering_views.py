@@ -75,15 +75,20 @@ def on_kafka(
         return views.event_tables()
 
 
+def embedded_views(events: list[Event], data) -> dict[str, list[tuple]]:
+    """Every view's rows after the embedded runtime applied ``events``: what each Kafka run must give."""
+    publish_embedded(data, events)
+    runtime = EmbeddedRuntime(data, SYSTEM, sync=False)
+    runtime.run()
+    runtime.close()
+    with refreshed_views(data) as views:
+        return views.event_tables()
+
+
 def test_every_cross_topic_order_gives_the_embedded_runtimes_views(kafka, tmp_path):
     events = Workload(commits=30, seed=5).events()
     assert events != in_time_order(events)  # results are appended run by run
-    publish_embedded(tmp_path / "embedded", events)
-    runtime = EmbeddedRuntime(tmp_path / "embedded", SYSTEM, sync=False)
-    runtime.run()
-    runtime.close()
-    with refreshed_views(tmp_path / "embedded") as views:
-        expected = views.event_tables()
+    expected = embedded_views(events, tmp_path / "embedded")
     decided = {t: len(expected[t]) for t in ("selection", "test_plan", "schedule", "baseline_exclusions")}
     assert all(decided.values()), f"the history must make these decisions, or the check says little: {decided}"
 
@@ -108,12 +113,7 @@ def test_a_crash_between_outputs_and_state_makes_no_decision_twice(kafka, tmp_pa
     originals and after the repo's results. A copy applied again would plan the first commit a second
     time, differently (its tests known by then), under the same id."""
     events = Workload(commits=30, seed=5).events()
-    publish_embedded(tmp_path / "embedded", events)
-    runtime = EmbeddedRuntime(tmp_path / "embedded", SYSTEM, sync=False)
-    runtime.run()
-    runtime.close()
-    with refreshed_views(tmp_path / "embedded") as views:
-        expected = views.event_tables()
+    expected = embedded_views(events, tmp_path / "embedded")
 
     settings = replace(kafka, namespace=f"{kafka.namespace}{uuid.uuid4().hex[:4]}-")
 
