@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from aiokafka.errors import MessageSizeTooLargeError
 
-from streams.app import PRODUCE_BATCH_BYTES, Send, send_batched, whole_batch
+from streams.app import BROKER_BATCH_BYTES, PRODUCE_BATCH_BYTES, Send, send_batched, whole_batch
 
 
 class FakeBatch:
@@ -133,13 +133,15 @@ class RealProducer:
         return BatchBuilder(PRODUCE_BATCH_BYTES, 0)
 
 
-def test_a_partition_bigger_than_a_produce_batch_still_goes_in_one_compressed_batch():
+def test_a_partition_bigger_than_a_produce_batch_still_goes_in_one_batch_compressed_past_the_brokers_limit():
     value = b'{"state": {"job": "tests/test_model.py::test_llama_tiny", "status": "queued"}}' * 8
-    many = [Send("changelog", 0, f"job-{n}".encode(), value) for n in range(1_000)]
-    assert sum(len(s.value) for s in many) > PRODUCE_BATCH_BYTES
+    many = [Send("changelog", 0, f"job-{n}".encode(), value) for n in range(3_000)]
+    assert sum(len(s.value) for s in many) > BROKER_BATCH_BYTES
     batch = whole_batch(RealProducer(), many)
-    assert batch.record_count() == 1_000
+    assert batch.record_count() == 3_000
     # gzip: the broker's limit is on what it receives (built here as aiokafka's sender builds it)
     assert len(batch._build()) < PRODUCE_BATCH_BYTES // 10
+    some = whole_batch(RealProducer(), many[:1_000])  # past a produce batch, under the broker's limit
+    assert some.record_count() == 1_000 and PRODUCE_BATCH_BYTES < len(some._build()) < BROKER_BATCH_BYTES
     few = whole_batch(RealProducer(), many[:3])
-    assert few.record_count() == 3 and few.size() > 3 * len(value)  # small: the producer's own, uncompressed
+    assert few.record_count() == 3 and len(few._build()) > 3 * len(value)  # the producer's own
