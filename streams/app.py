@@ -158,12 +158,11 @@ async def send_batched(app: faust.App, sends: list[Send], whole: bool = False) -
                 topic,
                 partition,
             )
-            metadata = None
             ends.update(await send_batched(app, records))
-        elif isinstance(metadata, BaseException):
+            continue
+        if isinstance(metadata, BaseException):
             raise metadata
-        if metadata is not None:
-            ends[(topic, partition)] = max(ends.get((topic, partition), 0), metadata.offset + count)
+        ends[(topic, partition)] = max(ends.get((topic, partition), 0), metadata.offset + count)
     return ends
 
 
@@ -174,13 +173,10 @@ def _fill(producer: Any, sends: list[Send]) -> list[tuple[str, int, Any]]:
     for send in sends:
         where = (send.topic, send.partition)
         batch = open_batch.get(where)
-        record = _record(send)
-        if batch is None or batch.append(**record) is None:
+        if batch is None or batch.append(**_record(send)) is None:
             batch = open_batch[where] = producer.create_batch()
             batches.append((send.topic, send.partition, batch))
-            if batch.append(**record) is None:
-                # aiokafka takes any first record into an empty batch: never a record dropped silently
-                raise RuntimeError(f"aiokafka refused a {len(send.value):,}-byte record for {send.topic}")
+            _append(batch, send)
     return batches
 
 
@@ -196,13 +192,19 @@ def whole_batch(producer: Any, sends: list[Send]) -> Any:
         codec = DefaultRecordBatch.CODEC_NONE if size <= BROKER_BATCH_BYTES else DefaultRecordBatch.CODEC_GZIP
         batch = BatchBuilder(2 * size, codec)
     for send in sends:
-        if batch.append(**_record(send)) is None:
-            raise RuntimeError(f"aiokafka refused a {len(send.value):,}-byte record for {send.topic}")
+        _append(batch, send)
     return batch
 
 
 def _record(send: Send) -> dict[str, Any]:
     return {"timestamp": None, "key": send.key, "value": send.value, "headers": send.headers or []}
+
+
+def _append(batch: Any, send: Send) -> None:
+    """Add ``send`` to a batch made to hold it (aiokafka takes any first record into an empty batch):
+    never a record dropped silently."""
+    if batch.append(**_record(send)) is None:
+        raise RuntimeError(f"aiokafka refused a {len(send.value):,}-byte record for {send.topic}")
 
 
 @dataclass(frozen=True, eq=False)

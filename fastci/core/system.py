@@ -133,7 +133,7 @@ class System:
         """Whether a merge releases ``topic`` in time order within ``LATENESS_MS``: a producer's
         topic, which none of ``processors`` writes. A topic they write leaves their merges in time
         order already, and is read in the order it was appended."""
-        return not any(topic in processor.outputs for processor in processors)
+        return topic not in System.written(processors)
 
     def merge_writers(self, reader: Processor, processors: Iterable[Processor]) -> dict[str, tuple[str, ...]]:
         """Per input topic of ``reader``, the names of the ``processors`` writing it that its

@@ -237,15 +237,14 @@ class _ProcessorRunner:
         reports: frozenset[str],
         batch_size: int,
         in_time_order: frozenset[str],
+        written: frozenset[str],
     ) -> None:
         self.processor = processor
         self.shared = shared
         self.log = data.log
         self.checkpoint = checkpoint
         self.batch_size = batch_size
-        # what it reads in log order is what processors write: a crash may append it again (Driver)
-        remember = frozenset(processor.inputs) - in_time_order
-        self.driver = Driver(processor, checkpoint.store(processor.name), reports, remember)
+        self.driver = Driver(processor, checkpoint.store(processor.name), reports, written)
         self.consumer = f"processor:{processor.name}"
         self.producer = f"produced:{processor.name}"
         # Per input topic, the runners writing it (not through a feedback pipe): this runner's merge
@@ -391,6 +390,7 @@ class EmbeddedRuntime:
         self.shared = _Round(self.data.log, system)
         chosen = list(processors or system.build())
         reporters = System.decode_reporters(chosen)
+        written = System.written(chosen)
         self.runners = [
             _ProcessorRunner(
                 p,
@@ -400,6 +400,7 @@ class EmbeddedRuntime:
                 reporters.get(p.name, frozenset()),
                 batch_size,
                 frozenset(topic for topic in p.inputs if System.in_time_order(topic, chosen)),
+                written,
             )
             for p in chosen
         ]
