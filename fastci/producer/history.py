@@ -154,9 +154,10 @@ def _junit_outcomes(
     path: Path, context: RunContext, root: Path | None, run_id: str
 ) -> Iterator[tuple[int, Event | InvalidEvent, int]]:
     base = context.model_dump(mode="json")
+    modules: dict[str, int] = {}
     for case in read_cases(path):
         position = case.byte
-        identity = test_id(case.attributes, root)
+        identity = test_id(case.attributes, root, modules)
         document: dict[str, Any] = {
             **base,
             "run_id": case.properties.get("run_id") or run_id,
