@@ -221,3 +221,56 @@ def test_files_imported_newest_first_are_named_for_their_late_results(tmp_path, 
     out = " ".join("".join(capfd.readouterr()).split())
     assert "night-3.xml: 3 result(s) more than 6 h older than results imported before them" in out
     assert "night-4.xml" not in out.split("warning")[1]
+
+
+def test_a_parquet_history_imports_as_the_same_results_as_its_json_lines(junit, tmp_path, capfd):
+    """Results exported to Parquet (DuckDB here: a warehouse's table of past runs) import as the same
+    events as the same rows in JSON lines; a null column is an absent field, a zoned timestamp is read
+    in UTC; a bad row is named by its row number; a file DuckDB cannot read stops its import."""
+    import duckdb
+
+    project, report, node_ids = junit
+    first = tmp_path / "first"
+    assert main(["--data-dir", str(first), "import", str(report), "--root", str(project)]) == 0
+    lines = tmp_path / "history.jsonl"
+    lines.write_bytes(b"".join(orjson.dumps(r.model_dump(mode="json", exclude={"id"})) + b"\n" for r in results(first)))
+    table = tmp_path / "history.parquet"
+    with duckdb.connect() as db:
+        db.execute("SET TimeZone = 'Europe/Paris'")  # the zone a TIMESTAMPTZ is written in does not matter
+        db.execute(
+            "COPY (SELECT test_id, run_id, repo, commit, NULL::VARCHAR AS bundle, node_id, trigger, status, "
+            "duration_s, CAST(time AS TIMESTAMPTZ) AS time, NULL::BIGINT AS seed "
+            f"FROM read_json_auto('{lines}')) TO '{table}' (FORMAT parquet)"
+        )
+    from_lines, from_table = tmp_path / "lines", tmp_path / "table"
+    assert main(["--data-dir", str(from_lines), "import", str(lines)]) == 0
+    assert main(["--data-dir", str(from_table), "import", str(table), "--batch", "3"]) == 0
+    imported = results(from_table)
+    assert imported == results(from_lines) == results(first)
+    assert len(imported) == len(node_ids) and all(r.time is not None for r in imported)
+
+    # killed at its third batch of 3, the import resumes after the rows it recorded
+    target = ListTarget(dies_at=3, after=True)
+    progress = tmp_path / "resumed" / "import"
+    with pytest.raises(KeyboardInterrupt):
+        import_file(table, "parquet", None, target, progress, batch=3)
+    target.dies_at = None
+    assert import_file(table, "parquet", None, target, progress, batch=3).resumed_at == 6
+    assert [e.id for e in target.events] == [r.id for r in imported]
+
+    bad = tmp_path / "bad.parquet"
+    with duckdb.connect() as db:
+        db.execute(
+            "COPY (SELECT * EXCLUDE (file_row_number) "
+            "REPLACE (CASE WHEN file_row_number = 1 THEN -1.0 ELSE duration_s END AS duration_s) "
+            f"FROM read_parquet('{table}', file_row_number = true)) TO '{bad}' (FORMAT parquet)"
+        )
+    assert main(["--data-dir", str(tmp_path / "bad"), "import", str(bad)]) == 1
+    err = capfd.readouterr().err
+    assert f"refused {bad}:2: " in err and "duration_s" in err
+    assert len(results(tmp_path / "bad")) == len(node_ids) - 1
+
+    damaged = tmp_path / "damaged.parquet"
+    damaged.write_bytes(table.read_bytes()[:100])
+    assert main(["--data-dir", str(tmp_path / "damaged"), "import", str(damaged)]) == 1
+    assert f"{damaged}: not a Parquet file" in capfd.readouterr().err

@@ -32,7 +32,7 @@ def register(commands: Any) -> None:
 def _register_import(commands: Any) -> None:
     history = commands.add_parser(
         "import",
-        help="publish past CI history (JUnit XML files, results as JSON lines) as results; resumable",
+        help="publish past CI history (JUnit XML files, results as JSON lines or Parquet) as results; resumable",
         description="Reads each FILE as a stream and publishes its test outcomes as results, in batches. A killed "
         "import resumes where it stopped, and a file imported once is skipped (progress in <data dir>/import/). "
         "JUnit: the run context (repo, commit, trigger, node, bundle) comes from the options, $FASTCI_* and the "
@@ -40,7 +40,11 @@ def _register_import(commands: Any) -> None:
         "them. An outcome that is not a valid result is refused with its file and line, onto dead-letters.",
     )
     history.add_argument("files", nargs="+", type=Path, metavar="FILE")
-    history.add_argument("--format", choices=("junit", "jsonl"), help="default: by suffix (.xml, .jsonl/.json)")
+    history.add_argument(
+        "--format",
+        choices=("junit", "jsonl", "parquet"),
+        help="default: by suffix (.xml, .jsonl/.json, .parquet); Parquet: one row a result, its columns the fields",
+    )
     history.add_argument(
         "--root",
         type=Path,
@@ -61,8 +65,7 @@ def _register_import(commands: Any) -> None:
 def cmd_import(args: argparse.Namespace) -> int:
     from fastci.core.system import LATENESS_MS
     from fastci.producer.context import ContextError, load_context
-    from fastci.producer.history import Lateness, format_of, import_file
-    from fastci.producer.junit import JUnitError
+    from fastci.producer.history import UNREADABLE, Lateness, format_of, import_file
     from fastci.producer.targets import EmbeddedTarget, KafkaTarget, TargetUnavailable
 
     missing = [str(path) for path in args.files if not path.is_file()]
@@ -110,7 +113,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                     progress=lambda _, done, total, task=task: bar.update(task, completed=done),
                     lateness=lateness,
                 )
-            except JUnitError as error:
+            except UNREADABLE as error:
                 console.print(f"[red]error:[/red] {error}; the outcomes before it were published", highlight=False)
                 failed = True
                 continue

@@ -61,14 +61,12 @@ class System:
     processors: tuple[type[Processor], ...]  # in the order the embedded runtime runs them
     feedback: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (writer, reader) -> why
     topics: Mapping[str, type[Event]] = field(init=False)
+    input_topics: tuple[str, ...] = field(init=False)  # what producers publish to (checked per event)
 
     def __post_init__(self) -> None:
         models = {model.TOPIC: model for model in (*self.inputs, *self.decisions, DeadLetter)}
         object.__setattr__(self, "topics", models)
-
-    @property
-    def input_topics(self) -> tuple[str, ...]:
-        return tuple(model.TOPIC for model in self.inputs)
+        object.__setattr__(self, "input_topics", tuple(model.TOPIC for model in self.inputs))
 
     @property
     def order(self) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""``fastci import``: past CI history (JUnit XML files, results as JSON lines) published as results.
+"""``fastci import``: past CI history (JUnit XML files, results as JSON lines or Parquet) published as
+results.
 
 Each file is read as a stream and published in batches. After each batch the file's progress (how
 many of its outcomes are published) is written to ``<data dir>/import/``, so an import killed
@@ -15,6 +16,7 @@ import hashlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,14 @@ from fastci.producer.targets import Target
 
 SOURCE = "import"
 Progress = Callable[[Path, int, int], None]  # (file, bytes read, bytes in all)
+
+
+class ParquetError(ValueError):
+    """The file is not Parquet DuckDB can read; the message names the file."""
+
+
+# A file the import cannot read on: what came before the damage is published, the rest is not.
+UNREADABLE = (JUnitError, ParquetError)
 
 
 @dataclass
@@ -68,7 +78,11 @@ def format_of(path: Path, given: str | None) -> str:
         return "junit"
     if suffix in (".jsonl", ".ndjson", ".json"):
         return "jsonl"
-    raise ValueError(f"{path}: cannot tell the format from '{suffix or 'no suffix'}' (pass --format junit|jsonl)")
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    raise ValueError(
+        f"{path}: cannot tell the format from '{suffix or 'no suffix'}' (pass --format junit|jsonl|parquet)"
+    )
 
 
 def import_file(
@@ -97,9 +111,12 @@ def import_file(
     report.resumed_at = done = saved["done"]
     in_flight = saved.get("in_flight")
     size = path.stat().st_size
-    outcomes = (
-        _junit_outcomes(path, context, root, run_id or _run_id(path)) if fmt == "junit" else _jsonl_outcomes(path)
-    )
+    if fmt == "junit":
+        outcomes = _junit_outcomes(path, context, root, run_id or _run_id(path))
+    elif fmt == "parquet":
+        outcomes = _parquet_outcomes(path)
+    else:
+        outcomes = _jsonl_outcomes(path)
     pending: list[Event] = []
     seen = 0
 
@@ -141,7 +158,7 @@ def import_file(
                 flush(False)
                 if progress:
                     progress(path, position, size)
-    except JUnitError:
+    except UNREADABLE:
         flush(False)  # what came before the damage is published
         raise
     flush(True)
@@ -200,6 +217,64 @@ def _jsonl_outcomes(path: Path) -> Iterator[tuple[int, Event | InvalidEvent, int
                 yield number, check_event(topic, raw), position
             except InvalidEvent as error:
                 yield number, error, position
+
+
+PARQUET_ROWS = 10_000  # rows fetched from DuckDB at a time: a file of any size in bounded memory
+
+
+def _parquet_outcomes(path: Path) -> Iterator[tuple[int, Event | InvalidEvent, int]]:
+    """A Parquet file's rows as results, one row a result: its columns are the result's fields (as in
+    a results JSON line; a null column is an absent field, so it takes its default). The "line" of a
+    row is its row number from 1; its position, the share of the file's bytes its rows come to.
+
+    DuckDB reads the file column by column and hands the rows over in blocks; each row is then
+    checked as a published result is, by the one door every event goes through."""
+    import duckdb  # a dependency of record (the views); imported here, as only this format needs it
+
+    size = path.stat().st_size
+    with duckdb.connect() as db:
+        db.execute("SET TimeZone = 'UTC'")  # a TIMESTAMPTZ column read as UTC
+        try:
+            described = db.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+            total = db.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()[0]
+        except duckdb.Error as error:
+            raise ParquetError(f"{path}: not a Parquet file DuckDB can read ({error})") from None
+        names = [name for name, *_ in described]
+        # TIMESTAMPTZ as a plain UTC timestamp: turning zoned values into Python needs pytz.
+        select = ", ".join(
+            f"CAST({_quoted(name)} AS TIMESTAMP) AS {_quoted(name)}"
+            if kind == "TIMESTAMP WITH TIME ZONE"
+            else _quoted(name)
+            for name, kind, *_ in described
+        )
+        # DuckDB keeps a file's row order (preserve_insertion_order, on by default): row N is the file's Nth
+        db.execute("SET preserve_insertion_order = true")
+        number = 0
+        try:
+            cursor = db.execute(f"SELECT {select} FROM read_parquet(?)", [str(path)])
+            while rows := cursor.fetchmany(PARQUET_ROWS):
+                for row in rows:
+                    number += 1
+                    document = {name: value for name, value in zip(names, row, strict=True) if value is not None}
+                    raw = orjson.dumps(document, default=_plain, option=orjson.OPT_NAIVE_UTC | orjson.OPT_NON_STR_KEYS)
+                    position = size * number // max(total, 1)
+                    try:
+                        yield number, check_event("results", raw), position
+                    except InvalidEvent as error:
+                        yield number, error, position
+        except duckdb.Error as error:
+            raise ParquetError(f"{path}: unreadable after row {number:,} ({error})") from None
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _plain(value: object) -> object:
+    """A column value orjson does not write itself (a DECIMAL's Decimal): as a number, else as text."""
+    if isinstance(value, Decimal):
+        return float(value)
+    return str(value)
 
 
 def _duration(text: str | None) -> float | str:
