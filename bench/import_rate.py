@@ -1,11 +1,14 @@
-"""History import: how fast ``fastci import`` publishes a JUnit history and ``fastci run`` applies it,
+"""History import: how fast ``fastci import`` publishes a history and ``fastci run`` applies it,
 extrapolated to a year of a 400-changes/day fleet (40 million results).
 
 Writes JUnit XML files (``--files`` of ``--cases`` test cases each: ``--tests`` distinct tests, 3%
 failing, 2% skipped, one suite per file with its own timestamp), then times, as whole processes,
 ``fastci import`` of all of them into a fresh data dir and ``fastci run --no-sync`` over the result.
+``--format parquet`` imports the same cases once more from Parquet files (one per JUnit file, the
+results the JUnit import published, written by DuckDB) into another data dir, and requires the same
+events.
 
-    .venv/bin/python bench/import_rate.py [--files 20] [--cases 10000] [--tests 2000]
+    .venv/bin/python bench/import_rate.py [--files 20] [--cases 10000] [--tests 2000] [--format junit|parquet]
 """
 
 from __future__ import annotations
@@ -42,6 +45,33 @@ def write_junit(path: Path, night: int, cases: int, tests: int, rng: random.Rand
     path.write_text("\n".join(lines))
 
 
+def results_of(data: Path) -> bytes:
+    """The results topic of a data dir, as its bytes."""
+    return b"".join(path.read_bytes() for path in sorted((data / "log" / "results").glob("*.log")))
+
+
+def write_parquet(data: Path, scratch: Path, files: int, cases: int) -> list[Path]:
+    """The results a JUnit import published, ``cases`` to a Parquet file, as a warehouse would export them."""
+    import duckdb
+
+    from fastci.runtime.log import Log
+
+    lines = scratch / "published.jsonl"
+    with open(lines, "wb") as out:
+        for record in Log(data / "log").topic("results").read():
+            out.write(record.payload + b"\n")
+    tables = []
+    with duckdb.connect() as db:
+        for n in range(files):
+            table = scratch / f"night-{n:03d}.parquet"
+            db.execute(
+                f"COPY (SELECT * EXCLUDE (id) FROM read_json_auto('{lines}') LIMIT {cases} OFFSET {n * cases}) "
+                f"TO '{table}' (FORMAT parquet)"
+            )
+            tables.append(table)
+    return tables
+
+
 def timed(command: list[str]) -> float:
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
@@ -56,6 +86,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--cases", type=int, default=10_000, help="test cases per file")
     parser.add_argument("--tests", type=int, default=2_000, help="distinct tests")
+    parser.add_argument(
+        "--format", choices=("junit", "parquet"), default="junit", help="parquet: the JUnit import, then Parquet's"
+    )
     args = parser.parse_args()
     rng = random.Random(11)
     with tempfile.TemporaryDirectory(prefix="fastci-import-") as scratch_name:
@@ -70,7 +103,17 @@ def main() -> None:
         publish_s = timed([*fastci, "import", *map(str, files), *context])
         run_s = timed([*fastci, "run", "--no-sync"])
         print(f"{total:,} results in {args.files} JUnit files ({megabytes:.1f} MB), {args.tests:,} distinct tests")
-        for name, seconds in (("import (publish)", publish_s), ("run (apply)", run_s), ("both", publish_s + run_s)):
+        rows = [("import (publish)", publish_s), ("run (apply)", run_s), ("both", publish_s + run_s)]
+        if args.format == "parquet":
+            tables = write_parquet(scratch / "data", scratch, args.files, args.cases)
+            megabytes = sum(p.stat().st_size for p in tables) / 1e6
+            parquet = [sys.executable, "-m", "fastci.cli", "--data-dir", str(scratch / "from-parquet")]
+            publish_s = timed([*parquet, "import", *map(str, tables)])
+            if results_of(scratch / "from-parquet") != results_of(scratch / "data"):
+                sys.exit("the Parquet import published other events than the JUnit import")
+            print(f"the same {total:,} results in {len(tables)} Parquet files ({megabytes:.1f} MB): the same events")
+            rows.append(("Parquet (publish)", publish_s))
+        for name, seconds in rows:
             rate = total / seconds
             year = YEAR_OF_RESULTS / rate / 60
             print(
