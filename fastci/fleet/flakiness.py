@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 RECENT = 20  # runs of a test the retry rule looks at
 RETRY_LIMIT = 2  # runs among them that passed only on retry
@@ -37,11 +38,28 @@ class Outcome:
     excluded: bool = False  # the node was not healthy when it ran
 
 
-def outcomes_differ(outcomes: Iterable[Outcome]) -> str | None:
+class Run(Protocol):
+    """A run as the rules read it: an ``Outcome``, or a stored outcome with these fields."""
+
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def excluded(self) -> bool: ...
+
+
+def outcomes_differ(outcomes: Iterable[Run]) -> str | None:
     """Why these runs of one (commit, bundle, config, seed) show a flaky test, or None."""
-    counted = [o for o in outcomes if not o.excluded and o.status in FAILING | PASSING]
-    failing = {o.node_id for o in counted if o.status in FAILING}
-    passing = {o.node_id for o in counted if o.status in PASSING}
+    failing: set[str] = set()
+    passing: set[str] = set()
+    for outcome in outcomes:  # the hot path of every result: one pass, no copies
+        if outcome.excluded:
+            continue
+        if outcome.status in FAILING:
+            failing.add(outcome.node_id)
+        elif outcome.status in PASSING:
+            passing.add(outcome.node_id)
     if not failing or not passing:
         return None
     if len(failing) >= 2:

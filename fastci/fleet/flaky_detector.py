@@ -20,7 +20,7 @@ from pydantic import Field
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.fleet.events import FlakyVerdict, RunOutcome
-from fastci.fleet.flakiness import FAILING, PASSING, RECENT, STABLE_AFTER, Outcome, flaky_by_retries, outcomes_differ
+from fastci.fleet.flakiness import FAILING, PASSING, RECENT, STABLE_AFTER, flaky_by_retries, outcomes_differ
 from fastci.inputs import ResultEvent
 from fastci.regression.events import BaselineExclusion
 
@@ -110,7 +110,7 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
         outcomes = tuple(before.outcomes or ()) if before else ()
         if any(o.result_id == event.id for o in outcomes):
             return Step()  # the group (not the test's own entry) already holds it: applied before a crash
-        differed = outcomes_differ(_outcomes(outcomes))
+        previous = outcomes
         outcome = HeldOutcome.trusted(
             {
                 "result_id": event.id,
@@ -121,10 +121,11 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
             }
         )
         outcomes = (*outcomes, outcome)[-RUNS_PER_GROUP:]
-        differs = outcomes_differ(_outcomes(outcomes))
+        differs = outcomes_differ(outcomes)
         statuses = (*test["statuses"], event.status)[-RECENT:]
         retries = flaky_by_retries(statuses) and event.status == "flaky"
-        evidence = bool((differs and (not differed or event.status in FAILING)) or retries)
+        # new evidence: the runs disagree now and did not before (or this run is a failure among them)
+        evidence = bool((differs and (event.status in FAILING or not outcomes_differ(previous))) or retries)
         groups, forgotten = test["groups"], ()
         if digest not in groups:
             groups = (*groups, digest)
@@ -183,7 +184,7 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
             for o in outcomes.outcomes
         )
         writes: dict[str, FlakyState | None] = {key: _held(outcomes=marked)}
-        if not (test.flaky and test.marked_by == digest and outcomes_differ(_outcomes(marked)) is None):
+        if not (test.flaky and test.marked_by == digest and outcomes_differ(marked) is None):
             return Step(writes=writes)
         # the disagreement that made the test flaky was a sick node's doing: withdraw the verdict
         withdrawn = FlakyVerdict(
@@ -199,10 +200,6 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
             test=TestFlakiness.trusted({**test.__dict__, "flaky": False, "rule": "withdrawn", "marked_by": None})
         )
         return Step(writes=writes, outputs=[withdrawn])
-
-
-def _outcomes(held) -> list[Outcome]:
-    return [Outcome(o.node_id, o.status, o.excluded) for o in held]
 
 
 def _verdict(event: ResultEvent, flaky: bool, rule: str, reason: str, outcomes) -> FlakyVerdict:
