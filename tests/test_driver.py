@@ -253,3 +253,31 @@ def test_a_key_remembers_exactly_what_was_released_however_far_out_of_order():
             probes = rng.sample(range(count), 50)
             assert [entry.applied(Origin("results/0", p)) for p in probes] == [p in released for p in probes]
     assert entry.marks == {"results/0": count - 1} and entry.past == {}
+
+
+def test_an_entry_is_encoded_as_its_models_dump_of_fields():
+    """Entries are written from the models' fields without ``model_dump`` (its nested dicts cost more
+    than the rest of the encoding): the bytes are what ``model_dump`` and orjson give, nested records,
+    tuples and times included; a record built by ``trusted`` from more than its fields writes only them."""
+    import orjson
+
+    from fastci.fleet.flaky_detector import FlakyState, HeldOutcome, TestFlakiness
+
+    statuses = ("passed", "failed", "failed", "error", "flaky")
+    held = tuple(
+        HeldOutcome(result_id=f"{n:032x}", node_id=f"node-{n % 3}", status=status, trigger="ci")
+        for n, status in enumerate(statuses)
+    )
+    states = [
+        FlakyState(outcomes=held),
+        FlakyState(test=TestFlakiness(flaky=True, rule="retries", statuses=("flaky", "passed"), groups=("ab",))),
+        TestHistory(runs=3, passed=2, failed=1, health="failing", last_status="failed", last_run_id="r3"),
+    ]
+    for state in states:
+        entry = Entry(state, seen=["0123456789abcdef"], marks={"results/0": 7})
+        dumped = orjson.dumps({"state": state.model_dump(), "seen": entry.seen, "marks": entry.marks})
+        assert encode_entry(entry) == dumped
+        assert decode_entry(type(state), encode_entry(entry)).state == state
+
+    extra = TestHistory.trusted({**TestHistory(runs=1).__dict__, "stray": 1})
+    assert orjson.loads(encode_entry(Entry(extra)))["state"] == TestHistory(runs=1).model_dump()
