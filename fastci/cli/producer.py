@@ -97,6 +97,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     published = refused = 0
     failed = False
     lateness = Lateness()
+    modules: dict[str, int] = {}  # JUnit class name -> where its module ends, under root: one lookup per import
     with progress_bar() as bar:
         for path, fmt in formats.items():
             task = bar.add_task(str(path), total=path.stat().st_size or 1)
@@ -112,6 +113,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                     batch=args.batch,
                     progress=lambda _, done, total, task=task: bar.update(task, completed=done),
                     lateness=lateness,
+                    modules=modules,
                 )
             except UNREADABLE as error:
                 console.print(f"[red]error:[/red] {error}; the outcomes before it were published", highlight=False)

@@ -96,12 +96,15 @@ def import_file(
     batch: int = 5000,
     progress: Progress | None = None,
     lateness: Lateness | None = None,
+    modules: dict[str, int] | None = None,
 ) -> FileReport:
     """Publish ``path``'s outcomes after those an earlier import of it published.
 
     Before each batch the progress record notes the batch and where the target ended; a kill
     between the two leaves that note, and the next import publishes only the batch's events the
-    target does not hold (a target that cannot tell gets the batch again: the same ids)."""
+    target does not hold (a target that cannot tell gets the batch again: the same ids).
+    ``modules``: JUnit class names resolved to modules under ``root`` so far, shared by the files of
+    one import (a suite's shards and nights repeat its classes; None: this file's own)."""
     report = FileReport(path)
     marker = progress_dir / f"{_file_key(path)}.json"
     saved = orjson.loads(marker.read_bytes()) if marker.exists() else {"done": 0, "complete": False}
@@ -112,7 +115,7 @@ def import_file(
     in_flight = saved.get("in_flight")
     size = path.stat().st_size
     if fmt == "junit":
-        outcomes = _junit_outcomes(path, context, root, run_id or _run_id(path))
+        outcomes = _junit_outcomes(path, context, root, run_id or _run_id(path), {} if modules is None else modules)
     elif fmt == "parquet":
         outcomes = _parquet_outcomes(path)
     else:
@@ -168,10 +171,9 @@ def import_file(
 
 
 def _junit_outcomes(
-    path: Path, context: RunContext, root: Path | None, run_id: str
+    path: Path, context: RunContext, root: Path | None, run_id: str, modules: dict[str, int]
 ) -> Iterator[tuple[int, Event | InvalidEvent, int]]:
     base = context.model_dump(mode="json")
-    modules: dict[str, int] = {}
     for case in read_cases(path):
         position = case.byte
         identity = test_id(case.attributes, root, modules)
