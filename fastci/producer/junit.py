@@ -128,7 +128,7 @@ def _seconds(text: str | None) -> float:
 def test_id(attributes: dict[str, str], root: Path | None, modules: dict[str, int] | None = None) -> str | None:
     """pytest's node id for a test case, or None when it has no name. ``modules``: where the module
     ends in each classname seen so far, kept by the caller across one import (resolving it looks for
-    files under ``root``, which was most of an import's time: a class's cases share it)."""
+    files under ``root``, a few system calls per case otherwise: a class's cases share it)."""
     name = attributes.get("name")
     if not name:
         return None
