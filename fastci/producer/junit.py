@@ -125,7 +125,7 @@ def _seconds(text: str | None) -> float:
         return 0.0
 
 
-def test_id(attributes: dict[str, str], root: Path | None, modules: dict[str, int] | None = None) -> str | None:
+def test_id(attributes: dict[str, str], root: Path | None, modules: dict[str, int]) -> str | None:
     """pytest's node id for a test case, or None when it has no name. ``modules``: where the module
     ends in each classname seen so far, kept by the caller across one import (resolving it looks for
     files under ``root``, a few system calls per case otherwise: a class's cases share it)."""
@@ -141,12 +141,9 @@ def test_id(attributes: dict[str, str], root: Path | None, modules: dict[str, in
         return "::".join([explicit.replace("\\", "/"), *classes, name])
     if not parts:
         return name
-    if modules is None:
-        split = _module_length(parts, root)
-    else:
-        split = modules.get(classname)
-        if split is None:
-            split = modules[classname] = _module_length(parts, root)
+    split = modules.get(classname)
+    if split is None:
+        split = modules[classname] = _module_length(parts, root)
     module, classes = parts[:split], parts[split:]
     return "::".join(["/".join(module) + ".py", *classes, name])
 
