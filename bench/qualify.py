@@ -9,8 +9,9 @@ sees, all measured in one run on this host.
    spread between runs of the same bundle (the median of each run, relative to the first).
 3. Interleaved comparisons (``--repeats`` each, step by step on this host): healthy against
    healthy (what the gate must not flag) and the 3%-extra-work kernel against healthy (what it must
-   flag), with the median throughput ratio, the per-window spread, how often the first comparison
-   flagged a drop and how often the confirming second one agreed (the gate's verdict).
+   flag), with the median throughput ratio, the per-window spread, how often the first pair was
+   undecided and pooled a second, how often the first comparison flagged a drop and how often the
+   confirming second one agreed (the gate's verdict).
 """
 
 from __future__ import annotations
@@ -87,13 +88,15 @@ def main() -> None:
                 ).performance
                 for _ in range(args.repeats)
             ]
+            pooled = sum(v.pairs > 1 for v in verdicts)  # type: ignore[union-attr]
             first = sum(v.significant_drop for v in verdicts)  # type: ignore[union-attr]
             confirmed = sum(v.regressed for v in verdicts)  # type: ignore[union-attr]
             print(
                 f"   {label:26s} {name:17s} ratio "
                 + " ".join(f"{v.ratio:.3f}" for v in verdicts)  # type: ignore[union-attr]
                 + f"  spread {np.mean([v.spread for v in verdicts]):.1%}"  # type: ignore[union-attr]
-                + f"  flagged {first}/{len(verdicts)}, confirmed {confirmed}/{len(verdicts)}"
+                + f"  undecided and pooled {pooled}/{len(verdicts)}, flagged {first}/{len(verdicts)},"
+                + f" confirmed {confirmed}/{len(verdicts)}"
             )
 
 

@@ -91,6 +91,53 @@ def test_nondeterministic_reduction_is_flaky_not_wrong(pinned):
     )
 
 
+def _pairs(seed: int, drop: float):
+    """Interleaved pairs of synthetic step times (40 steps, 6% noise on the ratio) and a counter of
+    the pairs asked for after the first."""
+    rng = np.random.default_rng(seed)
+    asked = []
+
+    def measure():
+        asked.append(1)
+        base = rng.lognormal(0, 0.1, 40)
+        return list(base * np.exp(rng.normal(np.log1p(drop), 0.06, 40))), list(base)
+
+    first = measure()
+    asked.clear()
+    return first, measure, asked
+
+
+def test_an_undecided_comparison_pools_another_pair_before_the_gate_decides():
+    first, measure, asked = _pairs(seed=3, drop=0.03)
+    alone = checks.compare_interleaved([first], window=1)
+    assert alone.undecided and not alone.significant_drop  # one pair of a 3% drop: p = 0.017
+    verdict = checks.gate_interleaved(first, measure, window=1)
+    assert verdict.pairs == 2 and verdict.windows == 80 and verdict.significant_drop
+    assert verdict.confirmation is not None and verdict.confirmation.significant_drop
+    assert verdict.regressed
+    assert len(asked) == 3  # the pooled pair, the confirming pair, and the one pooled into it
+
+
+def test_an_undecided_comparison_that_stays_unshown_passes_without_a_confirmation():
+    first, measure, asked = _pairs(seed=18, drop=0.03)
+    verdict = checks.gate_interleaved(first, measure, window=1)
+    assert verdict.pairs == 2 and not verdict.significant_drop
+    assert verdict.confirmation is None and not verdict.regressed
+    assert len(asked) == 1
+
+
+def test_a_comparison_with_no_lean_to_a_drop_costs_no_second_pair():
+    first, measure, asked = _pairs(seed=1, drop=0.0)
+    verdict = checks.gate_interleaved(first, measure, window=1)
+    assert verdict.p_value > checks.PERF_UNDECIDED_P and verdict.pairs == 1
+    assert not verdict.regressed and asked == []
+
+
+def test_too_few_windows_for_the_gate_is_an_error_naming_the_count():
+    with pytest.raises(ValueError, match="5 window"):
+        checks.compare_interleaved([([1.0] * 10, [1.0] * 10)], window=2)
+
+
 @pytest.mark.slow
 def test_extra_work_kernel_fails_the_performance_gate_and_a_healthy_one_does_not(pinned):
     """Interleaved with a healthy baseline on this (shared) host: the 3% halo shows as a significant

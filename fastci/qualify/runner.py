@@ -12,12 +12,12 @@ Per model, two checks plus the throughput samples (three ``results`` events, see
 With a baseline backend (a known-good bundle), each training run is interleaved step by step with
 the baseline's on the same host, and the performance gate compares the two (``checks.
 compare_interleaved``); that doubles the training time and is what makes a few percent visible on
-a shared machine. A drop it flags is confirmed by a second interleaved pair before it counts.
+a shared machine. An undecided comparison (leaning to a drop, not significant) pools in a second
+pair; a drop it flags is confirmed by a fresh comparison before it counts (``checks.gate_interleaved``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass
@@ -98,10 +98,15 @@ class TrainingCheck:
         text = f"{len(self.throughput)} samples, CV {self.throughput_cv:.0%}"
         if self.performance is not None:
             v = self.performance
-            text += f"; vs baseline {v.ratio - 1:+.1%} (p={v.p_value:.0e})"
+            text += f"; vs baseline {_compared(v)}"
             if v.confirmation is not None:
-                text += f", rerun {v.confirmation.ratio - 1:+.1%} (p={v.confirmation.p_value:.0e})"
+                text += f", rerun {_compared(v.confirmation)}"
         return text
+
+
+def _compared(verdict: checks.PerformanceVerdict) -> str:
+    pooled = f", {verdict.pairs} pairs" if verdict.pairs > 1 else ""
+    return f"{verdict.ratio - 1:+.1%} (p={verdict.p_value:.0e}{pooled})"
 
 
 @dataclass(frozen=True)
@@ -178,10 +183,11 @@ def check_training(
     run = candidate.finish(started)
     performance = None
     if baseline is not None and other is not None:
-        performance = _compare(backend, candidate, other)
-        if performance.significant_drop:  # confirm with a second, independent interleaved pair
-            again = _compare(backend, *_interleaved(family, backend, baseline, seed, candidate.steps))
-            performance = dataclasses.replace(performance, confirmation=again)
+        performance = checks.gate_interleaved(
+            _kernel_seconds(backend, candidate, other),
+            lambda: _kernel_seconds(backend, *_interleaved(family, backend, baseline, seed, candidate.steps)),
+            runtime_of(backend).steps_per_sample,
+        )
     return TrainingCheck(
         loss_curve=run.loss_curve,
         divergence_step=checks.loss_divergence_step(run.loss_curve, pinned.loss_curve, precision_of(backend)),
@@ -212,14 +218,11 @@ def _interleaved(
     return candidate, other
 
 
-def _compare(backend: Backend, candidate: Trainer, baseline: Trainer) -> checks.PerformanceVerdict:
-    runtime = runtime_of(backend)
-    skip = runtime.warmup_steps
-    return checks.compare_interleaved(
-        candidate.step_kernel_seconds[skip:],
-        baseline.step_kernel_seconds[skip:],
-        runtime.steps_per_sample,
-    )
+def _kernel_seconds(backend: Backend, candidate: Trainer, baseline: Trainer | None) -> tuple[list[float], list[float]]:
+    """Per-step kernel times of an interleaved pair, past the runtime's warmup."""
+    assert baseline is not None, "an interleaved pair has a baseline run"
+    skip = runtime_of(backend).warmup_steps
+    return candidate.step_kernel_seconds[skip:], baseline.step_kernel_seconds[skip:]
 
 
 def qualify(
