@@ -45,6 +45,8 @@ def recorded_events() -> list[bytes]:
 
 def start_run(data_dir: Path) -> subprocess.Popen:
     # One processor: kills must land while it works (the runtime, not a processor, is under test here).
+    # Three batches a commit: a kill also lands between batches whose outputs are appended and whose
+    # state is not committed yet.
     command = [
         sys.executable,
         "-m",
@@ -54,6 +56,8 @@ def start_run(data_dir: Path) -> subprocess.Popen:
         "run",
         "--batch",
         "100",
+        "--commit-every",
+        "300",
         "--processor",
         "test-history",
     ]

@@ -76,10 +76,11 @@ def test_bad_input_is_dead_lettered_and_leaves_state_alone(tmp_path):
 
 
 def test_outputs_appended_before_a_crash_are_not_appended_again(tmp_path):
-    """The narrow window of a crash: outputs are on disk, the checkpoint commit never happened."""
+    """The window of a crash: outputs are on disk, the checkpoint commit never happened (two batches'
+    outputs: the runtime commits every four records here)."""
     events = [result(run_id=f"r{n}", status=("passed", "failed")[n % 2]) for n in range(6)]
     publish_embedded(tmp_path, events)
-    crashing = EmbeddedRuntime(tmp_path, SYSTEM, batch_size=4)
+    crashing = EmbeddedRuntime(tmp_path, SYSTEM, batch_size=2, commit_every=4)
 
     def power_cut(*args, **kwargs):
         raise SystemExit("killed between append and commit")
@@ -155,3 +156,48 @@ def test_a_plain_repositorys_results_go_through_every_processor_without_a_dead_l
     assert stats.by_processor["test-history"].events == len(events)
     assert list(DataDir(tmp_path).log.topic("dead-letters").read()) == []
     assert DataDir(tmp_path).log.topic("test-status-changed").end().offset > 0
+
+
+def test_a_catch_up_run_commits_less_often_and_ends_as_a_run_committing_every_batch(tmp_path):
+    """Commits coalesce a key's writes; what is stored and appended is the same as committing per batch."""
+    from collections import Counter
+
+    from fastci.demo.history import Workload
+
+    events = Workload(commits=30, seed=5).events()
+    rows: dict[str, Counter] = {}
+    for name, commit_every in (("each-batch", 50), ("deferred", 100_000)):
+        publish_embedded(tmp_path / name, events)
+        runtime = EmbeddedRuntime(tmp_path / name, SYSTEM, batch_size=50, sync=False, commit_every=commit_every)
+        written = rows[name] = Counter()
+        commit = runtime.checkpoint.commit
+
+        def counting(processor, writes, *args, _commit=commit, _written=written):
+            _written[processor] += len(writes)
+            return _commit(processor, writes, *args)
+
+        runtime.checkpoint.commit = counting  # type: ignore[method-assign]
+        try:
+            runtime.run()
+        finally:
+            runtime.close()
+
+    def stored(data_dir):
+        data = DataDir(data_dir)
+        logs = {
+            topic.name: [r.payload for r in data.log.topic(topic.name).read()]
+            for topic in (data.root / "log").iterdir()
+        }
+        checkpoint = data.checkpoint()
+        try:
+            state = sorted(checkpoint.db.execute("SELECT processor, key, value FROM state"))
+            positions = sorted(checkpoint.db.execute('SELECT consumer, topic, "offset" FROM positions'))
+        finally:
+            checkpoint.close()
+        return logs, state, positions
+
+    each_batch, deferred = stored(tmp_path / "each-batch"), stored(tmp_path / "deferred")
+    assert deferred == each_batch
+    assert sum(len(records) for records in each_batch[0].values()) > 2 * len(events)  # decisions were made
+    for processor in ("test-history", "flaky-detector", "test-planner"):
+        assert 0 < rows["deferred"][processor] < rows["each-batch"][processor], (processor, rows)

@@ -24,7 +24,15 @@ def register(commands: Any) -> None:
     run = commands.add_parser("run", help="process the embedded log with every processor")
     run.add_argument("--follow", action="store_true", help="keep running and process new events as they arrive")
     run.add_argument("--processor", action="append", help="run only this processor (repeatable)")
-    run.add_argument("--batch", type=int, default=2000, help="events per checkpoint (default 2000)")
+    run.add_argument("--batch", type=int, default=2000, help="events a processor applies at a time (default 2000)")
+    run.add_argument(
+        "--commit-every",
+        type=int,
+        default=50_000,
+        metavar="N",
+        help="commit a processor's state every N events while it catches up, and whenever it has (default "
+        "50,000): a key many events write is stored once per commit; a crash redoes up to N",
+    )
     run.add_argument(
         "--no-sync", action="store_true", help="skip fsync per batch (faster; a power cut may lose the last batches)"
     )
@@ -87,8 +95,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fastci.runtime.embedded import EmbeddedRuntime, RuntimeBusy
     from fastci.topology import build_processors
 
+    if args.batch < 1 or args.commit_every < 1:
+        raise UsageError(f"--batch {args.batch} and --commit-every {args.commit_every}: each must be at least 1")
     runtime = EmbeddedRuntime(
-        args.data_dir, SYSTEM, build_processors(args.processor), batch_size=args.batch, sync=not args.no_sync
+        args.data_dir,
+        SYSTEM,
+        build_processors(args.processor),
+        batch_size=args.batch,
+        sync=not args.no_sync,
+        commit_every=args.commit_every,
     )
     try:
         with progress_bar() as progress:

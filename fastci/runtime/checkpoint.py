@@ -1,7 +1,7 @@
 """Processor state and consumer positions in one SQLite file, committed together.
 
-One transaction per batch holds every state write of that batch and the input
-positions that produced it, so after a crash state and positions always agree.
+One transaction per commit holds every state write since the last one and the
+input positions that produced them, so after a crash state and positions always agree.
 Each state row carries a sequence number so views can load only what changed.
 """
 

@@ -3,14 +3,18 @@
 Per batch, for each processor: read on in its input topics, merge what it holds
 by event time (a producer's topic in time order within ``LATENESS_MS``, a
 processor's in log order), decode it (a bad record becomes a dead letter), run
-it through the processor's driver, append the outputs to their topic logs
-(fsync), then commit state writes and input positions (the first record not
-applied, and the offsets applied past it) in one SQLite transaction.
+it through the processor's driver and append the outputs to their topic logs
+(fsync). Then, once it has caught up with its inputs or applied ``commit_every``
+records since its last commit, commit its state writes and input positions (the
+first record not applied, and the offsets applied past it) in one SQLite
+transaction. A catch-up run (an imported history) commits every
+``COMMIT_EVERY`` records: a key written by many of them (a test has a result
+every night) is encoded and written once per commit, not once per batch.
 
 Crash safety (kill -9 anywhere): outputs are appended before the commit. On
 restart the runtime reads the ids of outputs appended after the last commit and
 does not append them again when reprocessing regenerates them, so every output
-appears exactly once.
+appears exactly once; what was applied since the last commit is applied again.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from fastci.runtime.log import Log, LogRecord, Position
 from fastci.runtime.release import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
 
 DEFAULT_BATCH = 2000
+COMMIT_EVERY = 50_000  # records a processor applies between commits while it catches up
 Progress = Callable[[str, int, int], None]  # (processor, events done, events pending at start)
 
 
@@ -182,7 +187,8 @@ class _Window:
         self.waiting: ReleaseQueue[_Pending] = ReleaseQueue(in_time_order)
         self.latest = float("-inf")  # the latest time read
         self.at_end = False
-        self.moved = False  # applied a record since the position was last stored
+        self.moved = False  # applied a record since the last step
+        self.unsaved = False  # its position moved since the last commit
 
     def __len__(self) -> int:
         return len(self.waiting)
@@ -236,6 +242,7 @@ class _ProcessorRunner:
         shared: _Round,
         reports: frozenset[str],
         batch_size: int,
+        commit_every: int,
         in_time_order: frozenset[str],
         written: frozenset[str],
     ) -> None:
@@ -244,6 +251,9 @@ class _ProcessorRunner:
         self.log = data.log
         self.checkpoint = checkpoint
         self.batch_size = batch_size
+        self.commit_every = commit_every
+        self.uncommitted = 0  # records applied since the last commit
+        self.produced: dict[tuple[str, str], Position] = {}  # output topics' ends since the last commit
         self.driver = Driver(processor, checkpoint.store(processor.name), reports, written)
         self.consumer = f"processor:{processor.name}"
         self.producer = f"produced:{processor.name}"
@@ -275,6 +285,8 @@ class _ProcessorRunner:
             for topic in (*self.processor.outputs, DeadLetter.TOPIC)
         }
         self.driver.forget_cache()
+        self.uncommitted = 0
+        self.produced = {}
 
     @property
     def positions(self) -> dict[str, Position]:
@@ -298,29 +310,44 @@ class _ProcessorRunner:
                 outputs[output.TOPIC].append((output, record.timestamp_ms if time_ms is None else time_ms))
             count += 1
         if not count:
+            if self.uncommitted:
+                self.commit()
             return 0
         self.shared.steps += 1  # positions move, outputs are appended: low watermarks are stale
-        produced: dict[tuple[str, str], Position] = {}
         for topic, timed in outputs.items():
             fresh = [(encode(e), time_ms) for e, time_ms in timed if not self._already_appended(topic, e.id)]
             if fresh:
                 payloads, times = zip(*fresh, strict=True)
-                produced[(self.producer, topic)] = self.log.topic(topic).append(payloads, times, sync)
+                self.produced[(self.producer, topic)] = self.log.topic(topic).append(payloads, times, sync)
                 self.shared.appended(topic)
             stats.outputs += len(timed)
         stats.dead_letters += len(outputs.get(DeadLetter.TOPIC, ()))
         stats.events += count
+        for window in self.windows.values():
+            if window.moved:
+                window.moved = False
+                window.unsaved = True
+                position = window.position = window.floor()
+                window.released = {offset for offset in window.released if offset >= position.offset}
+        self.uncommitted += count
+        if self.uncommitted >= self.commit_every or count < self.batch_size:
+            self.commit()
+        return count
+
+    def commit(self) -> None:
+        """Persist what was applied since the last commit: state, positions and outputs' ends at once."""
         positions: dict[tuple[str, str], Position] = {}
         released: dict[tuple[str, str], set[int]] = {}
         for topic, window in self.windows.items():
-            if window.moved:
-                window.moved = False
-                position = window.position = window.floor()
-                window.released = {offset for offset in window.released if offset >= position.offset}
-                positions[(self.consumer, topic)] = position
+            if window.unsaved:
+                window.unsaved = False
+                positions[(self.consumer, topic)] = window.position
                 released[(self.consumer, topic)] = window.released
-        self.checkpoint.commit(self.processor.name, self.driver.drain_writes(), {**positions, **produced}, released)
-        return count
+        self.checkpoint.commit(
+            self.processor.name, self.driver.drain_writes(), {**positions, **self.produced}, released
+        )
+        self.produced = {}
+        self.uncommitted = 0
 
     def _merged(self) -> Iterator[tuple[str, _Pending, int]]:
         """Up to a batch of input records in event-time order across topics (ties: ``sort_key``), each
@@ -382,7 +409,10 @@ class EmbeddedRuntime:
         processors: Sequence[Processor] | None = None,
         batch_size: int = DEFAULT_BATCH,
         sync: bool = True,
+        commit_every: int = COMMIT_EVERY,
     ) -> None:
+        if batch_size < 1 or commit_every < 1:
+            raise ValueError(f"batch_size {batch_size} and commit_every {commit_every}: each at least 1")
         self.data = DataDir(data_dir)
         self.checkpoint = self.data.checkpoint()
         self.batch_size = batch_size
@@ -399,6 +429,7 @@ class EmbeddedRuntime:
                 self.shared,
                 reporters.get(p.name, frozenset()),
                 batch_size,
+                commit_every,
                 frozenset(topic for topic in p.inputs if System.in_time_order(topic, chosen)),
                 written,
             )
