@@ -330,7 +330,7 @@ class _ProcessorRunner:
                 position = window.position = window.floor()
                 window.released = {offset for offset in window.released if offset >= position.offset}
         self.uncommitted += count
-        if self.uncommitted >= self.commit_every or count < self.batch_size:
+        if self.uncommitted >= self.commit_every:
             self.commit()
         return count
 
