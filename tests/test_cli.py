@@ -62,6 +62,13 @@ def test_sql_errors_are_reported_without_a_traceback(tmp_path, capsys):
     assert "query failed" in capsys.readouterr().err
 
 
+def test_run_refuses_a_batch_or_commit_interval_under_one(tmp_path, capsys):
+    assert fastci(tmp_path, "run", "--commit-every", "0") == 2
+    assert "--commit-every 0" in capsys.readouterr().err
+    assert fastci(tmp_path, "run", "--batch", "-1") == 2
+    assert "--batch -1" in capsys.readouterr().err
+
+
 def test_schemas_check(tmp_path, capsys):
     out = tmp_path / "schemas"
     assert fastci(tmp_path, "schemas", "--out", str(out), "--check") == 1

@@ -30,8 +30,8 @@ def register(commands: Any) -> None:
         type=int,
         default=50_000,
         metavar="N",
-        help="commit a processor's state every N events while it catches up, and whenever it has (default "
-        "50,000): a key many events write is stored once per commit; a crash redoes up to N",
+        help="commit a processor's state every N events while it has more to apply, and whenever it has "
+        "caught up (default 50,000): a key many events write is stored once per commit; a crash redoes up to N",
     )
     run.add_argument(
         "--no-sync", action="store_true", help="skip fsync per batch (faster; a power cut may lose the last batches)"

@@ -4,12 +4,13 @@ Per batch, for each processor: read on in its input topics, merge what it holds
 by event time (a producer's topic in time order within ``LATENESS_MS``, a
 processor's in log order), decode it (a bad record becomes a dead letter), run
 it through the processor's driver and append the outputs to their topic logs
-(fsync). Then, once it has caught up with its inputs or applied ``commit_every``
+(fsync). Once it has nothing it may apply now, or has applied ``commit_every``
 records since its last commit, commit its state writes and input positions (the
 first record not applied, and the offsets applied past it) in one SQLite
-transaction. A catch-up run (an imported history) commits every
-``COMMIT_EVERY`` records: a key written by many of them (a test has a result
-every night) is encoded and written once per commit, not once per batch.
+transaction. So a run that catches up (an imported history) commits every
+``COMMIT_EVERY`` records, and a key many of them write (a test with a result
+every night) is encoded and stored once per commit, not once per batch; a run
+following a live log commits as soon as it has caught up.
 
 Crash safety (kill -9 anywhere): outputs are appended before the commit. On
 restart the runtime reads the ids of outputs appended after the last commit and
@@ -42,7 +43,7 @@ from fastci.runtime.log import Log, LogRecord, Position
 from fastci.runtime.release import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
 
 DEFAULT_BATCH = 2000
-COMMIT_EVERY = 50_000  # records a processor applies between commits while it catches up
+COMMIT_EVERY = 50_000  # records a processor applies between commits while it has more to apply
 Progress = Callable[[str, int, int], None]  # (processor, events done, events pending at start)
 
 
