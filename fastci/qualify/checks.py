@@ -25,9 +25,10 @@ LOSS_BAND_ATOL = 0.005
 EVAL_MIN_RATIO = 0.99  # eval score must reach 99% of the reference's
 PERF_MAX_DROP = 0.02  # a throughput drop this large or larger, when significant, is a regression
 PERF_ALPHA = 0.01  # significance level of the one-sided Wilcoxon signed-rank test
-# A comparison whose p-value falls in [PERF_ALPHA, PERF_UNDECIDED_P) leans to a drop without showing
-# it: the gate pools in one more interleaved pair instead of passing it (as Chromium's Pinpoint adds
-# repeats to an "unknown" comparison). On a loaded host one pair of a 3% drop can land there.
+# A comparison with a p-value under PERF_UNDECIDED_P that is no significant drop of PERF_MAX_DROP
+# (p at or above alpha, or a drop measured under 2%) leans to a drop without showing it: the gate
+# pools in one more interleaved pair instead of passing it (as Chromium's Pinpoint adds repeats to an
+# "unknown" comparison). On a loaded host one pair of a 3% drop can land there.
 PERF_UNDECIDED_P = 0.10
 
 
