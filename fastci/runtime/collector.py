@@ -14,6 +14,14 @@ before, where there was one every few seconds. There is very little such garbage
 collection every minute, the worker's first one found 89 unreachable objects and every later one 0,
 at 0.2-0.9 s each. An hour keeps such a pause away from all but about 1 in 3,600 seconds of
 traffic. When the runtime stops, everything is handed back to the collector.
+
+The embedded runtime goes one step further: while it runs, the collector does not run between
+batches at all (``automatic=False``). Its young collections found nothing either, yet they walked
+every object a round kept alive until the round's freeze (its decoded events and state entries),
+a large share of a history import's apply (docs/benchmarks.md). Cyclic garbage then waits for the
+hourly full collection, all of it rather than only what was frozen before a collection found it.
+The faust worker keeps the collector on: asyncio and aiokafka make reference cycles (futures,
+callbacks, exceptions) on every batch, and turning it off did not measurably speed the worker up.
 """
 
 from __future__ import annotations
@@ -36,15 +44,25 @@ class FullCollection:
 
 @dataclass
 class PauseControl:
-    """Call ``after_batch`` once per batch; ``stop`` when the runtime stops."""
+    """Call ``start`` when the runtime starts (``after_batch`` does, if not), ``after_batch`` once per
+    batch, ``stop`` when the runtime stops. ``automatic`` False: no collection between batches."""
 
     full_every_s: float = FULL_COLLECTION_EVERY_S
     clock: Callable[[], float] = time.monotonic
+    automatic: bool = True
     collections: list[FullCollection] = field(default_factory=list)
     _last_full: float | None = None
+    _was_enabled: bool | None = None  # the collector's state before ``start``, for ``stop``
+
+    def start(self) -> None:
+        if self._was_enabled is None:
+            self._was_enabled = gc.isenabled()
+            if not self.automatic:
+                gc.disable()
 
     def after_batch(self) -> FullCollection | None:
         """Freeze what survived the batch; first run a full collection if one is due."""
+        self.start()
         now = self.clock()
         if self._last_full is None:
             self._last_full = now
@@ -57,8 +75,12 @@ class PauseControl:
 
     def stop(self) -> None:
         """Hand every object back to the collector: nothing stays frozen after a run. (No collection
-        here: a caller that runs many short runs would pay one for each.)"""
+        here: a caller that runs many short runs would pay one for each.) The collector runs
+        again if it ran before ``start``."""
         gc.unfreeze()
+        if self._was_enabled:
+            gc.enable()
+        self._was_enabled = None
 
     def _collect(self) -> FullCollection:
         started = time.perf_counter()

@@ -463,7 +463,8 @@ class EmbeddedRuntime:
                 runner.reload()
             stats = RunStats({r.processor.name: ProcessorStats() for r in self.runners})
             pending = {r.processor.name: r.pending() for r in self.runners} if progress else {}
-            pauses = PauseControl()
+            pauses = PauseControl(automatic=False)  # the hourly full collection only (collector.py)
+            pauses.start()
             try:
                 return self._run(stats, pending, pauses, follow, poll_s, progress)
             finally:
