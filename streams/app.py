@@ -275,7 +275,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         tables.append(wired)
 
     every_route = [route for topic_routes in routes.values() for route in topic_routes]
-    pauses = PauseControl()
+    pauses = PauseControl(automatic=False)  # freeze per batch, a full collection hourly, nothing between
     turn = asyncio.Lock()  # the agent's batches and the release timer take turns
 
     delivered: dict[tuple[str, int], float] = {}  # wire partition -> when a record of it last came

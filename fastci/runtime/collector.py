@@ -15,13 +15,12 @@ collection every minute, the worker's first one found 89 unreachable objects and
 at 0.2-0.9 s each. An hour keeps such a pause away from all but about 1 in 3,600 seconds of
 traffic. When the runtime stops, everything is handed back to the collector.
 
-The embedded runtime goes one step further: while it runs, the collector does not run between
-batches at all (``automatic=False``). Its young collections found nothing either, yet they walked
-every object a round kept alive until the round's freeze (its decoded events and state entries),
-a large share of a history import's apply (docs/benchmarks.md). Cyclic garbage then waits for the
-hourly full collection, all of it rather than only what was frozen before a collection found it.
-The faust worker keeps the collector on: asyncio and aiokafka make reference cycles (futures,
-callbacks, exceptions) on every batch, and turning it off did not measurably speed the worker up.
+Both runtimes go one step further: while they run, the collector does not run between batches at
+all (``automatic=False``). Its young collections found nothing either, yet they walked every object
+a batch kept alive until its freeze (decoded events, waiting records, state entries): a large share
+of a history import's apply (docs/benchmarks.md). Cyclic garbage then waits for the hourly full
+collection, all of it rather than only what was frozen before a collection found it. There is next
+to none, in the faust worker too, asyncio and aiokafka included (docs/benchmarks.md).
 """
 
 from __future__ import annotations
