@@ -1,5 +1,5 @@
-"""The runtimes' garbage-collector policy: freeze after every batch, a full collection when due; the
-embedded runtime without automatic collection while it runs."""
+"""The runtimes' garbage-collector policy: freeze after every batch, a full collection when due, and
+no automatic collection while a runtime runs."""
 
 from __future__ import annotations
 
