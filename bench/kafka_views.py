@@ -31,14 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aiokafka.admin import AIOKafkaAdminClient
 
 from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
 from fastci.demo.history import Workload, in_time_order, per_topic
 from fastci.runtime.embedded import EmbeddedRuntime
-from fastci.runtime.kafka_io import ensure_topics, publish, time_headers
+from fastci.runtime.kafka_io import drop_namespace, ensure_topics, publish, time_headers
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS, build_processors
 from fastci.views.refresh import refreshed_kafka_views, refreshed_views
@@ -135,19 +134,8 @@ def on_kafka(
             worker.wait(60)
     with refreshed_kafka_views(settings, scratch / f"kafka-{order}.duckdb") as views:
         tables = views.event_tables()
-    asyncio.run(drop_topics(settings))
+    asyncio.run(drop_namespace(settings))  # a broker holding every run's partitions ran out of heap after ~50
     return tables
-
-
-async def drop_topics(settings: KafkaSettings) -> None:
-    """Delete the run's topics (its namespace's, the worker's own included): a broker holding every
-    run's partitions slows down run after run, and ran out of heap after about fifty."""
-    admin = AIOKafkaAdminClient(**settings.client_options())
-    await admin.start()
-    try:
-        await admin.delete_topics([t for t in await admin.list_topics() if t.startswith(settings.namespace)])
-    finally:
-        await admin.close()
 
 
 def tally(

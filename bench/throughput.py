@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,13 +43,14 @@ from fastci.core.events import Event
 from fastci.demo.history import REPO, Workload
 from fastci.inputs import ChangedFunction, CommitEvent, EvidenceEvent, FoldedStack
 from fastci.runtime.embedded import EmbeddedRuntime, RunStats
-from fastci.runtime.kafka_io import ensure_topics, group_lag, publish, topic_partitions
+from fastci.runtime.kafka_io import drop_namespace, ensure_topics, group_lag, publish, topic_partitions
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import ALL_PROCESSORS, SYSTEM, TOPICS
 from streams.app import internal_topics
 
 INPUTS = ["commits", "results", "evidence", "node-health"]
 PARTS = ("raw", "naive", "worker1", "worker2", "embedded", "replay", "replay-worker")
+KAFKA_PARTS = {"raw", "naive", "worker1", "worker2", "replay-worker"}
 YEAR_OF_RESULTS = 40_000_000  # a year of a 400-changes/day fleet (issue 9)
 STALL_S = 180.0  # a group whose committed offsets do not move for this long is stuck, not slow
 SETTLE_S = 3.0  # the lag must stay 0 this long for a run to count as done
@@ -291,6 +293,7 @@ def embedded_rate(events: list[Event], topics: list[str], work: Path) -> tuple[f
     stats = runtime.run()
     elapsed = time.perf_counter() - started
     runtime.close()
+    shutil.rmtree(data)  # a log of the whole workload: runs would fill /tmp
     return sum(1 for e in events if e.TOPIC in topics) / elapsed, elapsed, stats
 
 
@@ -321,16 +324,24 @@ def main() -> None:
     parts = set(args.parts.split(","))
     if parts - set(PARTS):
         parser.error(f"unknown part(s) {', '.join(sorted(parts - set(PARTS)))}; known: {', '.join(PARTS)}")
+    base = KafkaSettings(
+        bootstrap=args.bootstrap, partitions=args.partitions, namespace=f"bench{uuid.uuid4().hex[:6]}-"
+    )
+    try:
+        measure(args, parts, base)
+    finally:
+        if parts & KAFKA_PARTS:  # a broker that keeps every run's topics slows down run after run
+            print(f"dropped {len(asyncio.run(drop_namespace(base)))} topics of {base.namespace}")
 
+
+def measure(args: argparse.Namespace, parts: set[str], base: KafkaSettings) -> None:
+    """Every part of ``parts`` on one workload, the Kafka parts in topics of ``base``'s namespace."""
     events = workload(args.events)
     mix = {t: sum(1 for e in events if e.TOPIC == t) for t in INPUTS}
     consumed = sorted({t for p in ALL_PROCESSORS for t in p.inputs} & set(INPUTS))
     print(
         f"workload: {len(events):,} events {mix}; processors on: {', '.join(p.name for p in ALL_PROCESSORS)} "
         f"(reading {', '.join(consumed)}: the fastci rates count those events)"
-    )
-    base = KafkaSettings(
-        bootstrap=args.bootstrap, partitions=args.partitions, namespace=f"bench{uuid.uuid4().hex[:6]}-"
     )
     work = Path(tempfile.mkdtemp(prefix="fastci-bench-"))
     rates: dict[str, float] = {}

@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
+from dataclasses import replace
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from fastci.cli.main import main
-from fastci.runtime.kafka_io import topic_partitions
+from fastci.core.config import KafkaSettings
+from fastci.runtime.kafka_io import drop_namespace, topic_partitions
 
 pytestmark = pytest.mark.kafka
 
@@ -61,3 +64,33 @@ def test_a_topic_with_another_partition_count_stops_the_worker_with_what_to_do(k
     )
     assert listing.returncode == 1 and "1 partitions, not 4" in listing.stdout
     assert "1 topic(s) with another partition count than FASTCI_KAFKA_PARTITIONS (4)" in listing.stderr
+
+
+def test_dropping_a_namespace_deletes_its_topics_and_no_other(kafka):
+    neighbour = replace(kafka, namespace=f"other-{kafka.namespace}")
+    create(kafka, "results", 2)
+    create(kafka, "fastci-results-by-repo", 2)
+    create(neighbour, "results", 2)
+
+    async def existing() -> set[str]:
+        admin = AIOKafkaAdminClient(**kafka.client_options())
+        await admin.start()
+        try:
+            return set(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    dropped = asyncio.run(drop_namespace(kafka))
+    assert sorted(dropped) == sorted([kafka.topic("results"), kafka.topic("fastci-results-by-repo")])
+    deadline = time.monotonic() + 30  # deletion reaches the metadata a little after the answer
+    while set(dropped) & asyncio.run(existing()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = asyncio.run(existing())
+    assert not set(dropped) & left
+    assert neighbour.topic("results") in left
+    asyncio.run(drop_namespace(neighbour))
+
+
+def test_dropping_without_a_namespace_is_refused_before_anything_is_deleted():
+    with pytest.raises(ValueError, match="needs a namespace"):
+        asyncio.run(drop_namespace(KafkaSettings(bootstrap="127.0.0.1:1", namespace="")))

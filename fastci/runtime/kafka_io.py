@@ -140,6 +140,22 @@ async def publish(settings: KafkaSettings, events: Iterable[Event]) -> int:
     return sent
 
 
+async def drop_namespace(settings: KafkaSettings) -> list[str]:
+    """Delete every topic of ``settings.namespace`` (one benchmark run's, workers' own included) and
+    return their names: a broker that keeps every run's partitions slows down run after run."""
+    if not settings.namespace:
+        raise ValueError("drop_namespace needs a namespace: without one it would delete every topic")
+    admin = AIOKafkaAdminClient(**settings.client_options())
+    await admin.start()
+    try:
+        names = [t for t in await admin.list_topics() if t.startswith(settings.namespace)]
+        if names:
+            await admin.delete_topics(names)
+    finally:
+        await admin.close()
+    return names
+
+
 async def topic_partitions(settings: KafkaSettings, names: list[str]) -> list[TopicPartition]:
     """The partitions of existing topics among ``names`` (full names; missing topics have none)."""
     admin = AIOKafkaAdminClient(**settings.client_options())
