@@ -31,7 +31,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
 from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
