@@ -84,6 +84,7 @@ STREAM_BUFFER = 16_384
 ORIGIN_HEADER = "fastci-origin"  # on repartitioned records: "<topic>/<partition>/<offset>" they came from
 MAX_POLL_RECORDS = 10_000
 RELEASE_INTERVAL_S = 0.05  # how often held records are looked at again when no batch comes
+COLLECTOR_CHECK_S = 60.0  # how often an idle worker looks whether its hourly full collection is due
 # A partition with records some route has not applied, of which nothing was delivered for this long,
 # is sought back: records held when a rebalance took their partition, or a crash, were acknowledged
 # to faust, which committed past them, and at the end of a partition no later record shows the gap.
@@ -276,6 +277,12 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
 
     every_route = [route for topic_routes in routes.values() for route in topic_routes]
     pauses = PauseControl(automatic=False)  # freeze per batch, a full collection hourly, nothing between
+
+    def freeze_and_collect() -> None:
+        full = pauses.after_batch()
+        if full is not None:
+            app.log.info("full garbage collection: %d unreachable objects, %.2f s", full.unreachable, full.seconds)
+
     turn = asyncio.Lock()  # the agent's batches and the release timer take turns
 
     delivered: dict[tuple[str, int], float] = {}  # wire partition -> when a record of it last came
@@ -326,9 +333,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         if rewinds:
             app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)
             await app.consumer.seek_wait(rewinds)  # in the consumer's thread, where aiokafka lives
-        full = pauses.after_batch()
-        if full is not None:
-            app.log.info("full garbage collection: %d unreachable objects, %.2f s", full.unreachable, full.seconds)
+        freeze_and_collect()
 
     async def run(stream: Any) -> None:
         async for batch in stream.take_events(BATCH, within=WITHIN_S):
@@ -348,6 +353,13 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         ):
             async with turn:
                 await process([])
+
+    @app.timer(interval=COLLECTOR_CHECK_S)
+    async def _collect_when_idle() -> None:
+        # Nothing collects between batches (collector.py), and an idle worker still makes garbage
+        # (heartbeats, reconnects through a broker outage): its hourly full collection must not wait
+        # for the next batch.
+        freeze_and_collect()
 
     @app.timer(interval=1.0)
     async def _seek_stalled() -> None:
