@@ -11,6 +11,7 @@ from typing import Any
 from rich.table import Column, Table
 
 from fastci.cli.base import UsageError, console, kafka_settings, out, progress_bar
+from fastci.core.config import COMMIT_EVERY, DEFAULT_BATCH
 from fastci.topology import SYSTEM
 
 
@@ -24,14 +25,20 @@ def register(commands: Any) -> None:
     run = commands.add_parser("run", help="process the embedded log with every processor")
     run.add_argument("--follow", action="store_true", help="keep running and process new events as they arrive")
     run.add_argument("--processor", action="append", help="run only this processor (repeatable)")
-    run.add_argument("--batch", type=int, default=2000, help="events a processor applies at a time (default 2000)")
+    run.add_argument(
+        "--batch",
+        type=int,
+        default=DEFAULT_BATCH,
+        help=f"events a processor applies at a time (default {DEFAULT_BATCH})",
+    )
     run.add_argument(
         "--commit-every",
         type=int,
-        default=50_000,
+        default=COMMIT_EVERY,
         metavar="N",
         help="commit a processor's state every N events while it has more to apply, and whenever it has "
-        "caught up (default 50,000): a key many events write is stored once per commit; a crash redoes up to N",
+        f"caught up (default {COMMIT_EVERY:,}): a key many events write is stored once per commit; a crash "
+        "redoes up to N",
     )
     run.add_argument(
         "--no-sync", action="store_true", help="skip fsync per batch (faster; a power cut may lose the last batches)"

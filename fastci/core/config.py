@@ -9,6 +9,9 @@ from typing import Any
 
 DEFAULT_DATA_DIR = Path(".fastci")
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"  # docker/kafka/kafka.sh starts the local broker here
+# The embedded runtime's defaults, here so the CLI names them without importing the runtime.
+DEFAULT_BATCH = 2000  # records a processor applies at a time
+COMMIT_EVERY = 50_000  # records a processor applies between commits while it has more to apply
 
 
 def data_dir() -> Path:

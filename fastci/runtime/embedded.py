@@ -32,6 +32,7 @@ from pathlib import Path
 import orjson
 
 from fastci.core.codec import InvalidEvent, encode
+from fastci.core.config import COMMIT_EVERY, DEFAULT_BATCH
 from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
 from fastci.core.processor import Processor
@@ -42,8 +43,6 @@ from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.log import Log, LogRecord, Position
 from fastci.runtime.release import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
 
-DEFAULT_BATCH = 2000
-COMMIT_EVERY = 50_000  # records a processor applies between commits while it has more to apply
 Progress = Callable[[str, int, int], None]  # (processor, events done, events pending at start)
 
 
