@@ -93,7 +93,7 @@ def test_appends_in_another_order_are_applied_in_the_same_event_time_order(tmp_p
             tmp_path / name, SYSTEM, processors=[SelectionProcessor()], sync=False, batch_size=10_000
         )
         (selection,) = runtime.runners
-        read_order[name] = [(topic, held.record.offset) for topic, held, _ in selection._merged()]
+        read_order[name] = [(window.topic, held.record.offset) for window, held, _ in selection._merged()]
         runtime.close()
         log = DataDir(tmp_path / name).log
         assert [r.timestamp_ms for r in log.topic("commits").read()] == [c.time_ms() for c in commits]
@@ -115,7 +115,7 @@ def test_a_reader_goes_no_further_than_what_its_writer_may_still_append(tmp_path
         selection, planner = runtime.runners
         first_commit = min(e.time_ms() for e in events if e.TOPIC == "commits")
         assert selection.low_watermark() <= first_commit
-        held_back = [(topic, held.record) for topic, held, _ in planner._merged()]
+        held_back = [(window.topic, held.record) for window, held, _ in planner._merged()]
         assert held_back, "what sorts before the first selection goes"
         # nothing at or after the first commit but the commit itself (commits sort before selection)
         assert all(r.timestamp_ms < first_commit or t == "commits" for t, r in held_back)

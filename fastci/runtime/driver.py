@@ -193,6 +193,11 @@ class Driver:
         self._dirty: dict[str, None] = {}  # keys written this batch, in order
         self._applied: dict[str, None] = {}  # partition keys whose marks moved this batch
         self._marked: dict[str, bool] = {}  # applied-event markers read or written (True: written this batch)
+        # Per event, the two questions every processor is asked. Most inherit both answers from
+        # ``Processor``: then the driver skips the call to ``ignores`` and reads the key field itself.
+        kind = type(processor)
+        self._ignores = None if kind.ignores is Processor.ignores else processor.ignores
+        self._key_fields = None if kind.partition_key is not Processor.partition_key else processor.partition_by
 
     @property
     def source(self) -> str:
@@ -215,11 +220,18 @@ class Driver:
     def handle(self, event: Event, origin: Origin | None = None) -> list[Event]:
         """Apply one event; return the events it emits (a dead letter if the processor failed)."""
         processor = self.processor
-        if processor.ignores(event):
+        if self._ignores is not None and self._ignores(event):
             return []
-        key = processor.partition_key(event)
-        own = self._entry(key)
-        if own is not None and (event.id[:SEEN_ID_CHARS] in own.seen or (origin is not None and own.applied(origin))):
+        if self._key_fields is None:
+            key = processor.partition_key(event)
+        else:
+            key = getattr(event, self._key_fields.get(event.TOPIC) or event.KEY)
+            if type(key) is not str:
+                key = str(key)
+        short_id = event.id[:SEEN_ID_CHARS]
+        entries = self._entries
+        own = entries[key] if key in entries else self._entry(key)
+        if own is not None and (short_id in own.seen or (origin is not None and own.applied(origin))):
             return []
         marker = applied_key(key, event.id) if event.TOPIC in self.remember else None
         if marker is not None and self._was_marked(marker):
@@ -232,18 +244,19 @@ class Driver:
             refused = InvalidEvent(event.TOPIC, [FieldError(field="", reason=reason)], encode(event))
             outputs = [refused.dead_letter(self.source, None if origin is None else origin.offset)]
         else:
+            dirty = self._dirty
             for written, state in step.writes.items():
-                previous = self._entry(written)
+                previous = entries[written] if written in entries else self._entry(written)
                 if previous is None:
-                    self._entries[written] = Entry(state)
+                    entries[written] = Entry(state)
                 else:
                     previous.state = state
-                self._dirty[written] = None
-        own = self._entries.get(key)
+                dirty[written] = None
+        own = entries.get(key)
         if own is None:
-            own = self._entries[key] = Entry(None)
+            own = entries[key] = Entry(None)
         seen = own.seen
-        seen.append(event.id[:SEEN_ID_CHARS])
+        seen.append(short_id)
         if len(seen) > processor.dedup_window:
             del seen[0]
         if origin is not None:

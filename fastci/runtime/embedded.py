@@ -111,8 +111,7 @@ class _Round:
         self.log = log
         self.system = system
         self._records: dict[tuple[str, int, int], list[LogRecord]] = {}
-        self._items: dict[tuple[str, int], Event | InvalidEvent] = {}
-        self._keys: dict[tuple[str, int], SortKey] = {}
+        self._decoded: dict[tuple[str, int], tuple[Event | InvalidEvent, SortKey]] = {}
         self.decode_seconds = 0.0
         self.steps = 0  # processor steps so far: a low watermark holds until the next one
 
@@ -123,26 +122,22 @@ class _Round:
             records = self._records[key] = list(self.log.topic(topic).read(start, limit=limit))
         return records
 
-    def key(self, topic: str, record: LogRecord, index: int) -> SortKey:
-        """``sort_key`` of a record, its event decoded once for every processor reading it."""
-        found = self._keys.get((topic, record.offset))
+    def decoded(self, topic: str, record: LogRecord) -> tuple[Event | InvalidEvent, SortKey]:
+        """A record's event (or why it did not decode) and its ``sort_key`` as its topic's first input
+        (``index`` 0), decoded once for every processor reading it."""
+        key = (topic, record.offset)
+        found = self._decoded.get(key)
         if found is None:
-            found = self._keys[(topic, record.offset)] = sort_key(record, 0, self.get(topic, record))
-        return found if index == 0 else (found[0], index, found[2], found[3])
+            started = time.perf_counter()
+            item = self.system.decode_or_refusal(topic, record.payload)
+            self.decode_seconds += time.perf_counter() - started
+            found = self._decoded[key] = (item, sort_key(record, 0, item))
+        return found
 
     def appended(self, topic: str) -> None:
         """Records were appended to ``topic``: a read that came to its end would now find more."""
         for key in [key for key in self._records if key[0] == topic]:
             del self._records[key]
-
-    def get(self, topic: str, record: LogRecord) -> Event | InvalidEvent:
-        key = (topic, record.offset)
-        item = self._items.get(key)
-        if item is None:
-            started = time.perf_counter()
-            item = self._items[key] = self.system.decode_or_refusal(topic, record.payload)
-            self.decode_seconds += time.perf_counter() - started
-        return item
 
     def clear(self, floors: dict[str, int] | None = None) -> None:
         """Forget what was read; with ``floors`` (topic -> the least offset a processor still has to
@@ -150,11 +145,9 @@ class _Round:
         them again in the next round."""
         self._records.clear()
         if floors is None:
-            self._items.clear()
-            self._keys.clear()
+            self._decoded.clear()
         else:
-            self._items = {key: item for key, item in self._items.items() if key[1] >= floors.get(key[0], 0)}
-            self._keys = {key: found for key, found in self._keys.items() if key[1] >= floors.get(key[0], 0)}
+            self._decoded = {key: found for key, found in self._decoded.items() if key[1] >= floors.get(key[0], 0)}
 
 
 def sort_key(record: LogRecord, index: int, item: Event | InvalidEvent) -> SortKey:
@@ -169,6 +162,7 @@ class _Pending:
     key: SortKey
     record: LogRecord
     start: Position  # where it starts: the runner's position while it is the first not applied
+    item: Event | InvalidEvent  # its event, decoded
     released: bool = False
 
 
@@ -179,6 +173,7 @@ class _Window:
 
     def __init__(self, topic: str, index: int, start: Position, released: set[int], in_time_order: bool) -> None:
         self.topic = topic
+        self.stream = f"{topic}/0"  # the driver's name for it (the embedded log has one partition)
         self.index = index
         self.position = start  # the first record not applied: what the checkpoint stores
         self.released = released  # offsets from the position on applied already (out of log order)
@@ -197,15 +192,18 @@ class _Window:
         """Read on until ``size`` records wait and, in time order, one of them is final (earlier than
         the latest read less the lateness bound), or to the end of the log."""
         self.at_end = False
-        waiting = self.waiting
+        waiting, topic, index, released = self.waiting, self.topic, self.index, self.released
         while len(waiting) < size or (self.in_time_order and waiting.head()[0] >= self.latest - LATENESS_MS):
-            records = shared.records(self.topic, self.next, size)
+            records = shared.records(topic, self.next, size)
             for record in records:
                 start, self.next = self.next, record.next
                 if record.timestamp_ms > self.latest:
                     self.latest = record.timestamp_ms
-                if record.offset not in self.released:
-                    waiting.push(_Pending(shared.key(self.topic, record, self.index), record, start))
+                if record.offset not in released:
+                    item, key = shared.decoded(topic, record)
+                    if index:
+                        key = (key[0], index, key[2], key[3])
+                    waiting.push(_Pending(key, record, start, item))
             if len(records) < size:
                 self.at_end = True
                 return
@@ -301,10 +299,10 @@ class _ProcessorRunner:
         """Process up to a batch of records; return how many."""
         outputs: dict[str, list[tuple[Event, int]]] = defaultdict(list)  # with their times
         count = 0
-        for topic, pending, floor in self._merged():
+        handle = self.driver.handle_decoded
+        for window, pending, floor in self._merged():
             record = pending.record
-            item = self.shared.get(topic, record)
-            for output in self.driver.handle_decoded(item, Origin(f"{topic}/0", record.offset, floor)):
+            for output in handle(pending.item, Origin(window.stream, record.offset, floor)):
                 # An output happened when its cause did, unless it says otherwise.
                 time_ms = output.time_ms()
                 outputs[output.TOPIC].append((output, record.timestamp_ms if time_ms is None else time_ms))
@@ -349,7 +347,7 @@ class _ProcessorRunner:
         self.produced = {}
         self.uncommitted = 0
 
-    def _merged(self) -> Iterator[tuple[str, _Pending, int]]:
+    def _merged(self) -> Iterator[tuple[_Window, _Pending, int]]:
         """Up to a batch of input records in event-time order across topics (ties: ``sort_key``), each
         with its topic's first offset not applied once it goes: a function of each topic's records, not
         of how appends to different topics interleaved, nor (within the lateness bound) of the order of
@@ -370,7 +368,7 @@ class _ProcessorRunner:
         # A topic in log order that runs empty before its end stops the merge: its next record may sort anywhere.
         released = merged(windows, bound, lambda window: NOTHING_LEFT if window.at_end else ANYTHING)
         for window, pending in itertools.islice(released, self.batch_size):
-            yield window.topic, pending, window.floor().offset
+            yield window, pending, window.floor().offset
 
     def low_watermark(self) -> float:
         """The earliest time this processor may still apply a record at, so the earliest its outputs

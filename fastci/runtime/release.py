@@ -103,6 +103,11 @@ def merged(sources: Sequence[S], bound: SortKey, limit: Callable[[S], SortKey]) 
     still be given any record from its ``limit`` on: that joins the bound. Yields (source, record),
     the record popped just before."""
     heads = [(source.head(), n, source) for n, source in enumerate(sources) if len(source)]
+    if len(heads) == 1:  # the common case (one input with records waiting): no heap to keep
+        source = heads[0][2]
+        while len(source) and source.head() < bound:
+            yield source, source.pop()
+        return
     heapq.heapify(heads)
     while heads and heads[0][0] < bound:
         _, n, source = heads[0]
