@@ -201,3 +201,19 @@ def test_a_run_that_commits_seldom_writes_fewer_rows_and_ends_as_one_that_commit
     assert sum(len(records) for records in often[0].values()) > 2 * len(events)  # decisions were made
     for processor in ("test-history", "flaky-detector", "test-planner"):
         assert 0 < rows["seldom"][processor] < rows["often"][processor], (processor, rows)
+
+
+def test_a_runtime_made_before_another_ran_applies_on_top_of_that_one_s_state(tmp_path):
+    """A runner keeps its processor's keys in memory, so it asks SQLite nothing for a key it never
+    wrote: the keys another runtime committed meanwhile (another process, before this one took the
+    data dir's lock) must be read again when it starts, or their state would be taken as empty."""
+    early = EmbeddedRuntime(tmp_path, SYSTEM, build_processors(["test-history"]))
+    publish_embedded(tmp_path, [result(run_id="r1"), result(run_id="r2", status="failed")])
+    assert run(tmp_path)["events"] == 2  # another runtime applies them
+    publish_embedded(tmp_path, [result(run_id="r3")])
+    try:
+        assert early.run().by_processor["test-history"].events == 1
+    finally:
+        early.close()
+    assert history(tmp_path, "tests/test_a.py::test_x").runs == 3
+    assert [f.current for f in outputs(tmp_path, "test-status-changed")] == ["failing", "passing"]

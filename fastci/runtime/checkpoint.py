@@ -45,6 +45,9 @@ _UPSERT = (
     "INSERT INTO state (processor, key, value, seq) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (processor, key) DO UPDATE SET value = excluded.value, seq = excluded.seq"
 )
+# A processor's keys held in memory, up to this many, so that asking for a key it never wrote (a new
+# test, plan, job: most of a catch-up's first reads) costs a set lookup, not a SELECT.
+KEYS_KEPT = 2_000_000
 
 
 class Checkpoint:
@@ -60,6 +63,7 @@ class Checkpoint:
         self.db.execute("PRAGMA wal_autocheckpoint=16384")  # pages: checkpoint every 64 MiB of WAL
         self._migrate()
         self.db.executescript(_SCHEMA)
+        self._stores: dict[str, ProcessorStore] = {}
 
     def _migrate(self) -> None:
         """A checkpoint made before the state table had rowids: its rows moved into one that has."""
@@ -87,7 +91,10 @@ class Checkpoint:
         self.db.close()
 
     def store(self, processor: str) -> ProcessorStore:
-        return ProcessorStore(self.db, processor)
+        """The processor's committed entries (one store per processor: commits keep its keys current)."""
+        if processor not in self._stores:
+            self._stores[processor] = ProcessorStore(self.db, processor)
+        return self._stores[processor]
 
     def position(self, consumer: str, topic: str) -> Position:
         row = self.db.execute(
@@ -129,6 +136,8 @@ class Checkpoint:
                     )
                 else:
                     self.db.execute("DELETE FROM released WHERE consumer = ? AND topic = ?", (consumer, topic))
+        if writes and processor in self._stores:
+            self._stores[processor].wrote(writes)
 
     def changes(self, processor: str, after_seq: int) -> Iterator[tuple[int, str, bytes]]:
         """State rows written after ``after_seq``, oldest first: (seq, key, value)."""
@@ -164,8 +173,26 @@ class ProcessorStore:
     def __init__(self, db: sqlite3.Connection, processor: str) -> None:
         self.db = db
         self.processor = processor
+        self.keys: set[str] | None = None  # every key it has, once refreshed and under KEYS_KEPT (None: ask SQLite)
+
+    def refresh(self) -> None:
+        """Read which keys the processor has: another process may have committed since (a runtime
+        reloads under the data dir's lock, before it applies anything)."""
+        rows = self.db.execute(
+            "SELECT key FROM state WHERE processor = ? LIMIT ?", (self.processor, KEYS_KEPT + 1)
+        ).fetchall()
+        self.keys = None if len(rows) > KEYS_KEPT else {key for (key,) in rows}
+
+    def wrote(self, keys: Collection[str]) -> None:
+        """Keys just committed (rows are never deleted: a key once written stays)."""
+        if self.keys is not None:
+            self.keys.update(keys)
+            if len(self.keys) > KEYS_KEPT:
+                self.keys = None
 
     def get(self, key: str) -> bytes | None:
+        if self.keys is not None and key not in self.keys:
+            return None
         row = self.db.execute(
             "SELECT value FROM state WHERE processor = ? AND key = ?", (self.processor, key)
         ).fetchone()

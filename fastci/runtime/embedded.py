@@ -252,7 +252,8 @@ class _ProcessorRunner:
         self.commit_every = commit_every
         self.uncommitted = 0  # records applied since the last commit
         self.produced: dict[tuple[str, str], Position] = {}  # output topics' ends since the last commit
-        self.driver = Driver(processor, checkpoint.store(processor.name), reports, written)
+        self.store = checkpoint.store(processor.name)
+        self.driver = Driver(processor, self.store, reports, written)
         self.consumer = f"processor:{processor.name}"
         self.producer = f"produced:{processor.name}"
         # Per input topic, the runners writing it (not through a feedback pipe): this runner's merge
@@ -283,6 +284,7 @@ class _ProcessorRunner:
             for topic in (*self.processor.outputs, DeadLetter.TOPIC)
         }
         self.driver.forget_cache()
+        self.store.refresh()
         self.uncommitted = 0
         self.produced = {}
 
