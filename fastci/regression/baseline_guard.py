@@ -73,6 +73,9 @@ class NodeRecord(Record):
         return None
 
 
+_EMPTY = NodeRecord()  # what a key never written reads as (frozen: one instance does for all)
+
+
 def _trusted_between(transitions: tuple[Transition, ...], after: datetime, until: datetime) -> bool:
     return any(t.state not in UNTRUSTED_STATES and after < t.time <= until for t in transitions)
 
@@ -139,7 +142,7 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
                 if hour != _NO_TIME and hour < hour_of(since):
                     continue
                 key = hour_key(event.node_id, hour)
-                runs = list((state.get(key) or NodeRecord()).runs)
+                runs = list((state.get(key) or _EMPTY).runs)
                 for i, run in enumerate(runs):
                     if run.excluded or (run.time is not None and run.time < since):
                         continue

@@ -109,6 +109,9 @@ class SelectionState(Record):
     audited_shas: tuple[str, ...] | None = Field(default=None, description="repo: the commits with an audit record")
 
 
+_EMPTY = SelectionState()  # what a key never written reads as (frozen: one instance does for all)
+
+
 # compound_key(repo, kind, name), spelled out: these are built for every unit of every evidence event.
 def evidence_key(repo: str, test_id: str) -> str:
     return f"{repo}{KEY_SEPARATOR}evidence{KEY_SEPARATOR}{test_id}"
@@ -243,7 +246,7 @@ def _audit(
     if held is None:
         return
     if stored is None:
-        shas = (*((tx.get(audited_shas_key(repo)) or SelectionState()).audited_shas or ()), sha)
+        shas = (*((tx.get(audited_shas_key(repo)) or _EMPTY).audited_shas or ()), sha)
         for old in shas[:-RECENT_COMMITS]:
             tx.set(audit_key(repo, old), None)
         tx.set(audited_shas_key(repo), _state(audited_shas=shas[-RECENT_COMMITS:]))
@@ -261,9 +264,9 @@ def _widened(tx: Transaction[SelectionState], audits: list[SelectionAudit]) -> d
 def _widen(state: StateReader[SelectionState], audit: SelectionAudit) -> dict[str, SelectionState | None]:
     """A miss widens the repo's selection for the policy's number of clean audited commits; each
     audited commit without a miss counts one down."""
-    held = (state.get(widening_key(audit.repo)) or SelectionState()).widening or Widening(remaining=0)
+    held = (state.get(widening_key(audit.repo)) or _EMPTY).widening or Widening(remaining=0)
     if audit.kind == "miss":
-        policy = (state.get(policy_key(audit.repo)) or SelectionState()).widen_commits
+        policy = (state.get(policy_key(audit.repo)) or _EMPTY).widen_commits
         commits = DEFAULT_WIDEN_COMMITS if policy is None else policy
         if commits == 0:
             return {}
@@ -284,11 +287,11 @@ def _record_evidence(
     units, files = _executed(tuple(s.stack for s in event.stacks), direct_hops)
     tx = Transaction(state)
     _set_evidence(tx, event.repo, event.test_id, units, files, event.reads, event.fixtures)
-    if event.reads is not None and not (tx.get(reads_tracked_key(event.repo)) or SelectionState()).reads_tracked:
+    if event.reads is not None and not (tx.get(reads_tracked_key(event.repo)) or _EMPTY).reads_tracked:
         tx.set(reads_tracked_key(event.repo), _state(reads_tracked=True))
     tid = short_id(event.test_id)
     bucket_key = catalog_key(event.repo, bucket_of(tid))
-    catalog = (tx.get(bucket_key) or SelectionState()).catalog or {}
+    catalog = (tx.get(bucket_key) or _EMPTY).catalog or {}
     entry = catalog.get(tid)
     if entry is None or not entry.evidence:  # the usual case, a test's next evidence, writes nothing here
         updated = (entry or CatalogEntry(test_id=event.test_id)).model_copy(update={"evidence": True})
@@ -316,17 +319,17 @@ def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> 
     )
     _set_postings(tx, import_reads_key, event.repo, event.test_id, set(old.reads or ()), set(read), "modules")
     if event.test_id.endswith(EXTENSION_SUFFIXES):  # the repo's known extension modules, for the build map
-        known = set((tx.get(extensions_key(event.repo)) or SelectionState()).importers or ())
+        known = set((tx.get(extensions_key(event.repo)) or _EMPTY).importers or ())
         if event.test_id not in known:
             tx.set(extensions_key(event.repo), _state(importers=tuple(sorted(known | {event.test_id}))))
     # A test file's distributions: a re-pinned one selects the tests of the files that import it.
     old_dists, new_dists = set(old.distributions or ()), set(distributions)
     _set_postings(tx, dist_key, event.repo, event.test_id, old_dists, new_dists, "importers")
-    if not (tx.get(dists_tracked_key(event.repo)) or SelectionState()).reads_tracked:
+    if not (tx.get(dists_tracked_key(event.repo)) or _EMPTY).reads_tracked:
         tx.set(dists_tracked_key(event.repo), _state(reads_tracked=True))
     for uid in (old.units or {}).keys() | units.keys():
         posting = import_unit_key(event.repo, uid)
-        modules = set((tx.get(posting) or SelectionState()).modules or ())
+        modules = set((tx.get(posting) or _EMPTY).modules or ())
         wanted = modules | {event.test_id} if uid in units else modules - {event.test_id}
         if wanted != modules:
             tx.set(posting, _state(modules=tuple(sorted(wanted))) if wanted else None)
@@ -350,7 +353,7 @@ def _forget_tests(state: StateReader[SelectionState], repo: str, tests: set[str]
         _set_evidence(tx, repo, test, {}, set())
         tx.set(evidence_key(repo, test), None)
         bucket_key = catalog_key(repo, bucket_of(short_id(test)))
-        catalog = dict((tx.get(bucket_key) or SelectionState()).catalog or {})
+        catalog = dict((tx.get(bucket_key) or _EMPTY).catalog or {})
         catalog.pop(short_id(test), None)
         tx.set(bucket_key, _catalog_state(catalog))
     return tx.writes
@@ -386,12 +389,12 @@ def _set_evidence(
     for uid in old_units.keys() | new_units.keys():
         contexts = new_units.get(uid)
         key = unit_key(repo, uid)
-        tests = (tx.get(key) or SelectionState()).tests or {}
+        tests = (tx.get(key) or _EMPTY).tests or {}
         if tests.get(tid) != contexts:
             tx.set(key, _state(tests=_with(tests, tid, contexts)))
     for path in old_files | files:
         key = file_key(repo, path)
-        members = (tx.get(key) or SelectionState()).file_tests or ()
+        members = (tx.get(key) or _EMPTY).file_tests or ()
         if (tid in members) != (path in files):
             updated = set(members) | {tid} if path in files else set(members) - {tid}
             tx.set(key, _state(file_tests=tuple(sorted(updated))))
@@ -412,7 +415,7 @@ def _set_postings(
 def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> dict[str, SelectionState]:
     tid = short_id(event.test_id)
     key = catalog_key(event.repo, bucket_of(tid))
-    catalog = (state.get(key) or SelectionState()).catalog or {}
+    catalog = (state.get(key) or _EMPTY).catalog or {}
     entry = catalog.get(tid) or CatalogEntry(test_id=event.test_id)
     # Keyed by run id, so a redelivered result rewrites the same value (this key is not the
     # partition key, whose dedup window would catch it).
@@ -452,7 +455,7 @@ def _catalog_state(catalog: dict[str, CatalogEntry]) -> SelectionState:
 def _catalog(state: StateReader[SelectionState], repo: str) -> dict[str, CatalogEntry]:
     catalog: dict[str, CatalogEntry] = {}
     for bucket in range(BUCKETS):
-        catalog.update((state.get(catalog_key(repo, bucket)) or SelectionState()).catalog or {})
+        catalog.update((state.get(catalog_key(repo, bucket)) or _EMPTY).catalog or {})
     return catalog
 
 
@@ -499,7 +502,7 @@ def select(
     pairs: dict[str, set[tuple[str, str]]] = {}
 
     importers = _Importers(state, repo, catalog)
-    widening = (state.get(widening_key(repo)) or SelectionState()).widening
+    widening = (state.get(widening_key(repo)) or _EMPTY).widening
     widened = ""
     if widening is not None and widening.remaining > 0:
         pruning = False  # after a miss, the evidence is not trusted to prune
@@ -515,7 +518,7 @@ def select(
             run_all_reason = why
             break
         if effect == "extensions":
-            known = (state.get(extensions_key(repo)) or SelectionState()).importers or ()
+            known = (state.get(extensions_key(repo)) or _EMPTY).importers or ()
             built = [m for m in known if any(fnmatch.fnmatchcase(m, pattern) for pattern in changed.extensions)]
             if not built:
                 run_all_reason = f"{why}: no evidence yet of a test importing {', '.join(changed.extensions)}"
@@ -525,22 +528,22 @@ def select(
                     _mark(reasons, tid, "native-code-changed")
             continue
         if effect == "dependencies":
-            if not (state.get(dists_tracked_key(repo)) or SelectionState()).reads_tracked:
+            if not (state.get(dists_tracked_key(repo)) or _EMPTY).reads_tracked:
                 run_all_reason = f"{why} (no evidence yet records which tests import which distributions)"
                 break
             for distribution in changed.distributions:
-                files = (state.get(dist_key(repo, distribution)) or SelectionState()).importers or ()
+                files = (state.get(dist_key(repo, distribution)) or _EMPTY).importers or ()
                 for tid in sorted(importers.tests_of_files(files) - gone_ids):
                     _mark(reasons, tid, "dependency-changed")
             continue
         if effect != "readers":
             continue
-        if not (state.get(reads_tracked_key(repo)) or SelectionState()).reads_tracked:
+        if not (state.get(reads_tracked_key(repo)) or _EMPTY).reads_tracked:
             run_all_reason = f"data file changed: {changed.path} (no evidence yet records which tests read files)"
             break
         for path in {changed.path, changed.old_path or changed.path}:
-            readers = set((state.get(reads_key(repo, path)) or SelectionState()).file_tests or ())
-            for module in (state.get(import_reads_key(repo, path)) or SelectionState()).modules or ():
+            readers = set((state.get(reads_key(repo, path)) or _EMPTY).file_tests or ())
+            for module in (state.get(import_reads_key(repo, path)) or _EMPTY).modules or ():
                 readers |= importers.tests_of_module(module)
             for tid in sorted(readers - gone_ids):
                 _mark(reasons, tid, "reads-changed-file")
@@ -553,7 +556,7 @@ def select(
         if change.qualname == MODULE or change.qualname.endswith(f".{BODY}"):
             # Module code runs at import: the tests that ran code of the file, and every test whose
             # imports reach it (a registration made at import is used by code elsewhere).
-            found = set((state.get(file_key(repo, change.path)) or SelectionState()).file_tests or ())
+            found = set((state.get(file_key(repo, change.path)) or _EMPTY).file_tests or ())
             for tid in sorted(found | importers.tests_of_module(change.path)):
                 if tid in gone_ids:
                     continue
@@ -563,12 +566,12 @@ def select(
         if change.change != "added":
             uid = short_id(unit_name(change.path, change.qualname))
             # A fixture: every test whose closure uses it (a wider-scoped one ran for the first only).
-            for tid in (state.get(fixture_key(repo, uid)) or SelectionState()).file_tests or ():
+            for tid in (state.get(fixture_key(repo, uid)) or _EMPTY).file_tests or ():
                 if tid not in gone_ids:
                     _mark(reasons, tid, "uses-changed-fixture")
                     functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
             # A function that ran while a module was imported: every test importing that module.
-            for module in (state.get(import_unit_key(repo, uid)) or SelectionState()).modules or ():
+            for module in (state.get(import_unit_key(repo, uid)) or _EMPTY).modules or ():
                 for tid in sorted(importers.tests_of_module(module)):
                     if tid not in gone_ids:
                         _mark(reasons, tid, "import-time")
@@ -581,7 +584,7 @@ def select(
         if change.change == "added":
             continue  # nothing ran it yet: the tests that call it changed too (or are new), and select
         uid = short_id(unit_name(change.path, change.qualname))
-        posting = (state.get(unit_key(repo, uid)) or SelectionState()).tests or {}
+        posting = (state.get(unit_key(repo, uid)) or _EMPTY).tests or {}
         for tid, contexts in posting.items():
             if tid in gone_ids:
                 continue
@@ -608,7 +611,7 @@ def select(
                 _mark(reasons, tid, "changed-test")
     if widened:
         for path in widening.files:  # type: ignore[union-attr]
-            for tid in (state.get(file_key(repo, path)) or SelectionState()).file_tests or ():
+            for tid in (state.get(file_key(repo, path)) or _EMPTY).file_tests or ():
                 if tid not in gone_ids:
                     reasons.setdefault(tid, "widened")
 
@@ -700,7 +703,7 @@ class _Importers:
         self._by_file: dict[str, set[str]] | None = None
 
     def tests_of_module(self, module: str) -> set[str]:
-        return self.tests_of_files((self.state.get(import_key(self.repo, module)) or SelectionState()).importers or ())
+        return self.tests_of_files((self.state.get(import_key(self.repo, module)) or _EMPTY).importers or ())
 
     def tests_of_files(self, files: tuple[str, ...] | list[str]) -> set[str]:
         if not files:
@@ -715,8 +718,8 @@ class _Importers:
 def _evidenced_elsewhere(state: StateReader[SelectionState], repo: str, uid: str) -> bool:
     """Whether evidence shows the unit running at import or as a fixture (not at test time)."""
     return bool(
-        (state.get(import_unit_key(repo, uid)) or SelectionState()).modules
-        or (state.get(fixture_key(repo, uid)) or SelectionState()).file_tests
+        (state.get(import_unit_key(repo, uid)) or _EMPTY).modules
+        or (state.get(fixture_key(repo, uid)) or _EMPTY).file_tests
     )
 
 
