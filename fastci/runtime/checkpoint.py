@@ -47,7 +47,7 @@ _UPSERT = (
 )
 # A processor's keys held in memory, up to this many, so that asking for a key it never wrote (a new
 # test, plan, job: most of a catch-up's first reads) costs a set lookup, not a SELECT.
-KEYS_KEPT = 2_000_000
+KEYS_KEPT = 500_000  # at most about 70 MB per processor (keys of 60 characters)
 
 
 class Checkpoint:
