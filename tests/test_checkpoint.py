@@ -1,11 +1,12 @@
 """The embedded runtime's checkpoint (``fastci.runtime.checkpoint``): state rows written as upserts
-into a rowid table, and a checkpoint made before that (a WITHOUT ROWID table) moved on open, every
-row and position kept."""
+into a rowid table, a checkpoint made before that (a WITHOUT ROWID table) moved on open, every
+row and position kept, and a store's keys held in memory up to a limit."""
 
 from __future__ import annotations
 
 import sqlite3
 
+from fastci.runtime import checkpoint as checkpoint_module
 from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.log import Position
 
@@ -67,3 +68,20 @@ def test_a_checkpoint_without_rowids_is_moved_on_open_keeping_every_row(tmp_path
 def test_a_new_checkpoint_has_rowids(tmp_path):
     Checkpoint(tmp_path / "state.sqlite").close()
     assert "WITHOUT ROWID" not in state_table_sql(tmp_path / "state.sqlite").upper()
+
+
+def test_a_store_reads_keys_it_does_not_hold_in_memory_from_sqlite(tmp_path, monkeypatch):
+    """Keys are held in memory up to KEYS_KEPT, so a read of a key never written asks SQLite nothing;
+    past the limit the store asks SQLite for every key, and reads the same values."""
+    monkeypatch.setattr(checkpoint_module, "KEYS_KEPT", 3)
+    checkpoint = Checkpoint(tmp_path / "state.sqlite")
+    store = checkpoint.store("test-history")
+    store.refresh()
+    checkpoint.commit("test-history", {"t1": b"v1", "t2": b"v2"}, {})
+    assert store.keys == {"t1", "t2"} and store.get("t1") == b"v1" and store.get("t9") is None
+    checkpoint.commit("test-history", {"t3": b"v3", "t4": b"v4"}, {})  # past the limit
+    assert store.keys is None
+    assert [store.get(k) for k in ("t1", "t4", "t9")] == [b"v1", b"v4", None]
+    store.refresh()  # a store reopened over more keys than the limit holds none either
+    assert store.keys is None and store.get("t3") == b"v3"
+    checkpoint.close()
