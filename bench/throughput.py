@@ -11,9 +11,11 @@ to) into fresh topics on the broker, then measures on that same data:
   embedded fastci's embedded runtime on the same events in a local log
 and prints events/s and the ratio of each to raw. While the single worker is still up (its graph
 warm), it produces commits one at a time and prints p50/p99 latency from a commit being produced to
-its `selection` event being readable. Last, the replay: a results-only history through the embedded
-runtime (every processor on), extrapolated to a year of a 400-changes/day fleet (40 million results),
-and (replay-worker) the same results through one faust worker.
+its `selection` event being readable. Each worker's own account of its batches' time (routing,
+applying, sending; faust's delivery outside them) is printed after the table. Last, the replay: a
+results-only history through the embedded runtime (every processor on), extrapolated to a year of a
+400-changes/day fleet (40 million results), and (replay-worker) the same results through one faust
+worker.
 Needs the broker: export $(docker/kafka/kafka.sh start).
 """
 
@@ -214,6 +216,12 @@ def faust_rate(
             process.wait(60)
 
 
+def batch_times(log: Path) -> str | None:
+    """The account a worker logs when it stops (``streams.app.BatchTimes``), if it logged one."""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if "batch times:" in line]
+    return lines[-1][lines[-1].index("batch times:") :].strip() if lines else None
+
+
 def measured(rates: dict[str, float], name: str, rate: float) -> None:
     rates[name] = rate
     print(f"measured {name}: {rate:,.0f} events/s")
@@ -346,6 +354,7 @@ def measure(args: argparse.Namespace, parts: set[str], base: KafkaSettings) -> N
     work = Path(tempfile.mkdtemp(prefix="fastci-bench-"))
     rates: dict[str, float] = {}
     latencies: list[float] = []
+    accounts: list[str] = []  # the workers' own account of their time
 
     if parts & {"raw", "naive", "worker1", "worker2"}:
         asyncio.run(ensure_topics(base, TOPICS))
@@ -399,6 +408,11 @@ def measure(args: argparse.Namespace, parts: set[str], base: KafkaSettings) -> N
                 while_up=probe,
             ),
         )
+        caught_up = sum(mix[t] for t in consumed) / rates[f"fastci faust worker x{count}"]
+        for log in sorted(work.glob(f"worker-x{count}-*.log")):
+            account = batch_times(log)
+            if account:
+                accounts.append(f"{log.stem} (caught up in {caught_up:.1f} s, then stopped): {account}")
 
     profile = None
     if "embedded" in parts:
@@ -411,6 +425,10 @@ def measure(args: argparse.Namespace, parts: set[str], base: KafkaSettings) -> N
         print(f"{name:40} {rate:>12,.0f} {rate / raw:>8.1%}" if raw else f"{name:40} {rate:>12,.0f}")
     if profile is not None:
         print_profile(profile, sum(mix[t] for t in consumed))
+    if accounts:
+        print("\nwhere the workers' time went, each over its life from its first batch (probes included):")
+        for account in accounts:
+            print(f"  {account}")
     if latencies:
         print(
             f"\ncommit -> selection readable, warm graph, {len(latencies)} commits {args.probe_interval:g} s apart: "

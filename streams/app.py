@@ -99,6 +99,33 @@ RECORD_OVERHEAD = 64  # bytes a record takes in a batch beyond its key, value an
 BROKER_BATCH_BYTES = 1_000_000  # the most a batch may be: Kafka's default message.max.bytes, less room
 
 
+@dataclass
+class BatchTimes:
+    """Where a worker's batches spent its time, in seconds: logged when it stops (at info), so what
+    the Kafka path costs beside the processors can be read off any run (``bench/throughput.py``
+    prints it next to the embedded runtime's time for the same events)."""
+
+    batches: int = 0
+    records: int = 0  # delivered, internal topics' included
+    routing: float = 0.0  # decoding each record once, admitting it by position, holding or forwarding it
+    applying: float = 0.0  # the merges' releases: the processors at work
+    outputs_acked: float = 0.0  # building the outputs' record batches, sending them, awaiting the acknowledgements
+    state_acked: float = 0.0  # the same for the state's changelog records
+    in_batches: float = 0.0
+    first: float | None = None  # when the first batch began (time.monotonic)
+
+    def summary(self, now: float) -> str:
+        running = 0.0 if self.first is None else now - self.first
+        other = self.in_batches - self.routing - self.applying - self.outputs_acked - self.state_acked
+        return (
+            f"batch times: {self.batches:,} batches, {self.records:,} records; routing {self.routing:.2f} s, "
+            f"applying {self.applying:.2f} s, outputs sent and acknowledged {self.outputs_acked:.2f} s, "
+            f"state sent and acknowledged {self.state_acked:.2f} s, the rest of the batches {other:.2f} s; "
+            f"outside batches (faust delivering records, timers, idle) {running - self.in_batches:.2f} s "
+            f"of {running:.2f} s since the first batch"
+        )
+
+
 class TableStore:
     """A faust Table seen as the driver's raw key-value store (keys as UTF-8 bytes)."""
 
@@ -288,10 +315,16 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
     delivered: dict[tuple[str, int], float] = {}  # wire partition -> when a record of it last came
     crash_after = settings.topic(os.environ[CRASH_AFTER_OUTPUTS_TO]) if os.environ.get(CRASH_AFTER_OUTPUTS_TO) else None
 
+    times = BatchTimes()
+
     async def process(batch: list[Any]) -> None:
         sends: list[Send] = []
         gaps: set[Any] = set()
         now = time.monotonic()
+        if times.first is None:
+            times.first = now
+        times.batches += 1
+        times.records += len(batch)
         for item in batch:
             message = item.message
             delivered[(message.topic, message.partition)] = now
@@ -305,13 +338,18 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         # after what they cover, in the same produce batch: the other workers' readers rely on it
         due = marks.due(ordering.assigned, highwater, frontier=ordering.partition_frontier)
         sends.extend(_marker(mark) for mark in due)
+        routed = time.monotonic()
+        times.routing += routed - now
         sends.extend(ordering.release(sends))  # what each processor's merge lets go
+        times.applying += time.monotonic() - routed
         # Taken before the first await: a rebalance signal may clear the caches meanwhile. State
         # first, then positions: one changelog partition keeps them in that order.
         writes = [(table, driver.drain_writes()) for driver, table in tables]
         writes += [(route.table, route.positions.drain_writes()) for route in every_route]
         rewinds = _rewinds(gaps, app.consumer._committed_offset)  # faust has no public getter
+        sending = time.monotonic()
         ordering.sent(await send_batched(app, sends))  # outputs durable before the state that produced them
+        times.outputs_acked += time.monotonic() - sending
         if crash_after is not None and any(send.topic == crash_after for send in sends):
             os.kill(os.getpid(), signal.SIGKILL)
         # Each value goes to the Table's store and to its changelog, and the batch waits for the
@@ -329,11 +367,14 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         # The writers' markers name where their acknowledged outputs end, so they can go now, with the
         # state, rather than wait for the next batch: a reader on another worker waits for them.
         changelog += [_marker(m) for m in spreads.due(ordering.assigned, ordering.writer_frontier, ordering.produced)]
+        sending = time.monotonic()
         await send_batched(app, changelog, whole=True)  # per partition, all of it durable or none
+        times.state_acked += time.monotonic() - sending
         if rewinds:
             app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)
             await app.consumer.seek_wait(rewinds)  # in the consumer's thread, where aiokafka lives
         freeze_and_collect()
+        times.in_batches += time.monotonic() - now
 
     async def run(stream: Any) -> None:
         async for batch in stream.take_events(BATCH, within=WITHIN_S):
@@ -394,6 +435,10 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
                 WAIT_REPEAT_S,
                 "\n  ".join(describe(stalled)),
             )
+
+    @app.on_before_shutdown.connect
+    async def _report_times(sender: Any, **kwargs: Any) -> None:
+        app.log.info("%s", times.summary(time.monotonic()))
 
     @app.on_partitions_revoked.connect
     async def _drop_held(sender: Any, revoked: Any, **kwargs: Any) -> None:

@@ -21,7 +21,9 @@ from fastci.topology import build_processors, decode
 from streams.progress import unapplied
 
 
-def start_worker(settings: KafkaSettings, log_path: Path, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_worker(
+    settings: KafkaSettings, log_path: Path, extra_env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+) -> subprocess.Popen:
     env = {
         **os.environ,
         **(extra_env or {}),
@@ -32,7 +34,7 @@ def start_worker(settings: KafkaSettings, log_path: Path, extra_env: dict[str, s
     }
     log = open(log_path, "ab")
     return subprocess.Popen(
-        [sys.executable, "-m", "fastci.cli", "worker"], env=env, stdout=log, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "fastci.cli", "worker", *args], env=env, stdout=log, stderr=subprocess.STDOUT
     )
 
 

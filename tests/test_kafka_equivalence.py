@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import defaultdict
 
 import pytest
@@ -73,11 +74,16 @@ def test_embedded_and_faust_worker_agree(kafka, tmp_path):
 
     asyncio.run(load_kafka())
     log = tmp_path / "worker.log"
-    worker = start_worker(kafka, log)
+    worker = start_worker(kafka, log, args=("--log-level", "info"))
     try:
         wait_until_consumed(kafka, worker, log)
     finally:
         stop_worker(worker)
+    # stopping, the worker gives its account of where its batches' time went (bench/throughput.py prints it)
+    told = r"batch times: ([\d,]+) batches, ([\d,]+) records; routing [\d.]+ s, applying ([\d.]+) s"
+    account = re.search(told, log.read_text())
+    assert account, log.read_text()[-4000:]
+    assert int(account[2].replace(",", "")) >= len(recorded) and float(account[3]) > 0
     kafka_views = tmp_path / "kafka.duckdb"
     views = Views(kafka_views)
     asyncio.run(refresh_kafka(kafka, views))
