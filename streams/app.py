@@ -113,16 +113,18 @@ class BatchTimes:
     state_acked: float = 0.0  # the same for the state's changelog records
     in_batches: float = 0.0
     first: float | None = None  # when the first batch began (time.monotonic)
+    last_work: float | None = None  # when the last batch that routed, applied or sent anything ended
 
     def summary(self, now: float) -> str:
         running = 0.0 if self.first is None else now - self.first
+        busy = 0.0 if self.first is None or self.last_work is None else self.last_work - self.first
         other = self.in_batches - self.routing - self.applying - self.outputs_acked - self.state_acked
         return (
             f"batch times: {self.batches:,} batches, {self.records:,} records; routing {self.routing:.2f} s, "
             f"applying {self.applying:.2f} s, outputs sent and acknowledged {self.outputs_acked:.2f} s, "
             f"state sent and acknowledged {self.state_acked:.2f} s, the rest of the batches {other:.2f} s; "
             f"outside batches (faust delivering records, timers, idle) {running - self.in_batches:.2f} s "
-            f"of {running:.2f} s since the first batch"
+            f"of {running:.2f} s since the first batch; the last batch with work ended {busy:.2f} s after it"
         )
 
 
@@ -374,7 +376,10 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
             app.log.warning("records skipped before they were applied, seeking back to %s", rewinds)
             await app.consumer.seek_wait(rewinds)  # in the consumer's thread, where aiokafka lives
         freeze_and_collect()
-        times.in_batches += time.monotonic() - now
+        ended = time.monotonic()
+        times.in_batches += ended - now
+        if batch or sends or changelog:
+            times.last_work = ended
 
     async def run(stream: Any) -> None:
         async for batch in stream.take_events(BATCH, within=WITHIN_S):
