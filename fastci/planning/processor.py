@@ -69,6 +69,9 @@ class PlanState(Record):
     tests: dict[str, str] | None = Field(default=None, description="catalog: short id -> test id")
 
 
+_EMPTY = PlanState()  # what a key never written reads as (frozen: one instance does for all)
+
+
 def test_key(repo: str, test_id: str) -> str:
     return compound_key(repo, "test", test_id)
 
@@ -120,7 +123,7 @@ class TestPlanProcessor(Processor[PlanState]):
 
 def _catalog_writes(state: StateReader[PlanState], repo: str, test_id: str) -> dict[str, PlanState]:
     key = catalog_key(repo, test_id)
-    tests = (state.get(key) or PlanState()).tests or {}
+    tests = (state.get(key) or _EMPTY).tests or {}
     tid = short_id(test_id)
     if tests.get(tid) == test_id:
         return {}
@@ -129,8 +132,8 @@ def _catalog_writes(state: StateReader[PlanState], repo: str, test_id: str) -> d
 
 def _record_result(state: StateReader[PlanState], event: ResultEvent) -> dict[str, PlanState | None]:
     key = test_key(event.repo, event.test_id)
-    before = (state.get(key) or PlanState()).record or TestRecord(test_id=event.test_id)
-    profile = (state.get(workload_key(event.repo, event.test_id)) or PlanState()).workload
+    before = (state.get(key) or _EMPTY).record or TestRecord(test_id=event.test_id)
+    profile = (state.get(workload_key(event.repo, event.test_id)) or _EMPTY).workload
     seconds = event.duration_s / _config_scale(profile, event.config)
     runs = {**before.runs, event.run_id: (event.status, seconds)}
     runs = dict(list(runs.items())[-RECENT_RUNS:])
@@ -169,7 +172,7 @@ def _record_evidence(state: StateReader[PlanState], event: EvidenceEvent) -> dic
 
 def _forget_removed(state: StateReader[PlanState], commit: CommitEvent) -> dict[str, PlanState | None]:
     buckets = {
-        bucket: (state.get(compound_key(commit.repo, "catalog", str(bucket))) or PlanState()).tests or {}
+        bucket: (state.get(compound_key(commit.repo, "catalog", str(bucket))) or _EMPTY).tests or {}
         for bucket in range(BUCKETS)
     }
     known = {test_id for tests in buckets.values() for test_id in tests.values()}
@@ -178,7 +181,7 @@ def _forget_removed(state: StateReader[PlanState], commit: CommitEvent) -> dict[
         writes[test_key(commit.repo, test_id)] = None
         writes[workload_key(commit.repo, test_id)] = None
         key = catalog_key(commit.repo, test_id)
-        tests = dict((writes.get(key) or state.get(key) or PlanState()).tests or {})
+        tests = dict((writes.get(key) or state.get(key) or _EMPTY).tests or {})
         tests.pop(short_id(test_id), None)
         writes[key] = PlanState(tests=tests)
     return writes
@@ -196,7 +199,7 @@ def plan(
     catalog = {
         tid: test_id
         for bucket in range(BUCKETS)
-        for tid, test_id in ((state.get(compound_key(repo, "catalog", str(bucket))) or PlanState()).tests or {}).items()
+        for tid, test_id in ((state.get(compound_key(repo, "catalog", str(bucket))) or _EMPTY).tests or {}).items()
     }
     if selection.run_all:
         kept = {test_id: ("run-all", (), None) for test_id in sorted(catalog.values())}
@@ -210,7 +213,7 @@ def plan(
     }
     exposure = riskmath.exposures(functions)
     unknown = sum(exposure.values()) / len(exposure) if exposure else NO_EVIDENCE_EXPOSURE
-    records = {t: (state.get(test_key(repo, t)) or PlanState()).record for t in kept}
+    records = {t: (state.get(test_key(repo, t)) or _EMPTY).record for t in kept}
     measured = sorted(s for r in records.values() if r is not None and (s := r.expected_s) is not None)
     # A test never run (a new one) is expected to cost what the median planned test costs, not a
     # constant that may be a thousand times the suite's typical test.
@@ -235,7 +238,7 @@ def plan(
             if s is not None
         )
         chips = record.chips if record else 0
-        profile = (state.get(workload_key(repo, test_id)) or PlanState()).workload
+        profile = (state.get(workload_key(repo, test_id)) or _EMPTY).workload
         config, shrunk, scale = _workload(profile, reason, names, shrink)
         estimated_s = expected_s * scale
         entries[test_id] = PlannedTest(

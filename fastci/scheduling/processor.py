@@ -180,6 +180,9 @@ class PoolSchedulerState(Record):
     segment: tuple[QueueEntry, ...] | None = None
 
 
+_EMPTY = PoolSchedulerState()  # what a key never written reads as (frozen: one instance does for all)
+
+
 def _wrap(**value: Any) -> PoolSchedulerState:
     """A state value around a record this module built from validated parts (not validated again)."""
     return PoolSchedulerState.trusted({**_NO_VALUES, **value})
@@ -356,7 +359,7 @@ class _Work:
     # ----- state access
 
     def _get(self, key: str) -> PoolSchedulerState:
-        return self.tx.get(key) or PoolSchedulerState()
+        return self.tx.get(key) or _EMPTY
 
     def set_pool(self, **changes: Any) -> None:
         self.pool = self.pool.model_copy(update=changes)

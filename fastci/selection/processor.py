@@ -305,7 +305,7 @@ def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> 
     units, _ = _executed(tuple(s.stack for s in event.stacks))
     tx = Transaction(state)
     key = import_key(event.repo, event.test_id)
-    old = tx.get(key) or SelectionState()
+    old = tx.get(key) or _EMPTY
     read = tuple(sorted(set(event.reads or ())))
     distributions = tuple(sorted(set(event.distributions)))
     tx.set(
@@ -371,7 +371,7 @@ def _set_evidence(
     """Replace what ``test`` executed (and the files it read, when recorded), keeping the unit,
     file and read postings in step with it."""
     tid = short_id(test)
-    old = tx.get(evidence_key(repo, test)) or SelectionState()
+    old = tx.get(evidence_key(repo, test)) or _EMPTY
     old_units, old_files = old.units or {}, set(old.files or ())
     kept_reads = tuple(sorted(set(reads))) if reads else None
     kept_fixtures = tuple(sorted({short_id(f) for f in fixtures})) or None
@@ -406,7 +406,7 @@ def _set_postings(
     """Keep ``member`` in the ``field`` posting of exactly the paths in ``new`` (left ``old``)."""
     for path in old | new:
         key = key_of(repo, path)
-        members = getattr(tx.get(key) or SelectionState(), field) or ()
+        members = getattr(tx.get(key) or _EMPTY, field) or ()
         if (member in members) != (path in new):
             updated = set(members) | {member} if path in new else set(members) - {member}
             tx.set(key, _state(**{field: tuple(sorted(updated))}) if updated else None)
