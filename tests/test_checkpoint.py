@@ -70,18 +70,23 @@ def test_a_new_checkpoint_has_rowids(tmp_path):
     assert "WITHOUT ROWID" not in state_table_sql(tmp_path / "state.sqlite").upper()
 
 
-def test_a_store_reads_keys_it_does_not_hold_in_memory_from_sqlite(tmp_path, monkeypatch):
-    """Keys are held in memory up to KEYS_KEPT, so a read of a key never written asks SQLite nothing;
-    past the limit the store asks SQLite for every key, and reads the same values."""
+def test_a_store_holds_its_keys_once_asked_for_many_it_does_not_have(tmp_path, monkeypatch):
+    """A store reads its keys after READ_KEYS_AFTER reads of keys it does not have (a catch-up), not
+    for a query's few; then a key never written costs no SELECT. Past KEYS_KEPT it asks SQLite for
+    every key, with the same values."""
+    monkeypatch.setattr(checkpoint_module, "READ_KEYS_AFTER", 2)
     monkeypatch.setattr(checkpoint_module, "KEYS_KEPT", 3)
     checkpoint = Checkpoint(tmp_path / "state.sqlite")
     store = checkpoint.store("test-history")
     store.refresh()
     checkpoint.commit("test-history", {"t1": b"v1", "t2": b"v2"}, {})
-    assert store.keys == {"t1", "t2"} and store.get("t1") == b"v1" and store.get("t9") is None
-    checkpoint.commit("test-history", {"t3": b"v3", "t4": b"v4"}, {})  # past the limit
+    assert store.get("t1") == b"v1" and store.get("t8") is None and store.keys is None  # one miss: not yet
+    assert store.get("t9") is None and store.keys == {"t1", "t2"}  # the second: read
+    checkpoint.commit("test-history", {"t3": b"v3"}, {})
+    assert store.keys == {"t1", "t2", "t3"} and store.get("t3") == b"v3"
+    checkpoint.commit("test-history", {"t4": b"v4"}, {})  # past the limit
     assert store.keys is None
     assert [store.get(k) for k in ("t1", "t4", "t9")] == [b"v1", b"v4", None]
-    store.refresh()  # a store reopened over more keys than the limit holds none either
-    assert store.keys is None and store.get("t3") == b"v3"
+    store.refresh()  # read again after two misses: more keys than the limit, so none held
+    assert [store.get(k) for k in ("t8", "t9", "t3")] == [None, None, b"v3"] and store.keys is None
     checkpoint.close()

@@ -10,6 +10,7 @@ from fastci.core.codec import encode
 from fastci.demo.history import Workload
 from fastci.fleet.test_history import TestHistory
 from fastci.producer.lines import check_lines
+from fastci.runtime import checkpoint as checkpoint_module
 from fastci.runtime.driver import decode_entry
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, RuntimeBusy
 from fastci.runtime.publish import publish_embedded
@@ -203,17 +204,23 @@ def test_a_run_that_commits_seldom_writes_fewer_rows_and_ends_as_one_that_commit
         assert 0 < rows["seldom"][processor] < rows["often"][processor], (processor, rows)
 
 
-def test_a_runtime_made_before_another_ran_applies_on_top_of_that_one_s_state(tmp_path):
-    """A runner keeps its processor's keys in memory, so it asks SQLite nothing for a key it never
-    wrote: the keys another runtime committed meanwhile (another process, before this one took the
-    data dir's lock) must be read again when it starts, or their state would be taken as empty."""
+def test_a_runtime_applies_on_top_of_what_another_committed_since_it_last_ran(tmp_path, monkeypatch):
+    """A store holds its processor's keys once a run has asked for many it does not have, so that a
+    key never written costs no SELECT. Keys another runtime committed meanwhile (another process,
+    before this one took the data dir's lock) must be read again when this one runs, or their state
+    would be taken as empty."""
+    monkeypatch.setattr(checkpoint_module, "READ_KEYS_AFTER", 1)
     early = EmbeddedRuntime(tmp_path, SYSTEM, build_processors(["test-history"]))
-    publish_embedded(tmp_path, [result(run_id="r1"), result(run_id="r2", status="failed")])
-    assert run(tmp_path)["events"] == 2  # another runtime applies them
-    publish_embedded(tmp_path, [result(run_id="r3")])
     try:
+        publish_embedded(tmp_path, [result(run_id="r1")])
+        assert early.run().by_processor["test-history"].events == 1  # reads its keys: test_x's alone
+        later = "tests/test_b.py::test_y"
+        publish_embedded(tmp_path, [result(later, run_id="r2", status="failed")])
+        assert run(tmp_path)["events"] == 1  # another runtime applies it: test_y's first run
+        publish_embedded(tmp_path, [result(later, run_id="r3")])
         assert early.run().by_processor["test-history"].events == 1
     finally:
         early.close()
-    assert history(tmp_path, "tests/test_a.py::test_x").runs == 3
-    assert [f.current for f in outputs(tmp_path, "test-status-changed")] == ["failing", "passing"]
+    assert history(tmp_path, later).runs == 2
+    # test_y recovered: taken as new, its passing run would have changed nothing
+    assert [(f.test_id, f.current) for f in outputs(tmp_path, "test-status-changed")] == [(later, "passing")]

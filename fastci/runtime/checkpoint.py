@@ -46,8 +46,11 @@ _UPSERT = (
     "ON CONFLICT (processor, key) DO UPDATE SET value = excluded.value, seq = excluded.seq"
 )
 # A processor's keys held in memory, up to this many, so that asking for a key it never wrote (a new
-# test, plan, job: most of a catch-up's first reads) costs a set lookup, not a SELECT.
+# test, plan, job: most of a catch-up's first reads) costs a set lookup, not a SELECT. They are read
+# only once a store has been asked for this many keys it does not have: a catch-up asks for
+# thousands, a CI job's query for a handful, and reading a year's keys takes seconds.
 KEYS_KEPT = 500_000  # at most about 70 MB per processor (keys of 60 characters)
+READ_KEYS_AFTER = 1_000
 
 
 class Checkpoint:
@@ -173,15 +176,22 @@ class ProcessorStore:
     def __init__(self, db: sqlite3.Connection, processor: str) -> None:
         self.db = db
         self.processor = processor
-        self.keys: set[str] | None = None  # every key it has, once refreshed and under KEYS_KEPT (None: ask SQLite)
+        self.keys: set[str] | None = None  # every key it has, once read (None: ask SQLite)
+        self._misses: int | None = None  # keys asked for that it did not have (None: never read them)
 
     def refresh(self) -> None:
-        """Read which keys the processor has: another process may have committed since (a runtime
-        reloads under the data dir's lock, before it applies anything)."""
+        """Forget which keys the processor has: another process may have committed since (a runtime
+        reloads under the data dir's lock, before it applies anything). They are read again after
+        ``READ_KEYS_AFTER`` reads of keys it does not have."""
+        self.keys = None
+        self._misses = 0
+
+    def _read_keys(self) -> None:
         rows = self.db.execute(
             "SELECT key FROM state WHERE processor = ? LIMIT ?", (self.processor, KEYS_KEPT + 1)
         ).fetchall()
         self.keys = None if len(rows) > KEYS_KEPT else {key for (key,) in rows}
+        self._misses = None  # read once per refresh: past KEYS_KEPT, SQLite is asked for every key
 
     def wrote(self, keys: Collection[str]) -> None:
         """Keys just committed (rows are never deleted: a key once written stays)."""
@@ -196,4 +206,10 @@ class ProcessorStore:
         row = self.db.execute(
             "SELECT value FROM state WHERE processor = ? AND key = ?", (self.processor, key)
         ).fetchone()
-        return row[0] if row else None
+        if row is not None:
+            return row[0]
+        if self._misses is not None:
+            self._misses += 1
+            if self._misses >= READ_KEYS_AFTER:
+                self._read_keys()
+        return None
