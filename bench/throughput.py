@@ -347,6 +347,7 @@ def measure(args: argparse.Namespace, parts: set[str], base: KafkaSettings) -> N
     events = workload(args.events)
     mix = {t: sum(1 for e in events if e.TOPIC == t) for t in INPUTS}
     consumed = sorted({t for p in ALL_PROCESSORS for t in p.inputs} & set(INPUTS))
+    inputs = sum(mix[t] for t in consumed)  # the events the fastci rates count
     print(
         f"workload: {len(events):,} events {mix}; processors on: {', '.join(p.name for p in ALL_PROCESSORS)} "
         f"(reading {', '.join(consumed)}: the fastci rates count those events)"
@@ -393,38 +394,35 @@ def measure(args: argparse.Namespace, parts: set[str], base: KafkaSettings) -> N
                     asyncio.run(selection_latency(replace(base, app=app), args.probes, args.probe_interval))
                 )
 
-        measured(
-            rates,
-            f"fastci faust worker x{count}",
-            faust_rate(
-                base,
-                base.namespace + app,
-                consumed + internal,
-                [worker] * count,
-                {**env, "FASTCI_KAFKA_APP": app},
-                sum(mix[t] for t in consumed),
-                work,
-                f"worker-x{count}",
-                while_up=probe,
-            ),
+        logs = f"worker-x{count}"
+        rate = faust_rate(
+            base,
+            base.namespace + app,
+            consumed + internal,
+            [worker] * count,
+            {**env, "FASTCI_KAFKA_APP": app},
+            inputs,
+            work,
+            logs,
+            while_up=probe,
         )
-        caught_up = sum(mix[t] for t in consumed) / rates[f"fastci faust worker x{count}"]
-        for log in sorted(work.glob(f"worker-x{count}-*.log")):
+        measured(rates, f"fastci faust worker x{count}", rate)
+        for log in sorted(work.glob(f"{logs}-*.log")):
             account = batch_times(log)
             if account:
-                accounts.append(f"{log.stem} (caught up in {caught_up:.1f} s, then stopped): {account}")
+                accounts.append(f"{log.stem} (caught up in {inputs / rate:.1f} s, then stopped): {account}")
 
     profile = None
     if "embedded" in parts:
         rates["fastci embedded runtime"], elapsed, profile = embedded_rate(events, consumed, work)
-        print(f"embedded: {sum(mix[t] for t in consumed):,} input events in {elapsed:.1f} s")
+        print(f"embedded: {inputs:,} input events in {elapsed:.1f} s")
 
     raw = rates.get("raw aiokafka consume + decode")
     print(f"\n{'':40} {'events/s':>12} {'vs raw':>8}")
     for name, rate in rates.items():
         print(f"{name:40} {rate:>12,.0f} {rate / raw:>8.1%}" if raw else f"{name:40} {rate:>12,.0f}")
     if profile is not None:
-        print_profile(profile, sum(mix[t] for t in consumed))
+        print_profile(profile, inputs)
     if accounts:
         print("\nwhere the workers' time went, each over its life from its first batch (probes included):")
         for account in accounts:
