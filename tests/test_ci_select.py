@@ -318,3 +318,36 @@ def test_an_incremental_nightly_retraces_only_the_tests_whose_evidence_may_be_st
     fresh = {e["test_id"] for e in events if e["commit"] == head and e["kind"] == "test"}
     assert fresh == {"tests/test_stats.py::test_mean", "tests/test_stats.py::test_normalize"}
     assert all(e["time"] for e in events)  # when each was taken, beside the commit it was taken at
+
+
+def test_asking_reads_the_plans_from_about_the_commits_time_not_the_whole_history(tmp_path, monkeypatch):
+    """A long-lived data dir holds every plan ever made: the embedded ask starts a day before the
+    change's commits, as the Kafka ask does, and answers what a read of every plan answers."""
+    from fastci.ci.change import change_of
+    from fastci.ci.plan import ask_embedded
+    from fastci.runtime import log as log_module
+    from fastci.runtime.log import Position, TopicLog
+
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    collect_evidence(repo, data)
+    monkeypatch.setattr(log_module, "TIME_INDEX_BYTES", 200)  # a stretch of the time index per plan or two
+    for n, day in enumerate(("01", "04", "07", "10")):  # commits three days apart
+        monkeypatch.setenv("GIT_AUTHOR_DATE", f"2027-01-{day}T12:00:00+00:00")
+        before = "sum(values) / " if n == 0 else f"{n - 1} * 0 + sum(values) / "
+        edit(repo, "pkg/stats.py", before, f"{n} * 0 + sum(values) / ", f"mean {n}")
+        assert ask_embedded(change_of(repo), data, say=lambda line: None).answered
+
+    starts: dict[str, list[int]] = {}
+    read = TopicLog.read
+
+    def recording(log, start=None, limit=None):
+        start = start or Position()
+        starts.setdefault(log.topic, []).append(start.offset)
+        return read(log, start, limit)
+
+    monkeypatch.setattr(TopicLog, "read", recording)
+    latest = ask_embedded(change_of(repo), data, say=lambda line: None)
+    assert set(latest.to_json()["tests"][0]) and not latest.run_all
+    assert min(starts["selection"]) >= 2 and min(starts["test-plan"]) >= 2  # past the first commits' plans
+    monkeypatch.setattr(TopicLog, "position_at", lambda log, time_ms: Position())
+    assert ask_embedded(change_of(repo), data, say=lambda line: None).to_json() == latest.to_json()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import random
 
 import pytest
 
@@ -80,3 +81,58 @@ def test_appends_from_several_processes_interleave_without_loss(tmp_path):
     for w in range(3):  # each writer's own order is kept
         mine = [p for p in got if p.startswith(f"{w}-".encode())]
         assert mine == [f"{w}-{n}".encode() for n in range(200)]
+
+
+def _jittered_history(log: TopicLog, appends: int, seed: int) -> None:
+    """Appends of one to three records, timed about a minute apart and up to five minutes out of
+    order, as a producer's topic within its lateness bound."""
+    rng = random.Random(seed)
+    for n in range(appends):
+        times = [60_000 * n + rng.randint(-300_000, 300_000) for _ in range(rng.randint(1, 3))]
+        log.append([f"record-{n}-{i}".encode() * 4 for i in range(len(times))], times, sync=False)
+
+
+def test_a_reader_looking_for_a_time_starts_near_it_and_misses_nothing_later(tmp_path, monkeypatch):
+    monkeypatch.setattr(log_module, "TIME_INDEX_BYTES", 300)
+    monkeypatch.setattr(log_module, "SEGMENT_BYTES", 2_000)  # stretches cross segments
+    log = TopicLog(tmp_path, "commits")
+    _jittered_history(log, 200, seed=7)
+    every = list(log.read())
+    assert len(list(log.dir.glob("*.log"))) > 3
+    for time_ms in range(-600_000, 200 * 60_000 + 600_000, 45_000):
+        start = log.position_at(time_ms)
+        read = {r.offset for r in log.read(start)}
+        assert {r.offset for r in every if r.timestamp_ms >= time_ms} <= read, time_ms
+        assert all(r.timestamp_ms < time_ms for r in every if r.offset < start.offset)
+    late = log.position_at(190 * 60_000)
+    assert late.offset > len(every) * 0.8  # the last minutes' records, not the topic from its start
+    assert log.position_at(-(2**62)) == Position()
+
+
+def test_a_time_noted_over_records_a_crash_cut_off_is_forgotten(tmp_path, monkeypatch):
+    monkeypatch.setattr(log_module, "TIME_INDEX_BYTES", 100)
+    log = TopicLog(tmp_path, "commits")
+    for n in range(20):
+        log.append([b"early-record-%d" % n], n, sync=False)
+    kept = list(log.read())[4].next
+    segment = next(log.dir.glob("*.log"))
+    with open(segment, "r+b") as file:  # a power loss took the tail the time index had noted
+        file.truncate(kept.byte)
+    (log.dir / "head.json").unlink()
+    for n in range(20):  # the same offsets again, written later
+        log.append([b"later-record-%d" % n], 1_000 + n, sync=False)
+    read = [r.payload for r in log.read(log.position_at(1_000))]
+    assert read[-20:] == [b"later-record-%d" % n for n in range(20)]
+    assert read[:-20] in ([], [b"early-record-4"])  # at most the stretch the cut went through
+
+
+def test_a_log_written_before_the_time_index_is_read_whole_until_its_next_append(tmp_path, monkeypatch):
+    monkeypatch.setattr(log_module, "TIME_INDEX_BYTES", 100)
+    log = TopicLog(tmp_path, "commits")
+    for n in range(20):
+        log.append([b"record-%d" % n], n, sync=False)
+    assert log.position_at(15).offset > 0
+    (log.dir / "times.idx").unlink()
+    assert log.position_at(15) == Position()  # nothing noted: the whole topic
+    log.append([b"record-20"], 20)  # notes the records before it as one stretch, read once
+    assert [r.payload for r in log.read(log.position_at(20))] == [b"record-20"]

@@ -238,6 +238,12 @@ def combine(change: Change, commits: list[CommitEvent], found: Found, source: st
     )
 
 
+def _since_ms(commits: list[CommitEvent]) -> int:
+    """Where a change's commits and their plans are searched from, in both runtimes: their records
+    are timed at the commits' own time, which may be skewed (``SEEK_SLACK_S``)."""
+    return max(0, int((min(c.time.timestamp() for c in commits) - SEEK_SLACK_S) * 1000))
+
+
 # ----- the embedded runtime
 
 
@@ -253,7 +259,8 @@ def ask_embedded(
     commits = commit_events(change, repo_name)
     data = DataDir(data_dir)
     wanted = {c.id for c in commits}
-    found = _scan_embedded(data, wanted)
+    since_ms = _since_ms(commits)
+    found = _scan_embedded(data, wanted, since_ms)
     if all(found.complete(i) for i in wanted):
         return combine(change, commits, found, source)
     deadline = time.monotonic() + timeout_s
@@ -270,7 +277,7 @@ def ask_embedded(
         finally:
             runtime.close()
 
-    published = _ids_in(data, "commits", wanted)
+    published = _ids_in(data, "commits", wanted, since_ms)
     new = [c for c in commits if c.id not in published]
     if new:
         # Settle what was published before this job asked (a nightly's results, their audit), so the
@@ -279,27 +286,29 @@ def ask_embedded(
         publish_embedded(data_dir, new)
     while True:
         process()
-        found = _scan_embedded(data, wanted)
+        found = _scan_embedded(data, wanted, since_ms)
         if all(found.complete(i) for i in wanted):
             return combine(change, commits, found, source)
         if time.monotonic() > deadline:
             return everything(commits[0].repo, change, f"no plan within {timeout_s:g} s from the {source}", source)
 
 
-def _scan_embedded(data: Any, wanted: set[str]) -> Found:
+def _scan_embedded(data: Any, wanted: set[str], since_ms: int) -> Found:
     found = Found()
     needles = [i.encode() for i in wanted]
     for topic in (Selection.TOPIC, TestPlan.TOPIC):
-        for record in data.log.topic(topic).read():
+        log = data.log.topic(topic)
+        for record in log.read(log.position_at(since_ms)):
             if any(n in record.payload for n in needles):  # a cheap test before decoding
                 _add(found, topic, record.payload, wanted)
     return found
 
 
-def _ids_in(data: Any, topic: str, wanted: set[str]) -> set[str]:
+def _ids_in(data: Any, topic: str, wanted: set[str], since_ms: int) -> set[str]:
     needles = {i: i.encode() for i in wanted}
     seen: set[str] = set()
-    for record in data.log.topic(topic).read():
+    log = data.log.topic(topic)
+    for record in log.read(log.position_at(since_ms)):
         for event_id, needle in needles.items():
             if needle in record.payload and orjson.loads(record.payload).get("id") == event_id:
                 seen.add(event_id)
@@ -353,8 +362,7 @@ async def _ask_kafka(settings: KafkaSettings, commits: list[CommitEvent], say: S
     await consumer.start()
     try:
         consumer.assign(tps)
-        since_ms = int((min(c.time.timestamp() for c in commits) - SEEK_SLACK_S) * 1000)
-        offsets = await consumer.offsets_for_times({tp: max(0, since_ms) for tp in tps})
+        offsets = await consumer.offsets_for_times({tp: _since_ms(commits) for tp in tps})
         ends = await consumer.end_offsets(tps)
         for tp in tps:
             start = offsets.get(tp)

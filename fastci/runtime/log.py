@@ -5,7 +5,10 @@ Layout: ``<root>/<topic>/<base offset>.log`` segment files, each a run of record
 time is the record's event time where the appender knows one (the embedded runtime merges
 a processor's input topics by it), else when it was appended. An offset is a record's
 index in the topic. ``head.json`` remembers where the last append ended so opening a
-large log does not rescan it.
+large log does not rescan it. ``times.idx`` notes the latest time in each stretch of about
+``TIME_INDEX_BYTES`` of records, so a reader looking for what happened since a time (a CI job
+asking for its commit's plan) starts near it, not at the topic's first record: Kafka's
+``offsetsForTimes``, for the embedded log.
 
 Appends hold an exclusive ``flock`` (publishers and the runtime may append from
 different processes) and are one ``write`` per batch. A record cut short by a
@@ -34,8 +37,13 @@ HEADER = struct.Struct("<IIq")
 # filesystem can). No record's time is GAP_TIME: times are milliseconds since 1970.
 GAP_TIME = -(2**63)
 SEGMENT_BYTES = 128 * 1024 * 1024
+TIME_INDEX_BYTES = 1024 * 1024
+# A stretch of records in ``times.idx``: where it ends (offset, segment, byte) and its latest time. The
+# first stretch starts at the topic's first record, each next one where the one before ended.
+_STRETCH = struct.Struct("<qqqq")
 _READ_CHUNK = 4 * 1024 * 1024
 _SUFFIX = ".log"
+_TIME_INDEX = "times.idx"
 
 
 class LogCorrupted(RuntimeError):
@@ -75,6 +83,7 @@ class TopicLog:
             return self.end()
         with self._locked():
             end = self._repair_tail()
+            self._index_times(end, sync)
             segment = end.segment
             path = self._segment_path(segment)
             if path.exists() and path.stat().st_size >= SEGMENT_BYTES:
@@ -105,6 +114,20 @@ class TopicLog:
         """Records from ``start`` on, in order, stopping at the end (or an incomplete record), at most
         ``limit`` of them. Records compaction removed are stepped over: their offsets are skipped."""
         yield from self._walk(start, limit)
+
+    def position_at(self, time_ms: int) -> Position:
+        """Where to start reading to find every record timed at or after ``time_ms``: the start of the
+        first indexed stretch holding a record that late, or of the records not indexed yet. Every
+        record before it is earlier; not every record after it is later (times are not in offset
+        order: a producer's within a lateness bound, a processor's outputs at their causes' times)."""
+        start, end = self._first_position(), self.end().offset
+        for stretch_end, latest in self._stretches():
+            if stretch_end.offset > end:  # noted before a crash cut the tail it covered: not to be trusted
+                break
+            if latest >= time_ms:
+                break
+            start = stretch_end
+        return start
 
     def end(self) -> Position:
         """The position after the last complete record (and after any gap that follows it)."""
@@ -170,6 +193,45 @@ class TopicLog:
                 position = Position(position.offset, position.offset, 0)
                 continue
             return position
+
+    def _index_times(self, end: Position, sync: bool) -> None:
+        """Under the append lock, before the records from ``end`` on are written: note the stretch of
+        records since the last one noted once it spans ``TIME_INDEX_BYTES`` or reaches another
+        segment. A stretch is noted only over records already written, so its latest time is exact;
+        records not in a stretch yet are always read. Stretches past ``end`` (a crash cut the tail
+        they covered) are dropped first."""
+        with open(self.dir / _TIME_INDEX, "a+b") as index:
+            written = index.seek(0, os.SEEK_END)
+            size = written - written % _STRETCH.size  # a torn last entry goes
+            start = self._first_position()
+            while size:
+                offset, segment, byte, _ = _STRETCH.unpack(
+                    os.pread(index.fileno(), _STRETCH.size, size - _STRETCH.size)
+                )
+                if offset <= end.offset:
+                    start = Position(offset, segment, byte)
+                    break
+                size -= _STRETCH.size
+            if size != written:
+                index.truncate(size)
+            if end.offset == start.offset or (
+                end.segment == start.segment and end.byte - start.byte < TIME_INDEX_BYTES
+            ):
+                return
+            # under the lock, ``end`` is the end: the walk reads the stretch and stops there
+            latest = max((record.timestamp_ms for record in self._walk(start, None)), default=GAP_TIME)
+            index.write(_STRETCH.pack(end.offset, end.segment, end.byte, latest))
+            index.flush()
+            if sync:
+                os.fsync(index.fileno())
+
+    def _stretches(self) -> Iterator[tuple[Position, int]]:
+        try:
+            raw = (self.dir / _TIME_INDEX).read_bytes()
+        except FileNotFoundError:
+            return
+        for offset, segment, byte, latest in _STRETCH.iter_unpack(raw[: len(raw) - len(raw) % _STRETCH.size]):
+            yield Position(offset, segment, byte), latest
 
     def _segments(self) -> list[int]:
         return sorted(int(p.name[: -len(_SUFFIX)]) for p in self.dir.glob(f"*{_SUFFIX}"))
