@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 import subprocess
 import sys
 
 import orjson
 from factories import result, result_doc
+from rich.console import Console
 
 from fastci.cli.main import main
 from fastci.core.codec import encode
@@ -141,3 +143,28 @@ def test_an_unreachable_broker_is_a_clear_error_not_a_traceback(capsys):
     assert main(["--bootstrap", "127.0.0.1:1", "worker"]) == 2
     err = capsys.readouterr().err
     assert "cannot reach Kafka at 127.0.0.1:1" in err and "Traceback" not in err
+
+
+def test_long_work_in_a_log_not_a_terminal_says_how_far_it_got_and_how_long_is_left(tmp_path, capsys, monkeypatch):
+    from fastci.cli.base import PlainProgress
+
+    now = [100.0]
+    progress = PlainProgress("records applied", Console(file=io.StringIO()), clock=lambda: now[0])
+    first, second = progress.add_task("a", total=100), progress.add_task("b", total=300)
+    now[0] += 60
+    progress.update(first, 50)
+    progress.update(second, 150)
+    assert progress.line(60.0) == "records applied: 200 of 400 (50%) in 1m 00s, about 1m 00s left at this rate"
+    assert progress.to.file.getvalue() == "records applied: 50 of 400 (12%) in 1m 00s, about 7m 00s left at this rate\n"
+    progress.add_task("c", total=None)
+    assert progress.line(3_700.0) == "records applied: 200 in 1h 01m"  # a task of unknown size: no share
+
+    # the real command, under pytest (no terminal), a line at every update
+    monkeypatch.setattr(PlainProgress, "EVERY_S", 0.0)
+    source = tmp_path / "results.jsonl"
+    source.write_bytes(b"\n".join(encode(result(run_id=f"r{n}")) for n in range(30)))
+    assert fastci(tmp_path, "publish", "--topic", "results", str(source)) == 0
+    capsys.readouterr()
+    assert fastci(tmp_path, "run", "--batch", "10") == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("records applied")]
+    assert lines and "left at this rate" in lines[0] and " of " in lines[-1]

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import csv
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,14 +67,79 @@ def print_rows(columns: list[str], rows: list[tuple], fmt: str = "table", to: Co
         (to or console).print(f"{len(rows)} row(s)")
 
 
-def progress_bar() -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def progress_bar(label: str = "done", to: Console | None = None) -> Any:
+    """Live bars on a terminal; elsewhere (a CI job's log, ``nohup``) a plain line every
+    ``PlainProgress.EVERY_S`` seconds, ``label`` naming what is counted."""
+    target = to or console
+    if not target.is_terminal:
+        return PlainProgress(label, target)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
+        TimeRemainingColumn(),  # a year of imported history takes hours: say how many are left
+        console=target,
         transient=True,
     )
+
+
+class PlainProgress:
+    """The progress bars' interface (``add_task``, ``update``) for a log that is not a terminal, where
+    live bars print nothing at all: an import of a year's history would be silent for hours. Every
+    ``EVERY_S`` seconds one line sums the tasks: how much of the whole is done, the rate so far and
+    the time left at that rate."""
+
+    EVERY_S = 30.0
+
+    def __init__(self, label: str, to: Console, clock: Any = time.monotonic) -> None:
+        self.label = label
+        self.to = to
+        self.clock = clock
+        self.started = self.last = clock()
+        self.totals: list[int | None] = []
+        self.done: list[int] = []
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: float | None = None) -> int:
+        self.totals.append(None if total is None else int(total))
+        self.done.append(0)
+        return len(self.done) - 1
+
+    def update(self, task: int, completed: float) -> None:
+        self.done[task] = int(completed)
+        now = self.clock()
+        if now - self.last >= self.EVERY_S:
+            self.last = now
+            self.to.print(self.line(now - self.started), highlight=False)
+
+    def line(self, elapsed_s: float) -> str:
+        done = sum(self.done)
+        totals = [t for t in self.totals if t]
+        if len(totals) < len(self.totals) or not totals:  # a task of unknown size: no share, no end
+            return f"{self.label}: {done:,} in {_duration(elapsed_s)}"
+        total = sum(totals)
+        text = f"{self.label}: {done:,} of {total:,} ({done / total:.0%}) in {_duration(elapsed_s)}"
+        if 0 < done < total:
+            text += f", about {_duration((total - done) * elapsed_s / done)} left at this rate"
+        return text
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"

@@ -113,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         commit_every=args.commit_every,
     )
     try:
-        with progress_bar() as progress:
+        with progress_bar("records applied, over all processors") as progress:
             tasks: dict[str, Any] = {}
 
             def report(name: str, done: int, pending: int) -> None:

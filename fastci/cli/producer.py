@@ -98,9 +98,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     failed = False
     lateness = Lateness()
     modules: dict[str, int] = {}  # JUnit class name -> where its module ends, under root: one lookup per import
-    with progress_bar() as bar:
+    with progress_bar("bytes imported") as bar:
+        # every file's bar from the start, so the progress is of the whole import
+        tasks = {path: bar.add_task(str(path), total=path.stat().st_size or 1) for path in formats}
         for path, fmt in formats.items():
-            task = bar.add_task(str(path), total=path.stat().st_size or 1)
+            task = tasks[path]
             try:
                 report = import_file(
                     path,

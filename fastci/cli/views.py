@@ -30,7 +30,7 @@ def cmd_views_refresh(args: argparse.Namespace) -> int:
 
     views = Views(views_path(args))
     try:
-        with progress_bar() as progress:
+        with progress_bar("records read into the views") as progress:
             tasks: dict[str, Any] = {}
 
             def report(table: str, rows: int) -> None:
