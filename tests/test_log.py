@@ -108,6 +108,13 @@ def test_a_reader_looking_for_a_time_starts_near_it_and_misses_nothing_later(tmp
     assert late.offset > len(every) * 0.8  # the last minutes' records, not the topic from its start
     assert log.position_at(-(2**62)) == Position()
 
+    log.remove(set(range(0, len(every), 3)))  # compaction's gaps, then more records noted over them
+    _jittered_history(log, 50, seed=8)
+    every = list(log.read())
+    for time_ms in range(0, 200 * 60_000, 300_000):
+        read = {r.offset for r in log.read(log.position_at(time_ms))}
+        assert {r.offset for r in every if r.timestamp_ms >= time_ms} <= read, time_ms
+
 
 def test_a_time_noted_over_records_a_crash_cut_off_is_forgotten(tmp_path, monkeypatch):
     monkeypatch.setattr(log_module, "TIME_INDEX_BYTES", 100)

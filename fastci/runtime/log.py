@@ -218,12 +218,37 @@ class TopicLog:
                 end.segment == start.segment and end.byte - start.byte < TIME_INDEX_BYTES
             ):
                 return
-            # under the lock, ``end`` is the end: the walk reads the stretch and stops there
-            latest = max((record.timestamp_ms for record in self._walk(start, None)), default=GAP_TIME)
+            try:
+                latest = self._latest_time(start, end)
+            except (OSError, struct.error):  # the index is a reader's shortcut: an append never fails for it
+                return
             index.write(_STRETCH.pack(end.offset, end.segment, end.byte, latest))
             index.flush()
             if sync:
                 os.fsync(index.fileno())
+
+    def _latest_time(self, start: Position, end: Position) -> int:
+        """The latest time of the records from ``start`` to ``end``, from their headers alone (a gap's
+        time is the lowest there is): the records were checked as they were written."""
+        latest = GAP_TIME
+        for segment in [base for base in self._segments() if start.segment <= base <= end.segment]:
+            with open(self._segment_path(segment), "rb") as file:
+                byte = start.byte if segment == start.segment else 0
+                stop = end.byte if segment == end.segment else file.seek(0, os.SEEK_END)
+                file.seek(byte)
+                buffer, cursor = b"", 0
+                while byte < stop:
+                    if len(buffer) - cursor < HEADER.size:
+                        buffer = buffer[cursor:] + file.read(min(_READ_CHUNK, stop - byte))
+                        cursor = 0
+                    length, _, time_ms = HEADER.unpack_from(buffer, cursor)
+                    latest = max(latest, time_ms)
+                    byte += HEADER.size + length
+                    cursor += HEADER.size + length
+                    if cursor > len(buffer):  # the body runs past what was read: go on from the next header
+                        file.seek(byte)
+                        buffer, cursor = b"", 0
+        return latest
 
     def _stretches(self) -> Iterator[tuple[Position, int]]:
         try:
