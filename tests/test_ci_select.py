@@ -351,3 +351,34 @@ def test_asking_reads_the_plans_from_about_the_commits_time_not_the_whole_histor
     assert min(starts["selection"]) >= 2 and min(starts["test-plan"]) >= 2  # past the first commits' plans
     monkeypatch.setattr(TopicLog, "position_at", lambda log, time_ms: Position())
     assert ask_embedded(change_of(repo), data, say=lambda line: None).to_json() == latest.to_json()
+
+
+def test_a_job_asking_behind_a_backlog_runs_everything_within_its_wait_and_keeps_what_was_applied(tmp_path):
+    """An imported history nobody has applied yet is hours of work: the ask applies what its wait
+    allows, commits it, publishes its commit and runs everything, saying why."""
+    from factories import result
+
+    from fastci.ci.change import change_of
+    from fastci.ci.plan import ask_embedded
+    from fastci.runtime.embedded import DataDir, EmbeddedRuntime
+    from fastci.runtime.publish import publish_embedded
+    from fastci.topology import SYSTEM
+
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    publish_embedded(data, [result(test_id=f"tests/test_{n % 500}.py::test_x", run_id=f"r{n}") for n in range(20_000)])
+
+    def pending() -> int:  # over all processors
+        runtime = EmbeddedRuntime(data, SYSTEM)
+        try:
+            return runtime.pending()
+        finally:
+            runtime.close()
+
+    before = pending()
+    plan = ask_embedded(change_of(repo), data, timeout_s=0.01, say=lambda line: None)
+    assert plan.run_all and "records in" in plan.reason and "were still to be processed after 0.01 s" in plan.reason
+    assert 0 < pending() < before  # stopped at its wait, and what it applied was committed
+    assert any(b'"sha"' in r.payload for r in DataDir(data).log.topic("commits").read())  # planned for later jobs
+    later = ask_embedded(change_of(repo), data, say=lambda line: None)  # with the time it needs: the plan's own answer
+    assert later.reason.startswith("data file changed: pkg/data/table.json"), later.reason
+    assert pending() == 0

@@ -11,7 +11,7 @@ from fastci.demo.history import Workload
 from fastci.fleet.test_history import TestHistory
 from fastci.producer.lines import check_lines
 from fastci.runtime import checkpoint as checkpoint_module
-from fastci.runtime.driver import decode_entry
+from fastci.runtime.driver import decode_entry, decode_state
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, RuntimeBusy
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, build_processors, decode
@@ -224,3 +224,44 @@ def test_a_runtime_applies_on_top_of_what_another_committed_since_it_last_ran(tm
     assert history(tmp_path, later).runs == 2
     # test_y recovered: taken as new, its passing run would have changed nothing
     assert [(f.test_id, f.current) for f in outputs(tmp_path, "test-status-changed")] == [(later, "passing")]
+
+
+def test_a_run_stopped_at_its_deadline_keeps_what_it_applied_and_ends_as_an_uninterrupted_run(tmp_path):
+    """A caller with a time budget (a CI job asking for its plan) stops the runtime between rounds:
+    what it applied is committed, and runs after it go on from there to the same state and log."""
+    events = Workload(commits=30, seed=5).events()
+
+    def stored(data_dir):
+        data = DataDir(data_dir)
+        logs = {topic: [r.payload for r in data.log.topic(topic).read()] for topic in data.log.topics()}
+        checkpoint = data.checkpoint()
+        try:  # the states, not the marks: where a run stops, its releases' bookkeeping may differ in bytes
+            state = sorted(
+                (p, k, decode_state(v)) for p, k, v in checkpoint.db.execute("SELECT processor, key, value FROM state")
+            )
+        finally:
+            checkpoint.close()
+        return logs, state
+
+    publish_embedded(tmp_path / "whole", events)
+    whole = EmbeddedRuntime(tmp_path / "whole", SYSTEM, batch_size=50, sync=False)
+    try:
+        assert not whole.run().stopped_early
+    finally:
+        whole.close()
+
+    publish_embedded(tmp_path / "stopped", events)
+    backlogs: list[int] = []
+    while True:
+        runtime = EmbeddedRuntime(tmp_path / "stopped", SYSTEM, batch_size=50, sync=False)
+        try:
+            stats = runtime.run(deadline=0.0)  # long past: one round, then stop
+            backlogs.append(runtime.backlog())
+        finally:
+            runtime.close()
+        if not stats.stopped_early:
+            break
+        before = backlogs[-2] if len(backlogs) > 1 else len(events)
+        assert stats.events > 0 and 0 < backlogs[-1] < before  # what it applied was kept
+    assert len(backlogs) > 3 and backlogs == sorted(backlogs, reverse=True) and backlogs[-1] == 0
+    assert stored(tmp_path / "stopped") == stored(tmp_path / "whole")

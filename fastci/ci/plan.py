@@ -267,25 +267,40 @@ def ask_embedded(
 
     say(f"processing what is pending in {data_dir}")
 
-    def process() -> None:
+    def process() -> int:
+        """Apply what is pending, until the deadline; return how many records are left then."""
         runtime = EmbeddedRuntime(data_dir, SYSTEM)
         try:
-            runtime.run()
+            return runtime.backlog() if runtime.run(deadline=deadline).stopped_early else 0
         except RuntimeBusy:
             say(f"another fastci runtime is processing {data_dir}: waiting for it")
             time.sleep(0.5)
+            return 0
         finally:
             runtime.close()
+
+    def behind(left: int) -> Plan:
+        return everything(
+            commits[0].repo,
+            change,
+            f"{left:,} records in {data_dir} were still to be processed after {timeout_s:g} s (an imported "
+            "history or a runtime that has not run for a while: `fastci run` applies them)",
+            source,
+        )
 
     published = _ids_in(data, "commits", wanted, since_ms)
     new = [c for c in commits if c.id not in published]
     if new:
         # Settle what was published before this job asked (a nightly's results, their audit), so the
         # plan answers from all of it: the embedded runtime would otherwise take the commit first.
-        process()
-        publish_embedded(data_dir, new)
+        left = process()
+        publish_embedded(data_dir, new)  # planned once the backlog is applied, for the jobs after this one
+        if left:
+            return behind(left)
     while True:
-        process()
+        left = process()
+        if left:
+            return behind(left)
         found = _scan_embedded(data, wanted, since_ms)
         if all(found.complete(i) for i in wanted):
             return combine(change, commits, found, source)

@@ -62,6 +62,7 @@ class ProcessorStats:
 class RunStats:
     by_processor: dict[str, ProcessorStats] = field(default_factory=dict)
     decode_seconds: float = 0.0  # validating input records, once per record for every processor
+    stopped_early: bool = False  # the deadline came with records still to apply (committed so far)
 
     @property
     def events(self) -> int:
@@ -446,7 +447,12 @@ class EmbeddedRuntime:
         self.checkpoint.close()
 
     def pending(self) -> int:
+        """Records still to apply, summed over the processors (each reads its inputs)."""
         return sum(runner.pending() for runner in self.runners)
+
+    def backlog(self) -> int:
+        """The records the processor furthest behind has still to apply."""
+        return max((runner.pending() for runner in self.runners), default=0)
 
     def _floors(self) -> dict[str, int]:
         floors: dict[str, int] = {}
@@ -455,8 +461,17 @@ class EmbeddedRuntime:
                 floors[topic] = min(floors.get(topic, position.offset), position.offset)
         return floors
 
-    def run(self, follow: bool = False, poll_s: float = 0.5, progress: Progress | None = None) -> RunStats:
-        """Process everything available (and keep following new events when ``follow``)."""
+    def run(
+        self,
+        follow: bool = False,
+        poll_s: float = 0.5,
+        progress: Progress | None = None,
+        deadline: float | None = None,
+    ) -> RunStats:
+        """Process everything available (and keep following new events when ``follow``). With a
+        ``deadline`` (``time.monotonic()``), stop at the first round that ends after it, committing
+        what was applied: a caller with a time budget (a CI job asking for its plan) is not held for
+        the hours a backlog can take (an imported history nobody has applied yet)."""
         with self.data.processing():
             for runner in self.runners:  # what they read before the lock may be stale: another process may have run
                 runner.reload()
@@ -465,7 +480,7 @@ class EmbeddedRuntime:
             pauses = PauseControl(automatic=False)  # the hourly full collection only (collector.py)
             pauses.start()
             try:
-                return self._run(stats, pending, pauses, follow, poll_s, progress)
+                return self._run(stats, pending, pauses, follow, poll_s, progress, deadline)
             finally:
                 pauses.stop()
 
@@ -477,6 +492,7 @@ class EmbeddedRuntime:
         follow: bool,
         poll_s: float,
         progress: Progress | None,
+        deadline: float | None,
     ) -> RunStats:
         while True:
             progressed = False
@@ -496,6 +512,12 @@ class EmbeddedRuntime:
                     if progress:
                         progress(runner.processor.name, own.events, pending[runner.processor.name])
             pauses.after_batch()
+            if progressed and deadline is not None and time.monotonic() >= deadline and self.pending():
+                for runner in self.runners:
+                    if runner.uncommitted:
+                        runner.commit()
+                stats.stopped_early = True
+                return stats
             if not progressed:
                 if not follow:
                     return stats
