@@ -6,9 +6,11 @@ failing, 2% skipped, one suite per file with its own timestamp), then times, as 
 ``fastci import`` of all of them into a fresh data dir and ``fastci run --no-sync`` over the result.
 ``--format parquet`` imports the same cases once more from Parquet files (one per JUnit file, the
 results the JUnit import published, written by DuckDB) into another data dir, and requires the same
-events.
+events. ``--floor`` then times what no runtime can take away: each processor's own ``process`` over
+the imported results grouped by partition key, its state in a plain dict (no driver, log, merge,
+checkpoint or encoding), and decoding the results once; as a year, against the apply.
 
-    .venv/bin/python bench/import_rate.py [--files 20] [--cases 10000] [--tests 2000] [--format junit|parquet]
+    .venv/bin/python bench/import_rate.py [--files 20] [--cases 10000] [--tests 2000] [--format junit|parquet] [--floor]
 """
 
 from __future__ import annotations
@@ -72,6 +74,43 @@ def write_parquet(data: Path, scratch: Path, files: int, cases: int) -> list[Pat
     return tables
 
 
+def floor(data: Path) -> list[tuple[str, float]]:
+    """Seconds of decoding the results, then of each processor's own ``process`` over them."""
+    import gc
+
+    from fastci.core.codec import decode_as
+    from fastci.inputs import ResultEvent
+    from fastci.runtime.log import Log
+    from fastci.topology import SYSTEM
+
+    raws = [record.payload for record in Log(data / "log").topic(ResultEvent.TOPIC).read()]
+    started = time.perf_counter()
+    events = [decode_as(ResultEvent, raw) for raw in raws]
+    rows = [("decoding", time.perf_counter() - started)]
+    gc.disable()  # as the runtime runs a catch-up
+    try:
+        for processor in SYSTEM.build():
+            if ResultEvent.TOPIC not in processor.inputs:
+                continue
+            by_key: dict[str, list] = {}
+            for event in events:
+                if not processor.ignores(event):
+                    by_key.setdefault(processor.partition_key(event), []).append(event)
+            state: dict = {}  # a StateReader: get(key) is None for a key never written
+            started = time.perf_counter()
+            for group in by_key.values():
+                for event in group:
+                    for key, value in processor.process(state, event).writes.items():
+                        if value is None:
+                            state.pop(key, None)
+                        else:
+                            state[key] = value
+            rows.append((processor.name, time.perf_counter() - started))
+    finally:
+        gc.enable()
+    return rows
+
+
 def timed(command: list[str]) -> float:
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
@@ -89,6 +128,7 @@ def main() -> None:
     parser.add_argument(
         "--format", choices=("junit", "parquet"), default="junit", help="parquet: the JUnit import, then Parquet's"
     )
+    parser.add_argument("--floor", action="store_true", help="then the processors' own code alone, in-process")
     args = parser.parse_args()
     rng = random.Random(11)
     with tempfile.TemporaryDirectory(prefix="fastci-import-") as scratch_name:
@@ -118,6 +158,16 @@ def main() -> None:
             year = YEAR_OF_RESULTS / rate / 60
             print(
                 f"{name:<18}{seconds:>8.1f} s {rate:>10,.0f} results/s   a year (40 M, extrapolated): {year:,.0f} min"
+            )
+        if args.floor:
+            parts = floor(scratch / "data")
+            print("the floor: no runtime, each processor's own process() over the results, state in a dict")
+            for name, seconds in parts:
+                print(f"  {name:<22}{seconds:>7.2f} s {seconds / total * 1e6:>7.1f} us a result")
+            whole = sum(seconds for _, seconds in parts)
+            print(
+                f"  {'all':<22}{whole:>7.2f} s {whole / total * 1e6:>7.1f} us a result, {whole / run_s:.2f}x the apply;"
+                f" a year (extrapolated): {YEAR_OF_RESULTS / total * whole / 60:,.0f} min"
             )
 
 
