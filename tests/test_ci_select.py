@@ -382,3 +382,20 @@ def test_a_job_asking_behind_a_backlog_runs_everything_within_its_wait_and_keeps
     later = ask_embedded(change_of(repo), data, say=lambda line: None)  # with the time it needs: the plan's own answer
     assert later.reason.startswith("data file changed: pkg/data/table.json"), later.reason
     assert pending() == 0
+
+
+def test_a_job_that_finds_another_runtime_at_work_says_so_once_and_runs_everything_at_its_wait(tmp_path):
+    from fastci.ci.change import change_of
+    from fastci.ci.plan import ask_embedded
+    from fastci.runtime.embedded import DataDir
+
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    said: list[str] = []
+    with DataDir(data).processing():  # a `fastci run` catching up, holding the data dir
+        plan = ask_embedded(change_of(repo), data, timeout_s=1.5, say=said.append)
+    assert plan.run_all and plan.reason.endswith(
+        "(another fastci runtime was processing it: a `fastci run` catching up?)"
+    )
+    assert sum("another fastci runtime is processing" in line for line in said) == 1, said
+    commits = [orjson.loads(r.payload) for r in DataDir(data).log.topic("commits").read()]
+    assert [c["sha"] for c in commits] == [git(repo, "rev-parse", "HEAD")]  # planned for the jobs after it

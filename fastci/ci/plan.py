@@ -267,13 +267,19 @@ def ask_embedded(
 
     say(f"processing what is pending in {data_dir}")
 
+    busy = [False]  # whether the last try found another runtime at work on the data dir
+
     def process() -> int:
         """Apply what is pending, until the deadline; return how many records are left then."""
         runtime = EmbeddedRuntime(data_dir, SYSTEM)
         try:
-            return runtime.backlog() if runtime.run(deadline=deadline).stopped_early else 0
+            left = runtime.backlog() if runtime.run(deadline=deadline).stopped_early else 0
+            busy[0] = False
+            return left
         except RuntimeBusy:
-            say(f"another fastci runtime is processing {data_dir}: waiting for it")
+            if not busy[0]:
+                say(f"another fastci runtime is processing {data_dir}: waiting for it")
+            busy[0] = True
             time.sleep(0.5)
             return 0
         finally:
@@ -305,7 +311,10 @@ def ask_embedded(
         if all(found.complete(i) for i in wanted):
             return combine(change, commits, found, source)
         if time.monotonic() > deadline:
-            return everything(commits[0].repo, change, f"no plan within {timeout_s:g} s from the {source}", source)
+            why = f"no plan within {timeout_s:g} s from the {source}"
+            if busy[0]:
+                why += " (another fastci runtime was processing it: a `fastci run` catching up?)"
+            return everything(commits[0].repo, change, why, source)
 
 
 def _scan_embedded(data: Any, wanted: set[str], since_ms: int) -> Found:
