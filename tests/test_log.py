@@ -64,6 +64,7 @@ def test_a_flipped_byte_is_reported_as_corruption(tmp_path):
 
 
 def _append_many(root: str, worker: int) -> None:
+    log_module.TIME_INDEX_BYTES = 200  # a stretch of the time index every few appends, noted by any writer
     log = TopicLog(root, "results")
     for n in range(200):
         log.append([f"{worker}-{n}".encode()], n, sync=False)
@@ -81,6 +82,12 @@ def test_appends_from_several_processes_interleave_without_loss(tmp_path):
     for w in range(3):  # each writer's own order is kept
         mine = [p for p in got if p.startswith(f"{w}-".encode())]
         assert mine == [f"{w}-{n}".encode() for n in range(200)]
+    log = TopicLog(tmp_path, "results")
+    every = list(log.read())
+    assert log.position_at(190).offset > 0  # the writers noted stretches between them
+    for time_ms in range(0, 201, 10):
+        read = {r.offset for r in log.read(log.position_at(time_ms))}
+        assert {r.offset for r in every if r.timestamp_ms >= time_ms} <= read, time_ms
 
 
 def _jittered_history(log: TopicLog, appends: int, seed: int) -> None:
