@@ -143,6 +143,11 @@ def cmd_import(args: argparse.Namespace) -> int:
             if len(report.refused) > 20:
                 console.print(f"  ... and {len(report.refused) - 20} more (see the dead_letters view)")
     console.print(f"imported {published:,} result(s) into {target.description}; {refused:,} refused onto dead-letters")
+    if published and not args.kafka:  # on Kafka the workers apply them as they come
+        console.print(
+            f"next: fastci --data-dir {args.data_dir} run, to apply them",
+            highlight=False,
+        )
     return 1 if failed or refused else 0
 
 
