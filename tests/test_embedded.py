@@ -39,6 +39,23 @@ def history(data_dir, test_id: str) -> TestHistory:
         checkpoint.close()
 
 
+STATE_ROWS = "SELECT processor, key, value FROM state"
+POSITION_ROWS = 'SELECT consumer, topic, "offset" FROM positions'
+
+
+def rows_of(data_dir, query: str) -> list[tuple]:
+    checkpoint = DataDir(data_dir).checkpoint()
+    try:
+        return sorted(checkpoint.db.execute(query))
+    finally:
+        checkpoint.close()
+
+
+def logs_of(data_dir) -> dict[str, list[bytes]]:
+    log = DataDir(data_dir).log
+    return {topic: [r.payload for r in log.topic(topic).read()] for topic in log.topics()}
+
+
 def test_processes_the_log_and_resumes_where_it_stopped(tmp_path):
     publish_embedded(tmp_path, [result(run_id="r1"), result(run_id="r2", status="failed")])
     assert run(tmp_path) == {"events": 2, "outputs": 1, "dead_letters": 0}
@@ -184,18 +201,7 @@ def test_a_run_that_commits_seldom_writes_fewer_rows_and_ends_as_one_that_commit
             runtime.close()
 
     def stored(data_dir):
-        data = DataDir(data_dir)
-        logs = {
-            topic.name: [r.payload for r in data.log.topic(topic.name).read()]
-            for topic in (data.root / "log").iterdir()
-        }
-        checkpoint = data.checkpoint()
-        try:
-            state = sorted(checkpoint.db.execute("SELECT processor, key, value FROM state"))
-            positions = sorted(checkpoint.db.execute('SELECT consumer, topic, "offset" FROM positions'))
-        finally:
-            checkpoint.close()
-        return logs, state, positions
+        return logs_of(data_dir), rows_of(data_dir, STATE_ROWS), rows_of(data_dir, POSITION_ROWS)
 
     often, seldom = stored(tmp_path / "often"), stored(tmp_path / "seldom")
     assert seldom == often
@@ -231,17 +237,9 @@ def test_a_run_stopped_at_its_deadline_keeps_what_it_applied_and_ends_as_an_unin
     what it applied is committed, and runs after it go on from there to the same state and log."""
     events = Workload(commits=30, seed=5).events()
 
-    def stored(data_dir):
-        data = DataDir(data_dir)
-        logs = {topic: [r.payload for r in data.log.topic(topic).read()] for topic in data.log.topics()}
-        checkpoint = data.checkpoint()
-        try:  # the states, not the marks: where a run stops, its releases' bookkeeping may differ in bytes
-            state = sorted(
-                (p, k, decode_state(v)) for p, k, v in checkpoint.db.execute("SELECT processor, key, value FROM state")
-            )
-        finally:
-            checkpoint.close()
-        return logs, state
+    def stored(data_dir):  # the states, not the marks: where a run stops, its releases' bookkeeping may differ
+        states = sorted((p, k, decode_state(v)) for p, k, v in rows_of(data_dir, STATE_ROWS))
+        return logs_of(data_dir), states
 
     publish_embedded(tmp_path / "whole", events)
     whole = EmbeddedRuntime(tmp_path / "whole", SYSTEM, batch_size=50, sync=False)
