@@ -267,19 +267,20 @@ def ask_embedded(
 
     say(f"processing what is pending in {data_dir}")
 
-    busy = [False]  # whether the last try found another runtime at work on the data dir
+    busy = False  # whether the last try found another runtime at work on the data dir
 
     def process() -> int:
         """Apply what is pending, until the deadline; return how many records are left then."""
+        nonlocal busy
         runtime = EmbeddedRuntime(data_dir, SYSTEM)
         try:
             left = runtime.backlog() if runtime.run(deadline=deadline).stopped_early else 0
-            busy[0] = False
+            busy = False
             return left
         except RuntimeBusy:
-            if not busy[0]:
+            if not busy:
                 say(f"another fastci runtime is processing {data_dir}: waiting for it")
-            busy[0] = True
+            busy = True
             time.sleep(0.5)
             return 0
         finally:
@@ -312,7 +313,7 @@ def ask_embedded(
             return combine(change, commits, found, source)
         if time.monotonic() > deadline:
             why = f"no plan within {timeout_s:g} s from the {source}"
-            if busy[0]:
+            if busy:
                 why += " (another fastci runtime was processing it: a `fastci run` catching up?)"
             return everything(commits[0].repo, change, why, source)
 
