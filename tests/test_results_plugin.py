@@ -184,3 +184,126 @@ def test_status_from_the_reports_of_a_test(phases, status):
     outcome = _Outcome([report(when, how) for when, how in phases])
     assert outcome.status() == status
     assert outcome.duration() == pytest.approx(0.1 * len(phases))
+
+
+ODD_PARAMETERS = """
+import math
+
+import numpy as np
+import pytest
+
+
+class Opaque:  # the default repr carries a memory address, new in every process
+    pass
+
+
+class Point:
+    def __init__(self, x):
+        self.x = x
+
+    def __repr__(self):
+        return f"Point({self.x})"
+
+
+VALUES = [
+    float("nan"),
+    math.nan,
+    float("inf"),
+    -math.inf,
+    np.float64("nan"),
+    np.int64(7),
+    np.array([1.0, np.nan]),
+    b"\\x00\\xffbytes",
+    Opaque(),
+    object(),
+    Point(3),
+    [1.0, float("nan")],
+    (1, (2, float("inf"))),
+    {"a": float("nan"), "b": [b"x"], "c": Opaque()},
+    {"left", "right", "up", "down"},
+    frozenset({"x", "y", "z"}),
+    2**80,
+    complex(1, 2),
+    lambda x: x,
+    None,
+    "plain",
+    1.5,
+    [1, 2],
+]
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_value(value):
+    pass
+
+
+@pytest.mark.parametrize(("x", "y"), [(float("nan"), Opaque()), (math.inf, {3, 1, 2})])
+def test_pair(x, y, fastci_result):
+    fastci_result.config["recorded"] = float("nan")
+"""
+
+
+def test_every_parametrised_result_is_published_with_the_same_config_in_every_process(tmp_path):
+    """NaN, infinities, objects, bytes and nested containers as parameters: each result reaches
+    the history, each parameter recorded by a text that two processes (string hashing and memory
+    addresses differing) write alike."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for args in (
+        ("init", "-q", "-b", "main"),
+        ("config", "user.email", "dev@example.com"),
+        ("config", "user.name", "Dev"),
+    ):
+        subprocess.run(["git", *args], cwd=suite, check=True)
+    (suite / "test_odd.py").write_text(textwrap.dedent(ODD_PARAMETERS))
+    subprocess.run(["git", "add", "-A"], cwd=suite, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "odd parameters"], cwd=suite, check=True)
+
+    configs = []
+    for seed in ("1", "2"):
+        data = tmp_path / f"data-{seed}"
+        base = {k: v for k, v in os.environ.items() if not k.startswith("FASTCI_")}
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--fastci-results"],
+            cwd=suite,
+            env={**base, "FASTCI_DATA_DIR": str(data), "FASTCI_RUN_ID": f"run-{seed}", "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "25 passed" in run.stdout and "not published" not in run.stdout, run.stdout
+        assert "fastci: 25 result(s) of run" in run.stdout, run.stdout
+        log = DataDir(data).log.topic("results")
+        configs.append([orjson.loads(r.payload)["config"] for r in log.read()])  # in run order
+    first, second = configs
+    assert first == second  # the same text in both processes, test by test
+    assert [config["value"] for config in first[:23]] == [
+        "nan",
+        "nan",
+        "inf",
+        "-inf",
+        "nan",
+        7,
+        "array([ 1., nan])",
+        "b'\\x00\\xffbytes'",
+        "<test_odd.Opaque object>",
+        "<object object>",
+        "Point(3)",
+        [1.0, "nan"],
+        "(1, (2, inf))",
+        "{'a': nan, 'b': [b'x'], 'c': <test_odd.Opaque object>}",
+        "{'down', 'left', 'right', 'up'}",
+        "frozenset({'x', 'y', 'z'})",
+        str(2**80),
+        "(1+2j)",
+        "<function <lambda>>",
+        None,
+        "plain",
+        1.5,
+        [1, 2],
+    ]
+    assert first[23:] == [
+        {"x": "nan", "y": "<test_odd.Opaque object>", "recorded": "nan"},
+        {"x": "inf", "y": "{1, 2, 3}", "recorded": "nan"},
+    ]

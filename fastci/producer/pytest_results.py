@@ -10,7 +10,10 @@ is down still finishes; its events are sent by the next session or ``fastci spoo
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -198,7 +201,7 @@ class ResultsPublisher:
                 loss_curve=record.loss_curve,
                 eval_score=record.eval_score,
                 seed=seed if isinstance(seed, int) else None,
-                config={**_parameters(item), **record.config},
+                config={**_parameters(item), **{k: config_value(v) for k, v in record.config.items()}},
                 selected=item.stash.get(SELECTED_KEY, None),
             )
             self.published += 1
@@ -232,17 +235,86 @@ class ResultsPublisher:
 
 
 def _parameters(item: Any) -> dict[str, Any]:
-    """The test's parametrization as config: JSON scalars (and flat lists of them) as they are,
-    anything else by its repr."""
+    """The test's parametrization as config (``config_value`` of each parameter)."""
     params = getattr(getattr(item, "callspec", None), "params", {}) or {}
-    config: dict[str, Any] = {}
-    for name, value in params.items():
-        if value is None or isinstance(value, (bool, int, float, str)):
-            config[name] = value
-        elif isinstance(value, (list, tuple)) and all(
-            v is None or isinstance(v, (bool, int, float, str)) for v in value
-        ):
-            config[name] = list(value)
+    return {name: config_value(value) for name, value in params.items()}
+
+
+MAX_TEXT = 200  # characters of a parameter's text: enough to tell values apart, not a document
+MAX_STRING = 4096  # a string parameter kept as it is (a longer one is cut as its text)
+_INT64 = range(-(2**63), 2**63)  # what JSON readers (and orjson) hold as an integer
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # CPython's default repr: differs per process
+
+
+def config_value(value: Any) -> Any:
+    """A parameter as a config value: a JSON scalar or a flat list of them as it is, anything the
+    contract cannot hold (NaN, infinities, objects, bytes, nested containers, 65-bit integers) by a
+    text that is the same in every run and process (``stable_text``), so the result is never lost
+    and a test's runs stay comparable."""
+    scalar = _scalar(value)
+    if scalar is not _NOT_SCALAR:
+        return scalar
+    if type(value) in (list, tuple):
+        items = [_scalar(v) for v in value]
+        if _NOT_SCALAR not in items:
+            return items
+    return stable_text(value)
+
+
+_NOT_SCALAR = object()
+
+
+def _scalar(value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value[:] if len(value) <= MAX_STRING and _encodable(value) else stable_text(value)
+    if isinstance(value, numbers.Integral):  # int, numpy's integers
+        return int(value) if int(value) in _INT64 else stable_text(value)
+    if isinstance(value, float):  # float, numpy's floats
+        return float(value) if math.isfinite(value) else repr(float(value))  # 'nan', 'inf', '-inf'
+    return _NOT_SCALAR
+
+
+def stable_text(value: Any) -> str:
+    """``repr(value)``, but the same in every process: containers by their items' stable text (a
+    set's sorted), no memory address, floats as Python prints them; cut at ``MAX_TEXT``."""
+    return _text(value, 0)[:MAX_TEXT]
+
+
+def _text(value: Any, depth: int) -> str:
+    if depth > 4:
+        return "..."
+    if isinstance(value, float):
+        return repr(float(value))
+    if type(value) in (list, tuple, set, frozenset, dict):
+        items = list(value.items() if isinstance(value, dict) else value)
+        if not isinstance(value, set | frozenset):
+            items = items[:MAX_TEXT]  # more would be cut from the text anyway (a set's are sorted first)
+        if isinstance(value, dict):
+            inner = [f"{_text(k, depth + 1)}: {_text(v, depth + 1)}" for k, v in items]
         else:
-            config[name] = repr(value)[:200]
-    return config
+            inner = [_text(v, depth + 1) for v in items]
+        if isinstance(value, set | frozenset):
+            inner.sort()  # a set's order follows string hashing, which differs per process
+        body = ", ".join(inner)
+        if type(value) is list:
+            return f"[{body}]"
+        if type(value) is tuple:
+            return f"({body},)" if len(inner) == 1 else f"({body})"
+        if type(value) is frozenset:
+            return f"frozenset({{{body}}})"
+        return f"{{{body}}}" if inner else ("{}" if type(value) is dict else "set()")
+    try:
+        text = repr(value)
+    except Exception:  # a parameter whose repr fails still has a type
+        text = f"<{type(value).__module__}.{type(value).__qualname__}>"
+    return _ADDRESS.sub("", text)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")  # a lone surrogate is no JSON text
+    except UnicodeEncodeError:
+        return False
+    return True
