@@ -1,9 +1,10 @@
-# The two commands a newcomer needs: `make demo` and `make test`. Both create .venv on first use.
+# The two commands a newcomer needs: `make demo` and `make test`. Both create .venv on first use;
+# `make test` also installs what its tests need beyond it, so the two are all the set-up.
 VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-evidence-312 clean
+.PHONY: install demo test test-evidence-312 kafka-jars chromium clean
 
 install: $(STAMP)
 
@@ -16,9 +17,29 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/fastci demo
 
-# Uses the broker in $$FASTCI_KAFKA_BOOTSTRAP, or starts (and stops) one with docker/kafka/kafka.sh.
-test: $(STAMP)
+# The whole suite, after what its tests need: the broker's jars, Chromium, and the evidence tests on
+# Python 3.12 in their own venv. Uses the broker in $$FASTCI_KAFKA_BOOTSTRAP, or starts (and stops) one
+# with docker/kafka/kafka.sh.
+test: $(STAMP) kafka-jars chromium test-evidence-312
 	$(VENV)/bin/pytest
+
+# Kafka's jars from Maven Central into ~/.cache/fastci/kafka (needs Java 17 and Maven); a no-op once there.
+kafka-jars:
+	docker/kafka/kafka.sh fetch
+
+# A test opens the nightly report in headless Chromium: Debian's package, installed when missing, as root
+# or through sudo. Where neither apt-get nor a way to root exists, say so and go on: that one test fails
+# naming what to install, the others still run.
+chromium:
+	@set -e; \
+	if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then as_root=""; elif command -v sudo >/dev/null 2>&1; then as_root="sudo"; \
+	else echo "make chromium: no chromium, and neither root nor sudo to install it: install Chromium yourself" >&2; exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+		echo "make chromium: no chromium, and no apt-get to install it: install Chromium yourself" >&2; exit 0; fi; \
+	echo "== install Debian's chromium (a test opens the nightly report in a real browser)"; \
+	$$as_root apt-get update -qq; \
+	$$as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 
 # Tracing evidence on Python 3.12 (sys.monitoring) in its own venv: the evidence tests, and the same
 # project traced on 3.11 ($(VENV)) compared byte for byte. PYTHON312: python3.12 if it runs (a pyenv
