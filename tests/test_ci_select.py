@@ -169,7 +169,7 @@ def test_xdist_workers_take_the_controllers_plan_and_publish_every_result_once(t
     run = select(repo, data, "-n", "2", "--fastci-select-mode", "shadow", "--fastci-results")
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"{ALL_TESTS} passed" in run.stdout
-    assert run.stderr.count("processing what is pending") == 1  # asked once, by the controller
+    assert run.stderr.count("record(s) pending in") == 1  # asked once, by the controller
     from fastci.runtime.embedded import DataDir
 
     head = git(repo, "rev-parse", "HEAD")
@@ -400,3 +400,92 @@ def test_a_job_that_finds_another_runtime_at_work_says_so_once_and_runs_everythi
     assert sum("another fastci runtime is processing" in line for line in said) == 1, said
     commits = [orjson.loads(r.payload) for r in DataDir(data).log.topic("commits").read()]
     assert [c["sha"] for c in commits] == [git(repo, "rev-parse", "HEAD")]  # planned for the jobs after it
+
+
+def test_a_job_on_a_planned_commit_still_applies_what_is_pending_and_says_so_only_then(tmp_path):
+    """A failing presubmit's results are pending when the next job asks for the same commit's plan:
+    the job answers from the plan made before, applies them all the same, and the report after it
+    lists the failures with no `fastci run` by hand."""
+    from fastci.ci.pending import backlog
+
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    collect_evidence(repo, data)
+    edit(repo, "pkg/stats.py", "/ len(values)", "/ (len(values) + 1)", "break mean")
+    failing = select(repo, data, "--fastci-results")
+    assert failing.returncode == 1 and "2 failed, 5 deselected" in failing.stdout, failing.stdout + failing.stderr
+    assert backlog(data) > 0  # its results, published after it asked
+
+    again = select(repo, data)  # the same commit: its plan was made by the job before
+    assert again.returncode == 1 and "2 failed, 5 deselected" in again.stdout
+    assert "record(s) pending in" in again.stderr, again.stderr
+    assert backlog(data) == 0
+
+    quiet = select(repo, data)  # nothing pending now: nothing said about it
+    assert quiet.returncode == 1 and "pending" not in quiet.stderr, quiet.stderr
+    report = fastci_in(repo, data, "--data-dir", str(data), "report", "nightly")
+    assert report.returncode == 0, report.stderr
+    assert "2 test(s) failing now: tests/test_stats.py::test_mean, tests/test_stats.py::test_normalize" in report.stdout
+
+
+def test_the_nightly_report_applies_what_is_pending_or_says_another_runtime_has_it(tmp_path):
+    from fastci.runtime.embedded import DataDir
+
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    edit(repo, "pkg/text.py", 'return word.upper() + "!"', 'return word.lower() + "!"', "break shout")
+    ran = pytest_in(repo, data, "-q", "--fastci-results")
+    assert ran.returncode == 1 and "1 failed, 6 passed" in ran.stdout, ran.stdout + ran.stderr
+    with DataDir(data).processing():  # a `fastci run` at work on the data dir
+        busy = fastci_in(repo, data, "--data-dir", str(data), "report", "nightly")
+    assert busy.returncode == 0, busy.stderr
+    assert f"another fastci runtime is processing {data} (7 record(s) pending)" in busy.stderr
+    assert "failing now" not in busy.stdout  # nothing applied yet: the report says of what it is
+
+    report = fastci_in(repo, data, "--data-dir", str(data), "report", "nightly")
+    assert report.returncode == 0, report.stderr
+    assert f"applying 7 record(s) pending in {data} first" in report.stderr
+    assert "1 test(s) failing now: tests/test_text.py::test_shout" in report.stdout
+    again = fastci_in(repo, data, "--data-dir", str(data), "report", "nightly")
+    assert "applying" not in again.stderr and "1 test(s) failing now" in again.stdout
+
+
+def test_the_jobs_line_counts_the_tests_without_evidence_and_names_the_command_that_gives_some(tmp_path):
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    edit(repo, "pkg/text.py", 'return word.upper() + "!"', 'return word.upper() + "!!"[:1]', "shout")
+    first = select(repo, data)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert (
+        f"running all {ALL_TESTS} collected tests: no test of plain is known yet; `pytest --fastci-evidence "
+        "--fastci-results` (in a nightly) records what each test runs, so a change runs only its tests"
+    ) in first.stdout
+    results_only = pytest_in(repo, data, "-q", "--fastci-results")  # a history with results, no evidence
+    assert results_only.returncode == 0, results_only.stdout + results_only.stderr
+    edit(repo, "pkg/stats.py", "return sum(values) / len(values)", "return sum(values) / float(len(values))", "mean")
+    run = select(repo, data)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (
+        f"running {ALL_TESTS} of {ALL_TESTS} known tests, ~100% of the suite's time; 0 deselected; "
+        f"{ALL_TESTS} of the {ALL_TESTS} known tests have no evidence and always run: "
+        "`pytest --fastci-evidence --fastci-results` (in a nightly) gives them some"
+    ) in run.stdout
+    document = orjson.loads(fastci_in(repo, data, "--data-dir", str(data), "plan").stdout)
+    assert document["metrics"]["no_evidence"] == ALL_TESTS and document["metrics"]["share"] == 1.0
+    assert {t["reason"] for t in document["tests"]} == {"no-evidence"}
+
+
+def test_a_rule_that_keeps_every_test_is_named_with_the_unit_no_evidence_contains(tmp_path):
+    """A function no test's evidence runs, in a module every test imports: every test runs, and the
+    job's line and the plan say which rule kept them and for which unit."""
+    repo, data = make_repo(tmp_path), tmp_path / "data"
+    commit(repo, {"pkg/extra.py": "def unused():\n    return 1\n", "pkg/__init__.py": "from pkg import extra\n"}, "x")
+    collect_evidence(repo, data)
+    edit(repo, "pkg/extra.py", "return 1", "return 2", "change what no test runs")
+    run = select(repo, data)
+    assert run.returncode == 0 and f"{ALL_TESTS} passed" in run.stdout, run.stdout + run.stderr
+    assert (
+        "1 changed unit(s) no test's evidence runs: pkg/extra.py::unused (the tests importing their modules run); "
+        f"every known test is kept: {ALL_TESTS} import-time for pkg/extra.py::unused"
+    ) in run.stdout
+    document = orjson.loads(fastci_in(repo, data, "--data-dir", str(data), "plan").stdout)
+    assert document["metrics"]["unevidenced"] == ["pkg/extra.py::unused"]
+    assert document["metrics"]["unevidenced_units"] == 1 and document["metrics"]["no_evidence"] == 0
+    assert all(t["functions"] == ["pkg/extra.py::unused"] for t in document["tests"])

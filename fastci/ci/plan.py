@@ -34,6 +34,8 @@ from fastci.selection.graph import short_id
 from fastci.topology import decode
 
 DEFAULT_TIMEOUT_S = 60.0
+EVIDENCE_COMMAND = "pytest --fastci-evidence --fastci-results"  # what gives tests evidence (a nightly's run)
+UNITS_NAMED = 3  # changed units a job's line names per rule
 SEEK_SLACK_S = 86_400.0  # plans are searched from a day before the commit's own time (clock skew)
 
 Say = Callable[[str], None]
@@ -51,6 +53,7 @@ class PlannedRun:
     chips: int = 0
     config: dict[str, Any] = field(default_factory=dict)
     shrunk: dict[str, int] = field(default_factory=dict)
+    functions: tuple[str, ...] = ()  # the changed units it runs, as 'path::qualname' (the selection's)
 
 
 @dataclass
@@ -73,6 +76,8 @@ class Plan:
     tests_known: int = 0
     estimated_s_all: float = 0.0  # the known suite's expected duration
     widened: str = ""  # why the selection is wider than the evidence asks (after an audited miss)
+    unevidenced: tuple[str, ...] = ()  # changed units no test's evidence shows running (the first of them)
+    unevidenced_units: int = 0  # how many there are
 
     @property
     def estimated_s(self) -> float:
@@ -83,7 +88,63 @@ class Plan:
         """Estimated share of the suite's time this plan runs (None when unknown)."""
         if self.run_all:
             return 1.0
-        return self.estimated_s / self.estimated_s_all if self.estimated_s_all > 0 else None
+        # At most the whole: the planner's durations (its recent runs) and the selection's (the
+        # catalog's) are two estimates, and the first may sum a little over the second.
+        return min(1.0, self.estimated_s / self.estimated_s_all) if self.estimated_s_all > 0 else None
+
+    @property
+    def no_evidence(self) -> int:
+        """Known tests the plan keeps because fastci has never seen what they execute."""
+        return sum(1 for t in self.tests if t.reason == "no-evidence")
+
+    @property
+    def nothing_known(self) -> bool:
+        """The plan runs everything and its catalog holds no test of the repository: no test has
+        evidence or results yet (a new test a commit adds is not in it)."""
+        return self.answered and self.run_all and not self.known
+
+    def notes(self) -> list[str]:
+        """What a job's line adds to its counts: the tests that lack evidence and what gives them
+        some, and, when rules keep every known test, each rule with the units it keeps them for."""
+        if self.nothing_known:
+            return [f"`{EVIDENCE_COMMAND}` (in a nightly) records what each test runs, so a change runs only its tests"]
+        if self.run_all:
+            return []  # the reason names the rule and the file (a CI file, a build file...)
+        notes = []
+        if self.no_evidence:
+            notes.append(
+                f"{self.no_evidence} of the {self.tests_known} known tests have no evidence and always run: "
+                f"`{EVIDENCE_COMMAND}` (in a nightly) gives them some"
+            )
+        if self.unevidenced_units:
+            named = [*self.unevidenced[:UNITS_NAMED]]
+            if self.unevidenced_units > len(named):
+                named.append(f"{self.unevidenced_units - len(named)} more")
+            notes.append(
+                f"{self.unevidenced_units} changed unit(s) no test's evidence runs: {', '.join(named)} "
+                "(the tests importing their modules run)"
+            )
+        if self.tests_known and len(self.tests) >= self.tests_known:
+            rules = self.kept_by()
+            if rules:
+                notes.append("every known test is kept: " + ", ".join(rules))
+        return notes
+
+    def kept_by(self) -> list[str]:
+        """Each rule that keeps tests (but ``no-evidence``, which ``notes`` counts apart), most tests
+        first: how many, and the changed units it keeps them for."""
+        groups: dict[str, list[PlannedRun]] = {}
+        for test in self.tests:
+            if test.reason != "no-evidence":
+                groups.setdefault(test.reason, []).append(test)
+        rules = []
+        for reason, tests in sorted(groups.items(), key=lambda group: (-len(group[1]), group[0])):
+            units = sorted({unit for test in tests for unit in test.functions})
+            named = units[:UNITS_NAMED]
+            if len(units) > UNITS_NAMED:
+                named.append(f"{len(units) - UNITS_NAMED} more")
+            rules.append(f"{len(tests)} {reason}" + (f" for {', '.join(named)}" if named else ""))
+        return rules
 
     def is_known(self, test_id: str) -> bool:
         return short_id(test_id) in self.known
@@ -99,7 +160,7 @@ class Plan:
             "widened": self.widened,
             "answered": self.answered,
             "source": self.source,
-            "tests": [t.__dict__ for t in self.tests],
+            "tests": [{**t.__dict__, "functions": list(t.functions)} for t in self.tests],
             "pruned": [{"test_id": t, "covered_by": list(by)} for t, by in sorted(self.pruned.items())],
             "metrics": {
                 "tests_known": self.tests_known,
@@ -108,6 +169,9 @@ class Plan:
                 "estimated_s": self.estimated_s,
                 "estimated_s_all": self.estimated_s_all,
                 "share": self.share,
+                "no_evidence": self.no_evidence,
+                "unevidenced_units": self.unevidenced_units,
+                "unevidenced": list(self.unevidenced),
             },
         }
         if with_known:
@@ -126,11 +190,13 @@ class Plan:
             widened=document.get("widened", ""),
             answered=document["answered"],
             source=document["source"],
-            tests=[PlannedRun(**t) for t in document["tests"]],
+            tests=[PlannedRun(**{**t, "functions": tuple(t.get("functions", ()))}) for t in document["tests"]],
             pruned={p["test_id"]: tuple(p["covered_by"]) for p in document["pruned"]},
             known=frozenset(document.get("known", ())),
             tests_known=document["metrics"]["tests_known"],
             estimated_s_all=document["metrics"]["estimated_s_all"],
+            unevidenced=tuple(document["metrics"].get("unevidenced", ())),
+            unevidenced_units=document["metrics"].get("unevidenced_units", 0),
         )
 
 
@@ -189,6 +255,10 @@ def combine(change: Change, commits: list[CommitEvent], found: Found, source: st
     tests_known = max(s.metrics.tests_known for s in selections)
     estimated_all = max(s.metrics.estimated_s_all for s in selections)
     run_all = [s for s in selections if s.run_all]
+    functions: dict[str, set[str]] = {}  # the changed units each kept test runs, over the commits
+    for selection in selections:
+        for kept in selection.kept:
+            functions.setdefault(kept.test_id, set()).update(kept.functions)
     runs: dict[str, PlannedRun] = {}
     for pages in plans:
         for page in pages:
@@ -204,6 +274,7 @@ def combine(change: Change, commits: list[CommitEvent], found: Found, source: st
                         chips=entry.chips,
                         config=dict(entry.config),
                         shrunk=dict(entry.shrunk),
+                        functions=tuple(sorted(functions.get(entry.test_id, ()))),
                     )
     # One commit: the planner's own order. Several: the same rule over the union (risk per cost).
     ranked = (
@@ -216,6 +287,8 @@ def combine(change: Change, commits: list[CommitEvent], found: Found, source: st
         for test in selection.pruned:
             if test.test_id not in runs:
                 pruned.setdefault(test.test_id, test.covered_by)
+    unevidenced = list(dict.fromkeys(u for s in selections for u in s.metrics.unevidenced))
+    listed_all = all(s.metrics.unevidenced_units == len(s.metrics.unevidenced) for s in selections)
     reason = ""
     if run_all:
         first = run_all[0]
@@ -235,6 +308,9 @@ def combine(change: Change, commits: list[CommitEvent], found: Found, source: st
         tests_known=tests_known,
         estimated_s_all=estimated_all,
         widened=next((s.widened for s in selections if s.widened), ""),
+        unevidenced=tuple(unevidenced),
+        # Listed in full, the union is exact; cut short, a unit two commits share may count twice.
+        unevidenced_units=len(unevidenced) if listed_all else sum(s.metrics.unevidenced_units for s in selections),
     )
 
 
@@ -250,50 +326,62 @@ def _since_ms(commits: list[CommitEvent]) -> int:
 def ask_embedded(
     change: Change, data_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S, repo_name: str | None = None, say: Say = print
 ) -> Plan:
-    """The change's plan from the embedded log in ``data_dir``, processing what is pending."""
-    from fastci.runtime.embedded import DataDir, EmbeddedRuntime, RuntimeBusy
+    """The change's plan from the embedded log in ``data_dir``. What is pending there is applied
+    first, within ``timeout_s``, even when the plan was made before: every reader after this job
+    (a report, the next plan) then answers from all that was published before it, such as a failing
+    presubmit's results. The job says what it applied and what it left."""
+    from fastci.ci.pending import apply_pending
+    from fastci.runtime.embedded import DataDir
     from fastci.runtime.publish import publish_embedded
-    from fastci.topology import SYSTEM
 
     source = f"embedded {data_dir}"
     commits = commit_events(change, repo_name)
     data = DataDir(data_dir)
     wanted = {c.id for c in commits}
     since_ms = _since_ms(commits)
-    found = _scan_embedded(data, wanted, since_ms)
-    if all(found.complete(i) for i in wanted):
-        return combine(change, commits, found, source)
     deadline = time.monotonic() + timeout_s
-
-    say(f"processing what is pending in {data_dir}")
-
     busy = False  # whether the last try found another runtime at work on the data dir
+    announced = False  # the backlog found on arrival is named once; the job's own commit is not a backlog
+
+    def announce(pending: int) -> None:
+        say(f"processing {pending:,} record(s) pending in {data_dir}, for up to {timeout_s:g} s")
 
     def process() -> int:
         """Apply what is pending, until the deadline; return how many records are left then."""
-        nonlocal busy
-        runtime = EmbeddedRuntime(data_dir, SYSTEM)
-        try:
-            left = runtime.backlog() if runtime.run(deadline=deadline).stopped_early else 0
-            busy = False
-            return left
-        except RuntimeBusy:
+        nonlocal busy, announced
+        applied = apply_pending(data_dir, deadline, None if announced else announce)
+        announced = True
+        if applied.busy:
             if not busy:
                 say(f"another fastci runtime is processing {data_dir}: waiting for it")
             busy = True
-            time.sleep(0.5)
             return 0
-        finally:
-            runtime.close()
+        busy = False
+        return applied.left
 
     def behind(left: int) -> Plan:
         return everything(
             commits[0].repo,
             change,
-            f"{left:,} records in {data_dir} were still to be processed after {timeout_s:g} s (an imported "
-            "history or a runtime that has not run for a while: `fastci run` applies them)",
+            f"{left:,} records in {data_dir} were still to be processed after {timeout_s:g} s (published "
+            "before this job: a nightly's evidence and results, an import; `fastci run` applies them)",
             source,
         )
+
+    found = _scan_embedded(data, wanted, since_ms)
+    if all(found.complete(i) for i in wanted):
+        # The plan was made before: apply what is pending all the same, so nothing reads it stale.
+        applied = apply_pending(data_dir, deadline, announce)
+        if applied.busy:
+            say(
+                f"another fastci runtime is processing {data_dir}: it applies the {applied.pending:,} pending record(s)"
+            )
+        elif applied.left:
+            say(
+                f"{applied.left:,} record(s) still pending in {data_dir} after {timeout_s:g} s: `fastci run` "
+                "applies them (this change's plan was made before them)"
+            )
+        return combine(change, commits, found, source)
 
     published = _ids_in(data, "commits", wanted, since_ms)
     new = [c for c in commits if c.id not in published]
@@ -316,6 +404,7 @@ def ask_embedded(
             if busy:
                 why += " (another fastci runtime was processing it: a `fastci run` catching up?)"
             return everything(commits[0].repo, change, why, source)
+        time.sleep(0.5 if busy else 0.05)  # another runtime at work, or a plan being written: look again
 
 
 def _scan_embedded(data: Any, wanted: set[str], since_ms: int) -> Found:

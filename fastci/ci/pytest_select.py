@@ -203,6 +203,11 @@ class Selector:
         terminalreporter.write_line(self.line())
 
     def line(self) -> str:
+        """The job's summary: what ran and why, what lacks evidence and what gives it some."""
+        text = self._counts()
+        return "; ".join([text, *self.plan.notes()]) if self.counts else text
+
+    def _counts(self) -> str:
         plan, counts = self.plan, self.counts
         if not counts:
             return "fastci: no tests collected"
