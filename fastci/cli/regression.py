@@ -101,8 +101,11 @@ def cmd_regressions_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_report_nightly(args: argparse.Namespace) -> int:
+    from fastci.ci.pending import catch_up
     from fastci.report.nightly import build_report, print_summary, render_html
 
+    if not args.views:  # a report of all that was published, not of the last `fastci run`
+        catch_up(args.data_dir, views_path(args), lambda line: console.print(line, markup=False))
     try:
         report = build_report(views_path(args))
     except FileNotFoundError as error:
