@@ -38,3 +38,19 @@ def test_documented_processor_order_is_the_system_order() -> None:
     section = text.split("\n## Processor order\n", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^\d+\.\s+`([^`]+)`\s*$", section, re.MULTILINE)
     assert tuple(listed) == SYSTEM.order
+
+
+def test_every_input_topic_has_an_example_event_that_publish_accepts() -> None:
+    """The examples in docs/events.md, each through the check `fastci publish --topic` runs: a
+    model change that would refuse one fails here, not a newcomer's first line."""
+    from fastci.producer.lines import check_lines
+
+    text = (ROOT / "docs" / "events.md").read_text(encoding="utf-8")
+    section = text.split("\n## Example events\n", 1)[1].split("\n## ", 1)[0]
+    examples = re.findall(r"^### `([^`]+)`\n.*?^```json\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert sorted(topic for topic, _ in examples) == sorted(SYSTEM.input_topics)
+    for topic, block in examples:
+        lines = [line.encode() for line in block.splitlines()]
+        checked = check_lines(lines, topic)
+        assert not checked.refused, f"{topic}: {[str(r) for r in checked.refused]}"
+        assert len(checked.accepted) == 1 and checked.accepted[0].TOPIC == topic
