@@ -123,8 +123,9 @@ def test_a_plain_repository_needs_no_accelerator_context(tmp_path):
 
 
 def test_a_down_target_spools_and_a_later_drain_publishes_everything(tmp_path):
-    blocked = tmp_path / "not-a-dir"
-    blocked.write_text("a file where the data dir should be")
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "log").write_text("a file where the data dir's log should be")
     spool = tmp_path / "spool"
     run = run_suite(
         tmp_path, "--fastci-results", "--fastci-results-spool", str(spool), **{**ENV, "FASTCI_DATA_DIR": str(blocked)}

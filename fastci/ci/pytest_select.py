@@ -130,7 +130,7 @@ def _ask(config: Any, root: Path) -> Any:
         change,
         target,
         fastci_config.data_dir(),
-        fastci_config.KafkaSettings.from_env(),
+        fastci_config.KafkaSettings.from_env() if target == "kafka" else None,  # unread on the embedded log
         timeout,
         os.environ.get("FASTCI_REPO"),
         say,
