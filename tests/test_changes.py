@@ -457,7 +457,7 @@ def test_changes_publishes_to_the_embedded_log_and_summarises(repo, tmp_path, cl
         repo, MODEL, MODEL.replace("* self.scale", "* self.scale + 1").replace("HIDDEN = 128", "HIDDEN = 64")
     )
     data = tmp_path / "data"
-    assert cli(["--data-dir", str(data), "changes", "--repo", str(repo.path), "--rev", sha]) == 0
+    assert cli(["--data-dir", str(data), "--create", "changes", "--repo", str(repo.path), "--rev", sha]) == 0
     assert commits_in_log(data) == [analyze_commit(repo.path, sha)]
     err = capsys.readouterr().err
     assert f"commit {sha[:12]} of llm-framework: after" in err
@@ -495,7 +495,7 @@ def test_changes_dry_run_prints_the_event_and_publishes_nothing(repo, tmp_path, 
 def test_changes_reports_a_bad_revision_without_a_traceback(repo, tmp_path, cli, capsys):
     repo.write("a.py", "A = 1\n")
     repo.commit("first")
-    assert cli(["--data-dir", str(tmp_path / "data"), "changes", "--repo", str(repo.path), "--rev", "nope"]) == 2
+    assert cli(["--data-dir", str(tmp_path), "changes", "--repo", str(repo.path), "--rev", "nope"]) == 2
     assert "unknown revision 'nope'" in capsys.readouterr().err
 
 
@@ -598,7 +598,7 @@ def test_changes_refuses_an_event_too_large_for_consumers(repo, tmp_path, cli, c
     monkeypatch.setattr(fastci.core.codec, "MAX_EVENT_BYTES", 200)  # rather than a commit of ~12,000 functions
     sha = two_commits(repo, MODEL, MODEL.replace("return model", "return model.eval()"))
     data = tmp_path / "data"
-    assert cli(["--data-dir", str(data), "changes", "--repo", str(repo.path), "--rev", sha]) == 2
+    assert cli(["--data-dir", str(data), "--create", "changes", "--repo", str(repo.path), "--rev", sha]) == 2
     assert "over the 200-byte event limit" in capsys.readouterr().err
     assert commits_in_log(data) == []
 

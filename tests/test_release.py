@@ -89,6 +89,7 @@ def release_events(data_dir) -> list[dict]:
 @pytest.fixture
 def setup(tmp_path):
     data, repo = tmp_path / "data", tmp_path / "release-repo"
+    data.mkdir()  # a named data dir must exist (its results are what the gates read)
     assert main(["--data-dir", str(data), "release", "init", "--repo", str(repo)]) == 0
     return data, repo
 

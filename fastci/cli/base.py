@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import difflib
+import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +29,82 @@ class UsageError(Exception):
     """A mistake the user can fix; printed without a traceback."""
 
 
+# How a command uses the data dir, declared with ``uses_data_dir``; ``fastci.cli.main`` checks the data dir
+# by it before the command starts. A command that declares nothing is taken to write.
+DATA_DIR_USES = {
+    "none": "does not touch it",
+    "kafka": "does not touch it; talks to Kafka",
+    "read": "reads it: it must exist",
+    "write": "writes into it: it must exist, unless it is the default or --create is given",
+    "create": "makes it when it does not exist (the first demo, the first import)",
+}
+
+
+def uses_data_dir(parser: argparse.ArgumentParser, use: str) -> None:
+    if use not in DATA_DIR_USES:
+        raise ValueError(f"data dir use {use!r} is not one of {', '.join(DATA_DIR_USES)}")
+    parser.set_defaults(data_dir_use=use)
+
+
+class PathArgument:
+    """An argparse ``type`` for a path, checked as the command line is parsed, so a wrong one is a one-line
+    usage error naming it before any work starts. ``kind``: ``file`` (an existing, readable file; with
+    ``stdin``, ``-`` too), ``output`` (a file to write: not a folder, nor under a file), ``folder`` (a folder,
+    or nothing yet: not a file, nor under one), ``existing folder``."""
+
+    KINDS = ("file", "output", "folder", "existing folder")
+
+    def __init__(self, kind: str, stdin: bool = False) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"path kind {kind!r} is not one of {', '.join(self.KINDS)}")
+        self.kind, self.stdin = kind, stdin
+        self.__name__ = kind  # argparse names the type in some of its messages
+
+    def __call__(self, text: str) -> Path | str:
+        if self.stdin and text == "-":
+            return text
+        if not text:
+            raise argparse.ArgumentTypeError("an empty path")
+        path = Path(text)
+        for folder in Path(os.path.abspath(path)).parents:
+            if folder.exists() and not folder.is_dir():
+                raise argparse.ArgumentTypeError(f"{text}: {config.display_path(folder)} is a file, not a folder")
+        if self.kind == "file":
+            if not path.exists():
+                raise argparse.ArgumentTypeError(f"{text}: no such file")
+            if path.is_dir():
+                raise argparse.ArgumentTypeError(f"{text}: a folder, not a file")
+            if not os.access(path, os.R_OK):
+                raise argparse.ArgumentTypeError(f"{text}: not readable (permission denied)")
+        elif self.kind == "output" and path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text}: a folder, not a file")
+        elif self.kind in ("folder", "existing folder") and path.exists() and not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text}: a file, not a folder")
+        elif self.kind == "existing folder" and not path.exists():
+            raise argparse.ArgumentTypeError(f"{text}: no such folder")
+        return path
+
+
+class NameArgument:
+    """An argparse ``type`` for the name of something fastci knows (a topic, a processor): an unknown one is
+    a one-line usage error with the closest known name and the list. ``known`` is called when a name is
+    checked, so the parser imports nothing to build it."""
+
+    def __init__(self, what: str, known: Callable[[], Iterable[str]]) -> None:
+        self.what, self.known = what, known
+        self.__name__ = what
+
+    def __call__(self, text: str) -> str:
+        known = list(self.known())
+        if text in known:
+            return text
+        close = difflib.get_close_matches(text, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise argparse.ArgumentTypeError(f"unknown {self.what} {text!r} ({hint}known: {', '.join(known)})")
+
+
 def kafka_settings(args: argparse.Namespace) -> config.KafkaSettings:
+    """The Kafka settings of ``$FASTCI_KAFKA_*`` and the global options; ``ConfigError`` for one that cannot work."""
     return config.KafkaSettings.from_env(bootstrap=args.bootstrap, namespace=args.namespace)
 
 

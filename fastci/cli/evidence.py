@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fastci.cli.base import UsageError, console, kafka_settings
+from fastci.cli.base import PathArgument, UsageError, console, kafka_settings, uses_data_dir
 
 
 def register(commands: Any) -> None:
@@ -20,7 +20,9 @@ def register(commands: Any) -> None:
         "(relative to --root), publishes one evidence event for --test-id and exits with CMD's exit code.",
     )
     collect.add_argument("--test-id", required=True, help="the test the command is (e.g. tests/test_x.py::test_y)")
-    collect.add_argument("--root", type=Path, default=None, help="project root (default: the current directory)")
+    collect.add_argument(
+        "--root", type=PathArgument("existing folder"), help="project root (default: the current directory)"
+    )
     collect.add_argument("--rate", type=float, default=200.0, metavar="HZ", help="samples per second (default 200)")
     collect.add_argument(
         "--blocking", action="store_true", help="pause the command for each sample (no torn stacks, more overhead)"
@@ -29,6 +31,7 @@ def register(commands: Any) -> None:
     collect.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     collect.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run")
     collect.set_defaults(func=cmd_collect)
+    uses_data_dir(collect, "write")
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.table import Column, Table
 
-from fastci.cli.base import UsageError, console, kafka_settings, out
+from fastci.cli.base import UsageError, console, kafka_settings, out, uses_data_dir
 
 
 def register(commands: Any) -> None:
@@ -23,6 +23,7 @@ def register(commands: Any) -> None:
     )
     topics.add_argument("--apply", action="store_true", help="create the topics that do not exist yet")
     topics.set_defaults(func=cmd_topics)
+    uses_data_dir(topics, "kafka")
     acls = sub.add_parser(
         "acls",
         help="each role's ACLs (producer, worker, analyst, operator), checked against the cluster; --apply creates "
@@ -38,6 +39,7 @@ def register(commands: Any) -> None:
         "after each role)",
     )
     acls.set_defaults(func=cmd_acls)
+    uses_data_dir(acls, "kafka")
 
 
 def cmd_topics(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ lives in a module of its own and adds its subcommands through ``register(command
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from fastci.cli import (
     simulate,
     views,
 )
-from fastci.cli.base import UsageError, console
+from fastci.cli.base import UsageError, console, kafka_settings
 from fastci.core import config
 
 # In the order ``fastci --help`` lists them. A module adds parsers and sets ``func`` on them; handlers get
@@ -47,12 +48,27 @@ COMMAND_GROUPS = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, answering a mistake in one line (it would print the whole usage first)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
     parser.add_argument(
         "--data-dir",
         type=Path,
         default=default,
-        help=f"embedded runtime data (log, state, views); default $FASTCI_DATA_DIR or {config.DEFAULT_DATA_DIR}",
+        help=f"embedded runtime data (log, state, views); default $FASTCI_DATA_DIR or {config.DEFAULT_DATA_DIR}; "
+        "a command refuses one that does not exist, except the default",
+    )
+    parser.add_argument(
+        "--create",
+        action="store_true",
+        default=default,
+        help="make the data dir if it does not exist (the first demo, import or pytest --fastci-results "
+        "make it anyway)",
     )
     parser.add_argument(
         "--bootstrap",
@@ -80,7 +96,7 @@ def _finish(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="fastci",
         description="The CI brain for GPU-heavy test suites: an event-sourced stream processor.",
     )
@@ -93,21 +109,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.data_dir_given = args.data_dir is not None
-    args.data_dir = args.data_dir or config.data_dir()
     try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, or a usage error argparse has printed in one line
+        return done.code if isinstance(done.code, int) else 2
+    try:
+        _settle_data_dir(args)
+        if args.data_dir_use == "kafka" or getattr(args, "kafka", False):
+            kafka_settings(args)  # a bad $FASTCI_KAFKA_* value, in one line, before anything starts
         return args.func(args) or 0
-    except UsageError as error:
-        console.print(f"[red]error:[/red] {error}", markup=True)
+    except (UsageError, config.ConfigError) as error:
+        _error(str(error))
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as error:  # a file or folder the system refused, e.g. a full disk: one line, not a traceback
+        _error(f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error))
+        return 1
     except Exception as error:
         if _access_denied(error):
-            from rich.markup import escape
-
-            console.print(f"[red]error:[/red] {escape(str(error))}", markup=True)
+            _error(str(error))
             return 2
         if not _broker_unreachable(error):
             raise
@@ -118,6 +139,40 @@ def main(argv: list[str] | None = None) -> int:
             markup=True,
         )
         return 2
+
+
+def _error(message: str) -> None:
+    from rich.markup import escape
+
+    console.print(f"[red]error:[/red] {escape(message)}", markup=True)
+
+
+def _settle_data_dir(args: argparse.Namespace) -> None:
+    """Resolve ``args.data_dir`` and refuse one the command cannot use (``fastci.cli.base.DATA_DIR_USES``): a
+    file, a folder inside another data dir's log, or a named folder that does not exist for a command that
+    needs one (a typo would start an empty history, or answer from none)."""
+    args.data_dir_use = getattr(args, "data_dir_use", "write")
+    if any(getattr(args, flag, False) for flag in ("dry_run", "show_default", "list_defects")):
+        args.data_dir_use = "none"  # these only print
+    args.create = bool(args.create)
+    args.data_dir_given = args.data_dir is not None
+    if args.data_dir_given:
+        named = f"--data-dir {args.data_dir}"
+    elif "FASTCI_DATA_DIR" in os.environ:
+        named = f"FASTCI_DATA_DIR={os.environ['FASTCI_DATA_DIR']}"
+    else:
+        named = f"the default data dir {config.DEFAULT_DATA_DIR}"
+    args.data_dir = args.data_dir or config.data_dir()
+    if args.data_dir_use in ("none", "kafka"):
+        return
+    chosen = args.data_dir_given or "FASTCI_DATA_DIR" in os.environ
+    must_exist = (
+        chosen
+        and not args.create
+        and not getattr(args, "kafka", False)  # on Kafka the data dir only keeps views and spools
+        and args.data_dir_use in ("read", "write")
+    )
+    config.check_data_dir(args.data_dir, named, must_exist)
 
 
 def _access_denied(error: BaseException) -> bool:

@@ -10,21 +10,52 @@ from typing import Any
 
 from rich.table import Column, Table
 
-from fastci.cli.base import UsageError, console, kafka_settings, out, progress_bar
+from fastci.cli.base import (
+    NameArgument,
+    PathArgument,
+    UsageError,
+    console,
+    kafka_settings,
+    out,
+    progress_bar,
+    uses_data_dir,
+)
 from fastci.core.config import COMMIT_EVERY, DEFAULT_BATCH
 from fastci.topology import SYSTEM
 
+PROCESSOR = NameArgument("processor", lambda: SYSTEM.order)
+
 
 def register(commands: Any) -> None:
-    publish = commands.add_parser("publish", help="validate events (JSON lines) and append them to a topic")
-    publish.add_argument("file", nargs="?", default="-", help="JSON-lines file, '-' for stdin (default)")
-    publish.add_argument("--topic", help='topic of every line; without it each line is {"topic": ..., "event": {...}}')
+    publish = commands.add_parser(
+        "publish",
+        help="validate events (JSON lines) and append them to a topic",
+        epilog="topics producers publish to (docs/events.md shows an example event of each):\n  "
+        + "\n  ".join(SYSTEM.input_topics)
+        + "\n\nexit codes:\n"
+        "  0  every event accepted\n"
+        "  1  some refused: each named with its line and parked on the dead-letters topic; the rest appended\n"
+        "  2  a usage error (a missing file, an unknown topic), nothing published",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    publish.add_argument(
+        "file",
+        nargs="?",
+        default="-",
+        type=PathArgument("file", stdin=True),
+        help="JSON-lines file, '-' for stdin (default)",
+    )
+    publish.add_argument(
+        "--topic",
+        type=NameArgument("topic", lambda: SYSTEM.input_topics),
+        help='topic of every line; without it each line is {"topic": ..., "event": {...}}',
+    )
     publish.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     publish.set_defaults(func=cmd_publish)
 
     run = commands.add_parser("run", help="process the embedded log with every processor")
     run.add_argument("--follow", action="store_true", help="keep running and process new events as they arrive")
-    run.add_argument("--processor", action="append", help="run only this processor (repeatable)")
+    run.add_argument("--processor", action="append", type=PROCESSOR, help="run only this processor (repeatable)")
     run.add_argument(
         "--batch",
         type=int,
@@ -55,7 +86,7 @@ def register(commands: Any) -> None:
     compact.set_defaults(func=cmd_compact)
 
     worker = commands.add_parser("worker", help="run the processors as a faust worker on Kafka")
-    worker.add_argument("--processor", action="append", help="run only this processor (repeatable)")
+    worker.add_argument("--processor", action="append", type=PROCESSOR, help="run only this processor (repeatable)")
     worker.add_argument(
         "--log-level", default="warn", choices=("crit", "error", "warn", "info", "debug"), help="faust's log level"
     )
@@ -64,13 +95,19 @@ def register(commands: Any) -> None:
     lag = commands.add_parser(
         "lag", help="records each processor route has not applied yet on Kafka (exit 3 while any is behind)"
     )
-    lag.add_argument("--processor", action="append", help="only this processor (repeatable)")
+    lag.add_argument("--processor", action="append", type=PROCESSOR, help="only this processor (repeatable)")
     lag.set_defaults(func=cmd_lag)
 
     schemas = commands.add_parser("schemas", help="write the JSON Schema of every event to a folder")
-    schemas.add_argument("--out", type=Path, default=Path("schemas"), help="the folder (default ./schemas)")
+    schemas.add_argument(
+        "--out", type=PathArgument("folder"), default=Path("schemas"), help="the folder (default ./schemas)"
+    )
     schemas.add_argument("--check", action="store_true", help="only check that the files match the models")
     schemas.set_defaults(func=cmd_schemas)
+
+    for parser, use in ((publish, "write"), (run, "write"), (compact, "write"), (worker, "kafka"), (lag, "kafka")):
+        uses_data_dir(parser, use)
+    uses_data_dir(schemas, "none")
 
 
 def cmd_publish(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fastci.cli.base import UsageError, console, kafka_settings
+from fastci.cli.base import PathArgument, UsageError, console, kafka_settings, uses_data_dir
 
 RUN_EVERYTHING = 3  # exit code: run the whole suite (no plan in time, or the plan says so); the reason on stderr
 
@@ -18,8 +18,17 @@ def register(commands: Any) -> None:
         "plan",
         help="the tests a change needs, in run order (json, or one pytest node id a line); "
         f"exit 0: run these (none is none), exit {RUN_EVERYTHING}: run everything, 2: a usage error",
+        description="The tests a change needs, in run order: the answer pytest --fastci-select acts on, for any "
+        "runner. It publishes the change's commits into the data dir (or to Kafka with --kafka), processes what is "
+        "pending there and waits up to --wait for their plan; the reason for running everything goes to stderr. "
+        f"Exit 0: run these (none is none); {RUN_EVERYTHING}: run everything; 2: a usage error.",
     )
-    plan.add_argument("--repo", type=Path, default=Path("."), help="the git work tree (default: the current directory)")
+    plan.add_argument(
+        "--repo",
+        type=PathArgument("existing folder"),
+        default=Path("."),
+        help="the git work tree (default: the current directory)",
+    )
     plan.add_argument("--rev", default="HEAD", help="the commit under test (default HEAD)")
     plan.add_argument(
         "--base",
@@ -34,6 +43,7 @@ def register(commands: Any) -> None:
     )
     plan.add_argument("--kafka", action="store_true", help="ask the Kafka worker instead of the embedded runtime")
     plan.set_defaults(func=cmd_plan)
+    uses_data_dir(plan, "write")  # the change's commits are published there
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -56,7 +66,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         change,
         "kafka" if args.kafka else "embedded",
         args.data_dir,
-        kafka_settings(args),
+        kafka_settings(args) if args.kafka else None,
         args.wait,
         args.repo_name,
         say,

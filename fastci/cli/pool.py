@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from fastci.cli.base import UsageError, console, kafka_settings, out
+from fastci.cli.base import PathArgument, UsageError, console, kafka_settings, out, uses_data_dir
 
 
 def register(commands: Any) -> None:
@@ -20,11 +19,15 @@ def register(commands: Any) -> None:
     tick.add_argument("--at", help="ISO 8601 time with a zone (default: now)")
     tick.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     tick.set_defaults(func=cmd_tick)
+    uses_data_dir(tick, "write")
     configure = actions.add_parser("configure", help="publish a pool's nodes and class policies from a JSON file")
-    configure.add_argument("file", nargs="?", type=Path, help="a pool-config event as JSON (see --show-default)")
+    configure.add_argument(
+        "file", nargs="?", type=PathArgument("file"), help="a pool-config event as JSON (see --show-default)"
+    )
     configure.add_argument("--show-default", action="store_true", help="print the default configuration and exit")
     configure.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     configure.set_defaults(func=cmd_configure)
+    uses_data_dir(configure, "write")  # not with --show-default, which publishes nothing
 
 
 def _publish(args: argparse.Namespace, events: list) -> None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fastci.cli.base import UsageError, console, kafka_settings, progress_bar
+from fastci.cli.base import PathArgument, UsageError, console, kafka_settings, progress_bar, uses_data_dir
 
 
 def register(commands: Any) -> None:
@@ -23,9 +23,12 @@ def register(commands: Any) -> None:
             "--kafka", action="store_true", help="the spool of the Kafka target (default: the embedded log's)"
         )
         action.add_argument(
-            "--spool", type=Path, help="spool directory (default <data dir>/spool/<target>, as the pytest plugin uses)"
+            "--spool",
+            type=PathArgument("folder"),
+            help="spool directory (default <data dir>/spool/<target>, as the pytest plugin uses)",
         )
         action.set_defaults(func=func)
+        uses_data_dir(action, "create" if name == "drain" else "read")  # drain: what the producer would have made
     _register_import(commands)
 
 
@@ -39,7 +42,7 @@ def _register_import(commands: Any) -> None:
         "git work tree as for pytest --fastci-results; <property name=commit|repo|run_id> in a file overrides "
         "them. An outcome that is not a valid result is refused with its file and line, onto dead-letters.",
     )
-    history.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    history.add_argument("files", nargs="+", type=PathArgument("file"), metavar="FILE")
     history.add_argument(
         "--format",
         choices=("junit", "jsonl", "parquet"),
@@ -47,7 +50,7 @@ def _register_import(commands: Any) -> None:
     )
     history.add_argument(
         "--root",
-        type=Path,
+        type=PathArgument("existing folder"),
         help="the repository's work tree, to tell modules from classes in "
         "JUnit class names (default: the current directory)",
     )
@@ -56,10 +59,15 @@ def _register_import(commands: Any) -> None:
     history.add_argument("--commit", help="JUnit: commit tested (default $FASTCI_COMMIT, else git HEAD)")
     history.add_argument("--trigger", help="JUnit: nightly, presubmit, ... (default $FASTCI_TRIGGER, else dev)")
     history.add_argument("--node-id", help="JUnit: the node that ran them (default $FASTCI_NODE_ID, else this host)")
-    history.add_argument("--bundle-file", help="JUnit: bundle TOML (default $FASTCI_BUNDLE_FILE; none: a plain repo)")
+    history.add_argument(
+        "--bundle-file",
+        type=PathArgument("file"),
+        help="JUnit: bundle TOML (default $FASTCI_BUNDLE_FILE; none: a plain repo)",
+    )
     history.add_argument("--batch", type=int, default=5000, help="outcomes per publish and progress record")
     history.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     history.set_defaults(func=cmd_import)
+    uses_data_dir(history, "create")  # the first import starts a history
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -68,9 +76,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     from fastci.producer.history import UNREADABLE, Lateness, format_of, import_file
     from fastci.producer.targets import EmbeddedTarget, KafkaTarget, TargetUnavailable
 
-    missing = [str(path) for path in args.files if not path.is_file()]
-    if missing:
-        raise UsageError(f"no such file: {', '.join(missing)}")
     if args.batch < 1:
         raise UsageError(f"--batch: must be at least 1 (got {args.batch})")
     try:

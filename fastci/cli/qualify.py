@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fastci.cli.base import UsageError, console, kafka_settings, out
+from fastci.cli.base import PathArgument, UsageError, console, kafka_settings, out, uses_data_dir
 
 PRECISIONS = ("bf16", "fp8")
 
@@ -27,7 +27,7 @@ def register(commands: Any) -> None:
         "--precision", action="append", choices=PRECISIONS, help="kernel precision (repeatable; default bf16 and fp8)"
     )
     qualify.add_argument("--backend", choices=("emulated", "reference"), default="emulated")
-    qualify.add_argument("--bundle", type=Path, help="bundle file (TOML); default $FASTCI_BUNDLE_FILE")
+    qualify.add_argument("--bundle", type=PathArgument("file"), help="bundle file (TOML); default $FASTCI_BUNDLE_FILE")
     qualify.add_argument(
         "--inject", metavar="DEFECT", help="swap in the layer version that introduces DEFECT (see --list-defects)"
     )
@@ -47,6 +47,7 @@ def register(commands: Any) -> None:
         help="retrain the models on the reference backend and pin their goldens (after a model change)",
     )
     qualify.set_defaults(func=cmd_qualify)
+    uses_data_dir(qualify, "write")
 
 
 def cmd_qualify(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from fastci.cli.base import UsageError, console, kafka_settings, out, views_path
+from fastci.cli.base import PathArgument, UsageError, console, kafka_settings, out, uses_data_dir, views_path
 
 WEBHOOK_ENV = "FASTCI_TICKET_WEBHOOK"
 
@@ -16,19 +16,23 @@ def register(commands: Any) -> None:
     owners = commands.add_parser("owners", help="publish the owner map (a CODEOWNERS-like file) of a repository")
     owners_commands = owners.add_subparsers(dest="owners_command", required=True, metavar="ACTION")
     publish = owners_commands.add_parser("publish", help="parse FILE and publish it as the repo's owner map")
-    publish.add_argument("file", type=Path)
+    publish.add_argument("file", type=PathArgument("file"))
     publish.add_argument("--repo", required=True, help="repository the map is for, as results and commits name it")
     publish.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     publish.set_defaults(func=cmd_owners_publish)
+    uses_data_dir(publish, "write")
 
     tickets = commands.add_parser("tickets", help="open one ticket per regression whose bisect ended")
-    tickets.add_argument("--out", type=Path, help="folder for ticket JSON files (default <data dir>/tickets)")
+    tickets.add_argument(
+        "--out", type=PathArgument("folder"), help="folder for ticket JSON files (default <data dir>/tickets)"
+    )
     tickets.add_argument(
         "--webhook",
         help=f"also POST each new ticket to this URL (default ${WEBHOOK_ENV}), signed with $FASTCI_WEBHOOK_SECRET",
     )
     tickets.add_argument("--kafka", action="store_true", help="read alerts from Kafka instead of the embedded log")
     tickets.set_defaults(func=cmd_tickets)
+    uses_data_dir(tickets, "write")
 
     regressions = commands.add_parser("regressions", help="regression detection end to end")
     regressions_commands = regressions.add_subparsers(dest="regressions_command", required=True, metavar="ACTION")
@@ -36,15 +40,19 @@ def register(commands: Any) -> None:
         "demo", help="a nightly with three regressions: detect, bisect, ticket, report"
     )
     demo.set_defaults(func=cmd_regressions_demo)
+    uses_data_dir(demo, "create")
 
     report = commands.add_parser("report", help="reports over the views")
     report_commands = report.add_subparsers(dest="report_command", required=True, metavar="REPORT")
     nightly = report_commands.add_parser(
         "nightly", help="the nightly regression report: HTML page and terminal summary"
     )
-    nightly.add_argument("--out", type=Path, help="HTML file to write (default <data dir>/nightly.html)")
-    nightly.add_argument("--views", help="DuckDB file (default <data dir>/views.duckdb)")
+    nightly.add_argument(
+        "--out", type=PathArgument("output"), help="HTML file to write (default <data dir>/nightly.html)"
+    )
+    nightly.add_argument("--views", type=PathArgument("file"), help="DuckDB file (default <data dir>/views.duckdb)")
     nightly.set_defaults(func=cmd_report_nightly)
+    uses_data_dir(nightly, "read")
 
 
 def cmd_owners_publish(args: argparse.Namespace) -> int:

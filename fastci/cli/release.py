@@ -8,7 +8,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fastci.cli.base import UsageError, console, kafka_settings, out, refresh_views, views_path
+from fastci.cli.base import (
+    PathArgument,
+    UsageError,
+    console,
+    kafka_settings,
+    out,
+    refresh_views,
+    uses_data_dir,
+    views_path,
+)
 
 REPO_ENV = "FASTCI_RELEASE_REPO"
 
@@ -31,6 +40,7 @@ def register(commands: Any) -> None:
     )
     _repo_option(init)
     init.set_defaults(func=cmd_init)
+    uses_data_dir(init, "none")
 
     propose = actions.add_parser("propose", help="a branch and a commit setting ENV to BUNDLE, with the gate results")
     propose.add_argument("environment", metavar="ENV")
@@ -42,12 +52,14 @@ def register(commands: Any) -> None:
     )
     _common(propose)
     propose.set_defaults(func=cmd_propose)
+    uses_data_dir(propose, "write")
 
     promote = actions.add_parser("promote", help="merge ENV's open proposal, only if every gate passes now")
     promote.add_argument("environment", metavar="ENV")
     promote.add_argument("--bundle", metavar="ID", help="the proposal to promote when ENV has several")
     _common(promote)
     promote.set_defaults(func=cmd_promote)
+    uses_data_dir(promote, "write")
 
     rollback = actions.add_parser("rollback", help="git revert of ENV's last promotion")
     rollback.add_argument("environment", metavar="ENV")
@@ -56,15 +68,17 @@ def register(commands: Any) -> None:
         "--kafka", action="store_true", help="publish the release event to Kafka, not the embedded log"
     )
     rollback.set_defaults(func=cmd_rollback)
+    uses_data_dir(rollback, "write")
 
     status = actions.add_parser("status", help="each environment's bundle, open proposals and the audit log")
     _repo_option(status)
     status.add_argument("--history", type=int, default=10, metavar="N", help="release commits to list (default 10)")
     status.set_defaults(func=cmd_status)
+    uses_data_dir(status, "none")
 
 
 def _repo_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--repo", type=Path, help=f"the release repository (default ${REPO_ENV})")
+    parser.add_argument("--repo", type=PathArgument("folder"), help=f"the release repository (default ${REPO_ENV})")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +87,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--kafka", action="store_true", help="refresh the views from, and publish the release event to, Kafka"
     )
     parser.add_argument("--no-refresh", action="store_true", help="evaluate the gates on the views as they are")
-    parser.add_argument("--views", help="DuckDB file (default <data dir>/views.duckdb)")
+    parser.add_argument("--views", type=PathArgument("output"), help="DuckDB file (default <data dir>/views.duckdb)")
 
 
 def _repo(args: argparse.Namespace) -> Path:

@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from fastci.cli.base import UsageError, console, kafka_settings, refresh_views, views_path
+from fastci.cli.base import PathArgument, UsageError, console, kafka_settings, refresh_views, uses_data_dir, views_path
 
 
 def register(commands: Any) -> None:
@@ -24,8 +24,9 @@ def register(commands: Any) -> None:
     rerun.add_argument("--elsewhere", action="store_true", help="not on the node the result ran on")
     rerun.add_argument("--kafka", action="store_true", help="read the views from, and publish the request to, Kafka")
     rerun.add_argument("--no-refresh", action="store_true", help="use the views as they are")
-    rerun.add_argument("--views", help="DuckDB file (default <data dir>/views.duckdb)")
+    rerun.add_argument("--views", type=PathArgument("output"), help="DuckDB file (default <data dir>/views.duckdb)")
     rerun.set_defaults(func=cmd_rerun)
+    uses_data_dir(rerun, "write")
 
     runner = commands.add_parser(
         "runner",
@@ -44,6 +45,7 @@ def register(commands: Any) -> None:
     runner.add_argument("--hardware-revision", help="only requests for this hardware revision (default: any)")
     runner.add_argument("--name", help="name of the runner's position in the log (default: the node id)")
     runner.set_defaults(func=cmd_runner)
+    uses_data_dir(runner, "write")
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fastci.cli.base import UsageError, console, kafka_settings
+from fastci.cli.base import PathArgument, UsageError, console, kafka_settings, uses_data_dir
 
 
 def register(commands: Any) -> None:
@@ -16,17 +16,21 @@ def register(commands: Any) -> None:
         "changes", help="analyse a git commit (changed files and functions) and publish it on the commits topic"
     )
     changes.add_argument(
-        "--repo", type=Path, default=Path("."), help="the git repository (default: the current directory)"
+        "--repo",
+        type=PathArgument("existing folder"),
+        default=Path("."),
+        help="the git repository (default: the current directory)",
     )
     changes.add_argument("--rev", default="HEAD", help="the commit, as git names it (default HEAD)")
     changes.add_argument(
         "--repo-name",
-        help="repository name on the event (default: $FASTCI_REPO, else the origin remote's owner/name, "
-        "else the work tree's directory name: the name results and evidence carry)",
+        help="repository name on the event (default: $FASTCI_REPO, else the origin remote's whole path, e.g. "
+        "group/sub/lib, else the work tree's directory name: the name results and evidence carry)",
     )
     changes.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     changes.add_argument("--dry-run", action="store_true", help="print the event as JSON on stdout; publish nothing")
     changes.set_defaults(func=cmd_changes)
+    uses_data_dir(changes, "write")  # not with --dry-run, which publishes nothing
 
     policy = commands.add_parser(
         "policy", help="publish a repository's selection policy (how long a miss widens its selections)"
@@ -42,6 +46,7 @@ def register(commands: Any) -> None:
     )
     policy.add_argument("--kafka", action="store_true", help="publish to Kafka instead of the embedded log")
     policy.set_defaults(func=cmd_policy)
+    uses_data_dir(policy, "write")
 
 
 def cmd_policy(args: argparse.Namespace) -> int:

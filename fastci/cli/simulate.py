@@ -8,7 +8,7 @@ import os
 import time
 from typing import Any
 
-from fastci.cli.base import UsageError, console, out, print_rows
+from fastci.cli.base import PathArgument, UsageError, console, out, print_rows, uses_data_dir
 
 PAPER_LATENCY_CUT = 0.775  # FastCI (Qiao et al.): CI latency -77.5%
 PAPER_CHIP_CUT = 0.639  # and GPU usage -63.9%, against running everything
@@ -50,9 +50,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         default=0,
         help="variants simulated at once, one process each (default: one per CPU, at most five)",
     )
-    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--json", type=PathArgument("output"), help="also write the figures to this file")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown (for the README)")
     parser.set_defaults(func=run)
+    uses_data_dir(parser, "none")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,16 @@ import argparse
 import asyncio
 from typing import Any
 
-from fastci.cli.base import UsageError, console, kafka_settings, print_rows, progress_bar, views_path
+from fastci.cli.base import (
+    PathArgument,
+    UsageError,
+    console,
+    kafka_settings,
+    print_rows,
+    progress_bar,
+    uses_data_dir,
+    views_path,
+)
 
 
 def register(commands: Any) -> None:
@@ -14,14 +23,21 @@ def register(commands: Any) -> None:
     views_commands = views.add_subparsers(dest="views_command", required=True, metavar="ACTION")
     refresh = views_commands.add_parser("refresh", help="load what is new since the last refresh")
     refresh.add_argument("--kafka", action="store_true", help="load from Kafka instead of the embedded log")
-    refresh.add_argument("--views", help="DuckDB file (default <data dir>/views.duckdb)")
+    refresh.add_argument("--views", type=PathArgument("output"), help="DuckDB file (default <data dir>/views.duckdb)")
     refresh.set_defaults(func=cmd_views_refresh)
+    uses_data_dir(refresh, "write")
 
     sql = commands.add_parser("sql", help="run a SQL query on the views and print the result")
     sql.add_argument("query", help="the SQL (DuckDB's dialect); 'SHOW TABLES' lists the views")
-    sql.add_argument("--views", help="DuckDB file (default <data dir>/views.duckdb)")
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    sql.add_argument("--views", type=PathArgument("file"), help="DuckDB file (default <data dir>/views.duckdb)")
+    sql.add_argument(
+        "--format",
+        choices=("table", "csv", "json"),
+        default="table",
+        help="output format (default table; whole values, never wrapped, when stdout is not a terminal)",
+    )
     sql.set_defaults(func=cmd_sql)
+    uses_data_dir(sql, "read")
 
 
 def cmd_views_refresh(args: argparse.Namespace) -> int:
