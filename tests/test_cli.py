@@ -168,3 +168,64 @@ def test_long_work_in_a_log_not_a_terminal_says_how_far_it_got_and_how_long_is_l
     assert fastci(tmp_path, "run", "--batch", "10") == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("records applied")]
     assert lines and "left at this rate" in lines[0] and " of " in lines[-1]
+
+
+def test_help_lists_every_command_in_a_group_and_names_the_plugin_and_the_docs(capsys):
+    from fastci.cli.main import HELP_GROUPS, build_parser
+
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    grouped = [name for _, names in HELP_GROUPS for name in names]
+    assert sorted(grouped) == sorted(commands)  # each command in exactly one group
+    for title, names in HELP_GROUPS:
+        section = text.split(f"\n{title}:\n", 1)[1].split("\n\n", 1)[0]
+        assert [line.split()[0] for line in section.splitlines() if line.startswith("  ") and line[2] != " "] == [
+            *names
+        ]
+    assert "other commands" not in text
+    for mention in ("pytest --fastci-select", "pytest --fastci-results", "pytest --fastci-evidence", "docs/README.md"):
+        assert mention in text
+
+
+def test_version_is_the_installed_packages(capsys):
+    from importlib import metadata
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"fastci {metadata.version('fastci')}\n"
+
+
+def test_publish_and_plan_help_say_what_they_do(capsys):
+    from fastci.topology import SYSTEM
+
+    assert main(["publish", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert all(f"\n  {topic}\n" in text for topic in SYSTEM.input_topics) and "exit codes:" in text
+    assert main(["plan", "--help"]) == 0
+    assert "publishes the change's commits into the data dir" in " ".join(capsys.readouterr().out.split())
+
+
+def test_output_to_a_log_keeps_whole_values_and_a_terminal_keeps_its_width(tmp_path, capsys):
+    from rich.table import Table
+    from rich.text import Text
+
+    from fastci.cli.base import LogConsole
+
+    test_id = "tests/models/test_whisper_mini.py::test_eval[" + "beam-width-" * 12 + "]"
+    table = Table("stage", "test")  # rich's default columns: cut with an ellipsis to fit the width
+    table.add_row("culprit", Text(test_id))  # as the regressions table prints it
+    log = LogConsole(file=io.StringIO())
+    log.print(table)
+    assert test_id in log.file.getvalue()
+    terminal = LogConsole(file=io.StringIO(), force_terminal=True, color_system=None, width=80)
+    terminal.print(table)
+    assert max(len(line) for line in terminal.file.getvalue().splitlines()) <= 80
+
+    # the real command, its stdout not a terminal: sql's table holds the whole id on one line
+    source = tmp_path / "results.jsonl"
+    source.write_bytes(encode(result(test_id=test_id)) + b"\n")
+    assert fastci(tmp_path, "publish", "--topic", "results", str(source)) == 0
+    assert fastci(tmp_path, "views", "refresh") == 0
+    capsys.readouterr()
+    assert fastci(tmp_path, "sql", "SELECT test_id, node_id, status FROM results") == 0
+    assert any(test_id in line and "node-01" in line for line in capsys.readouterr().out.splitlines())

@@ -15,14 +15,32 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.table import Column, Table
 from rich.text import Text
 
 from fastci.core import config
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)  # messages, progress
-out = Console(highlight=False, soft_wrap=True)  # results a user may pipe on
+# Wide enough for any row of a table: a log or a pipe keeps whole test ids, which nothing reflows there.
+UNBOUNDED_WIDTH = 100_000
+
+
+class LogConsole(Console):
+    """A console that fits a terminal, and elsewhere (a CI log, a pipe, a file) never wraps or cuts: tables
+    take their natural width, so a test id stays one greppable string."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)  # type: ignore[attr-defined]
+        return size if self.is_terminal else ConsoleDimensions(UNBOUNDED_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = LogConsole(stderr=True, highlight=False, soft_wrap=True)  # messages, progress
+out = LogConsole(highlight=False, soft_wrap=True)  # results a user may pipe on
 
 
 class UsageError(Exception):

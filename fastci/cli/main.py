@@ -27,6 +27,32 @@ from fastci.cli import (
 from fastci.cli.base import UsageError, console, kafka_settings
 from fastci.core import config
 
+# How ``fastci --help`` groups the commands; a command no group names is listed under "other commands".
+HELP_GROUPS = (
+    ("getting started", ("demo",)),
+    ("the CI job (beside pytest --fastci-select)", ("plan", "changes", "collect", "policy", "spool")),
+    (
+        "data: the embedded log, its processing and views",
+        ("publish", "import", "run", "views", "sql", "compact", "schemas"),
+    ),
+    ("regressions and reports", ("report", "regressions", "tickets", "owners")),
+    ("fleet and release", ("qualify", "pool", "rerun", "runner", "release", "simulate")),
+    ("Kafka", ("worker", "lag", "kafka")),
+)
+
+EPILOG = """\
+the pytest plugin (installed with fastci; see pytest --help):
+  pytest --fastci-select     run the tests the change needs, riskiest first; all of them,
+                             saying why, when fastci cannot decide
+  pytest --fastci-results    publish one result per test
+  pytest --fastci-evidence   record what each test executes: the evidence selection needs
+
+exit codes: 0 done; 1 done, with the refusals or failures it names; 2 a usage error
+(one line on stderr); 3 run everything (plan) or still behind (lag).
+
+docs: docs/README.md in the source tree (every command: its CLI section), docs/ci.md
+(the CI loop), docs/events.md (topics and example events); 'fastci COMMAND --help'."""
+
 # In the order ``fastci --help`` lists them. A module adds parsers and sets ``func`` on them; handlers get
 # the parsed args (``data_dir`` resolved) and return an exit code. Heavy imports stay inside handlers, so
 # ``fastci --help`` and the pytest plugin stay fast.
@@ -99,19 +125,51 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="fastci",
         description="The CI brain for GPU-heavy test suites: an event-sourced stream processor.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"fastci {version()}")
     _global_options(parser, None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(commands)
+    _group_help(parser, commands)
     _finish(parser)
     return parser
+
+
+def _group_help(parser: argparse.ArgumentParser, commands: argparse._SubParsersAction) -> None:
+    """List the commands in ``HELP_GROUPS``' sections of ``fastci --help``, not as one flat list."""
+    listed = {action.dest: action for action in commands._choices_actions}
+    parser._positionals._group_actions.remove(commands)
+    named = [name for _, names in HELP_GROUPS for name in names]
+    sections = [*HELP_GROUPS, ("other commands", tuple(name for name in listed if name not in named))]
+    for title, names in sections:
+        if any(name in listed for name in names):
+            section = parser.add_argument_group(title)
+            section._group_actions.extend(listed[name] for name in names if name in listed)
+
+
+def version() -> str:
+    """The installed package's version; the source tree's ``pyproject.toml`` when fastci runs uninstalled."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("fastci")
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        try:
+            with open(Path(__file__).parents[2] / "pyproject.toml", "rb") as file:
+                return tomllib.load(file)["project"]["version"] + " (source, not installed)"
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-    except SystemExit as done:  # --help, or a usage error argparse has printed in one line
+    except SystemExit as done:  # --help, --version, or a usage error argparse has printed in one line
         return done.code if isinstance(done.code, int) else 2
     try:
         _settle_data_dir(args)
