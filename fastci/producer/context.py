@@ -19,9 +19,9 @@ firmware = "96.00.5e.00.01"
 A plain repository (no accelerator) needs none of it: without a bundle and a hardware revision,
 results carry neither. A bundle, when given, must name every layer.
 
-The code under test: ``FASTCI_REPO`` (default: the git remote ``origin`` as ``owner/name``, else the
-work tree's directory name), ``FASTCI_COMMIT`` (default: ``git rev-parse HEAD``), ``FASTCI_TRIGGER``
-(default ``dev``).
+The code under test: ``FASTCI_REPO`` (default: the ``origin`` remote's whole path, ``owner/name`` or
+``group/sub/name``, else the work tree's directory name), ``FASTCI_COMMIT`` (default: ``git rev-parse
+HEAD``), ``FASTCI_TRIGGER`` (default ``dev``).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -58,7 +59,7 @@ def analyze_commit(
     """The ``commits`` event of ``rev`` in the git repository at ``repo``.
 
     ``repo_name`` defaults to the repo as results and evidence name it: ``$FASTCI_REPO``, else
-    the ``origin`` remote's owner/name, else the work tree's directory name. Layers come from
+    the ``origin`` remote's whole path, else the work tree's directory name. Layers come from
     ``layers_of(paths, layer_rules)``, a path heuristic (see there).
     """
     repo = Path(repo)
@@ -397,7 +398,7 @@ def _read_blobs(repo: Path, blobs: list[str]) -> dict[str, bytes]:
 
 def _default_repo_name(repo: Path) -> str:
     """The repo as results and evidence name it (``$FASTCI_REPO``, else the ``origin`` remote's
-    owner/name, else the work tree's name): selection joins the three on it."""
+    whole path, else the work tree's name): selection joins the three on it."""
     return os.environ.get("FASTCI_REPO") or repo_name_of(repo)
 
 
@@ -437,11 +438,27 @@ def git_line(cwd: Path | None, *args: str) -> str | None:
 
 
 def repo_name_of(cwd: Path | None) -> str:
-    """``owner/name`` from the ``origin`` remote, else the work tree's (or current) directory name."""
+    """The repository's name as commits, results and evidence carry it: the ``origin`` remote's whole path
+    (``group/sub/lib``: a GitLab subgroup's project never collides with another group's ``lib``), else, for
+    a clone of a local path or no remote at all, the work tree's directory name. Callers let
+    ``$FASTCI_REPO`` (or a ``--repo-name``) override it."""
     url = git_line(cwd, "remote", "get-url", "origin")
-    if url:
-        match = re.search(r"([^/:]+/[^/:]+?)(?:\.git)?/?$", url)
-        if match:
-            return match.group(1)
+    name = remote_path(url) if url else None
+    if name:
+        return name
     top = git_line(cwd, "rev-parse", "--show-toplevel")
     return Path(top).name if top else Path(cwd or Path.cwd()).resolve().name
+
+
+def remote_path(url: str) -> str | None:
+    """The path a hosted remote names, without ``.git`` (``https://gitlab.com/group/sub/lib.git`` and
+    ``git@gitlab.com:group/sub/lib.git`` both give ``group/sub/lib``); None for a local path or a
+    ``file://`` URL, whose folders say where a copy lives, not what the repository is."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", url):
+        parts = urlsplit(url)
+        path = "" if parts.scheme == "file" else parts.path
+    else:
+        scp = re.fullmatch(r"(?:[^@/]+@)?[^/:]+:(.+)", url)  # git's scp-like syntax: a colon before any slash
+        path = scp.group(1) if scp else ""
+    path = path.strip("/").removesuffix(".git").strip("/")
+    return path or None
