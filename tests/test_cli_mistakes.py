@@ -232,6 +232,16 @@ def test_an_unknown_topic_is_a_usage_error_not_dead_letters(scene, capsys, monke
     assert not (scene.data / "log" / "dead-letters").exists()
 
 
+def test_a_views_file_that_is_not_duckdb_is_one_line(scene, capsys, monkeypatch):
+    for argv in (
+        ("sql", "--views", str(scene.file), "SELECT 1"),
+        ("report", "nightly", "--views", str(scene.file)),
+        ("--data-dir", str(scene.data), "views", "refresh", "--views", str(scene.file)),
+    ):
+        code, err, _ = answer(Mistake(argv), capsys, monkeypatch)
+        assert code == 2 and err.count("\n") == 1 and "not a valid DuckDB database file" in err, (argv, err)
+
+
 def test_the_real_command_answers_in_one_line(scene):
     """The installed entry point, in a process of its own: what a user's shell shows."""
     run = subprocess.run(

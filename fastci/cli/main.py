@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         _error(f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error))
         return 1
     except Exception as error:
-        if _access_denied(error):
+        if _access_denied(error) or _views_unreadable(error):
             _error(str(error))
             return 2
         if not _broker_unreachable(error):
@@ -239,6 +239,13 @@ def _access_denied(error: BaseException) -> bool:
     from fastci.runtime.kafka_io import AccessDenied  # only once something failed
 
     return isinstance(error, AccessDenied | ProvenanceError)
+
+
+def _views_unreadable(error: BaseException) -> bool:
+    """A views file DuckDB cannot open (not a DuckDB file, locked by another process)."""
+    import duckdb  # only once something failed: --help stays fast
+
+    return isinstance(error, duckdb.IOException)
 
 
 def _broker_unreachable(error: BaseException) -> bool:

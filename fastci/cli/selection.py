@@ -61,7 +61,8 @@ def cmd_policy(args: argparse.Namespace) -> int:
         event = SelectionPolicy(repo=args.repo_name, time=datetime.now(UTC), widen_commits=args.widen_commits)
     except ValidationError as error:
         first = error.errors()[0]
-        raise UsageError(f"--{'-'.join(str(p) for p in first['loc']).replace('_', '-')}: {first['msg']}") from None
+        field = "REPO" if first["loc"] == ("repo",) else f"--{'-'.join(map(str, first['loc'])).replace('_', '-')}"
+        raise UsageError(f"{field}: {first['msg']}") from None
     if args.kafka:
         publish_kafka(kafka_settings(args), [event])
     else:

@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         inputs = load_inputs(args.replay)
     except FileNotFoundError as error:
         raise UsageError(str(error)) from None
+    except (OSError, ValueError, EOFError) as error:  # not gzip, not JSON lines, cut short
+        raise UsageError(f"--replay {args.replay}: not a replay file ({error})") from None
     console.print(
         f"replay {args.replay}: {len(inputs.replay.commits)} commits, "
         f"{len(inputs.replay.base_results)} tests; {args.days} measured day(s) "
