@@ -82,6 +82,8 @@ class FoldedStack(Record):
     count: int = Field(ge=1)
 
 
+MAX_UNITS = 100_000  # per evidence event: far above what one test runs
+MAX_CALLS = 400_000
 MAX_DIMENSIONS = 16
 MAX_POINTS = 8  # minimal first-execution points kept per unit (dropping one only asks for more)
 
@@ -194,12 +196,41 @@ class EvidenceEvent(Event):
         description="'sampling' for py-spy stacks, 'tracing' for exact function-level tracing."
     )
     sampling_rate_hz: FiniteFloat | None = Field(default=None, gt=0)
-    stacks: tuple[FoldedStack, ...] = Field(max_length=200_000)
+    stacks: tuple[FoldedStack, ...] = Field(
+        default=(),
+        max_length=200_000,
+        description="Sampled (or, from collectors before units and calls, traced) stacks of project frames.",
+    )
+    units: tuple[Name, ...] = Field(
+        default=(),
+        max_length=MAX_UNITS,
+        description="Exact evidence: every project code unit ('path::qualname') the test ran, or the module's "
+        "import ran; a unit counts once, however often it ran.",
+    )
+    calls: tuple[tuple[Annotated[int, Field(ge=0)], ...], ...] = Field(
+        default=(),
+        max_length=MAX_CALLS,
+        description="The calling contexts of units' first calls in the test, each as indexes into 'units': the "
+        "callers root first (the innermost test-code unit, then up to 4 other innermost callers), the unit "
+        "called last. A unit with no call here ran in a context the collector did not record.",
+    )
     config: Config = Field(default_factory=dict)
     workload: WorkloadEvidence | None = Field(
         default=None, description="The test's shrinkable dimensions and where its units first ran (tracing only)."
     )
     time: Timestamp | None = Field(default=None, description="When the evidence was taken (at commit ``commit``).")
+
+    @model_validator(mode="after")
+    def _calls_name_units(self) -> EvidenceEvent:
+        units = len(self.units)
+        for number, call in enumerate(self.calls):
+            if not call or max(call) >= units:
+                raise PydanticCustomError(
+                    "call_index",
+                    "calls[{number}]: must name 1 or more of the {units} units by index (got {call})",
+                    {"number": number, "units": units, "call": list(call)},
+                )
+        return self
 
 
 BUNDLE_LAYERS = ("compiler", "kernels", "runtime", "driver", "firmware")  # the pinned layers of a bundle

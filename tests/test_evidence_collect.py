@@ -171,11 +171,24 @@ def units(event: dict) -> set[tuple[str, str]]:
     return {unit for stack in event["stacks"] for unit in units_of(stack["stack"])}
 
 
+def calls(event: dict) -> set[tuple[str, ...]]:
+    """Exact evidence's calls by unit name: the callers root first, the unit called last."""
+    return {tuple(event["units"][i] for i in call) for call in event["calls"]}
+
+
 def test_sampling_attributes_each_tests_code_and_its_fixtures_code_to_it(sample, tmp_path):
-    run = run_pytest(sample, tmp_path / "data", "--fastci-evidence-rate", "200", FASTCI_RUN_ID="run-7")
+    run = run_pytest(
+        sample,
+        tmp_path / "data",
+        "--fastci-evidence-method",
+        "sampling",
+        "--fastci-evidence-rate",
+        "200",
+        FASTCI_RUN_ID="run-7",
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "fastci: evidence of 4 test(s) (sampling at 200 Hz" in run.stdout
-    assert "1 test(s) with no sample in project code got none" in run.stdout
+    assert "1 test(s) with no sample in project code got none (they always run; " in run.stdout
     found = evidence(tmp_path / "data")
     test = "tests/test_mod.py::"
     assert set(found) == {f"{test}test_a", f"{test}test_b", f"{test}test_model", f"{test}test_with_fixture"}
@@ -207,13 +220,11 @@ def test_sampling_attributes_each_tests_code_and_its_fixtures_code_to_it(sample,
     assert stack.startswith("test_a (tests/test_mod.py:6);slow_add (pkg/mod.py:15);spin (pkg/mod.py:")
 
 
-def test_tracing_records_every_call_exactly_and_shares_the_results_run_id(sample, tmp_path):
+def test_tracing_by_default_records_every_unit_at_its_first_call_and_shares_the_results_run_id(sample, tmp_path):
     bundle = {f"FASTCI_BUNDLE_{layer}": "1.0" for layer in ("COMPILER", "KERNELS", "RUNTIME", "DRIVER", "FIRMWARE")}
     run = run_pytest(
         sample,
         tmp_path / "data",
-        "--fastci-evidence-method",
-        "tracing",
         "--fastci-results",
         FASTCI_HARDWARE_REVISION="rev-a",
         FASTCI_REPO="acme/proj",
@@ -221,27 +232,30 @@ def test_tracing_records_every_call_exactly_and_shares_the_results_run_id(sample
         **bundle,
     )
     assert run.returncode == 0, run.stdout + run.stderr
+    assert "(tracing, sys." in run.stdout and ", 1 context(s) per unit)" in run.stdout
     found = evidence(tmp_path / "data")
     assert len(found) == 5  # tracing is exact: the quick test has (empty of callees) evidence too
-    stacks = {test_id.split("::")[1]: {s["stack"] for s in e["stacks"]} for test_id, e in found.items()}
-    assert stacks["test_a"] == {
-        "test_a (tests/test_mod.py:5)",
-        "test_a (tests/test_mod.py:6);slow_add (pkg/mod.py:14)",
-        "test_a (tests/test_mod.py:6);slow_add (pkg/mod.py:15);spin (pkg/mod.py:8)",
+    by_test = {test_id.split("::")[1]: event for test_id, event in found.items()}
+    test, mod, conftest = "tests/test_mod.py::", "pkg/mod.py::", "tests/conftest.py::"
+    assert by_test["test_a"]["units"] == [f"{mod}slow_add", f"{mod}spin", f"{test}test_a"]
+    assert calls(by_test["test_a"]) == {
+        (f"{test}test_a",),
+        (f"{test}test_a", f"{mod}slow_add"),
+        (f"{test}test_a", f"{mod}slow_add", f"{mod}spin"),
     }
-    assert stacks["test_quick"] == {"test_quick (tests/test_mod.py:21)"}
-    assert stacks["test_with_fixture"] == {
-        "resource (tests/conftest.py:7)",  # the fixture's call, then its resumption for teardown
-        "resource (tests/conftest.py:9);prepare (pkg/mod.py:34)",
-        "resource (tests/conftest.py:9);prepare (pkg/mod.py:35);spin (pkg/mod.py:8)",
-        "resource (tests/conftest.py:10)",
-        "resource (tests/conftest.py:11);cleanup (pkg/mod.py:39)",
-        "resource (tests/conftest.py:11);cleanup (pkg/mod.py:40);spin (pkg/mod.py:8)",
-        "test_with_fixture (tests/test_mod.py:17)",
+    assert calls(by_test["test_quick"]) == {(f"{test}test_quick",)}
+    # The fixture's setup and teardown count for the test; spin ran under prepare first, and one
+    # context per unit is the default, so its second (under cleanup) is not kept.
+    assert calls(by_test["test_with_fixture"]) == {
+        (f"{conftest}resource",),
+        (f"{conftest}resource", f"{mod}prepare"),
+        (f"{conftest}resource", f"{mod}prepare", f"{mod}spin"),
+        (f"{conftest}resource", f"{mod}cleanup"),
+        (f"{test}test_with_fixture",),
     }
     for event in found.values():
         assert event["method"] == "tracing" and event["sampling_rate_hz"] is None and event["repo"] == "acme/proj"
-        assert {s["count"] for s in event["stacks"]} == {1}
+        assert event["stacks"] == [] and event["config"] == {"contexts_per_unit": 1}
     results = [orjson.loads(r.payload) for r in DataDir(tmp_path / "data").log.topic("results").read()]
     assert {r["run_id"] for r in results} == {e["run_id"] for e in found.values()}  # one run, joinable
     # What ran while modules were imported (the conftest imports pkg.mod before any test file):
@@ -249,14 +263,15 @@ def test_tracing_records_every_call_exactly_and_shares_the_results_run_id(sample
     imports = evidence(tmp_path / "data", kind="import")
     assert set(imports) == {"pkg/__init__.py", "pkg/mod.py", "tests/conftest.py", "tests/test_mod.py"}
     assert {m: e["importers"] for m, e in imports.items()} == dict.fromkeys(imports, ["tests/test_mod.py"])
-    assert {s["stack"] for s in imports["pkg/mod.py"]["stacks"]} == {
-        "<module> (pkg/mod.py:0)",
-        "<module> (pkg/mod.py:0);Model.<body> (pkg/mod.py:24)",  # a class statement runs its body at import
-    }
+    # A class statement runs its body at import.
+    assert imports["pkg/mod.py"]["units"] == ["pkg/mod.py::<module>", "pkg/mod.py::Model.<body>"]
+    assert imports["pkg/mod.py"]["calls"] == []
 
 
 def test_when_py_spy_cannot_sample_the_tests_still_run_and_the_summary_says_why(sample, tmp_path):
-    run = run_pytest(sample, tmp_path / "data", "-k", "quick", FASTCI_PY_SPY="false")
+    run = run_pytest(
+        sample, tmp_path / "data", "--fastci-evidence-method", "sampling", "-k", "quick", FASTCI_PY_SPY="false"
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "fastci: no evidence (sampling at 200 Hz): py-spy could not sample process" in run.stdout
     assert "(exited with code 1)" in run.stdout
@@ -378,5 +393,5 @@ def test_a_workload_marker_that_does_not_validate_stops_the_session_naming_the_f
     assert run.returncode == 4  # usage error: no test ran
     assert "tests/test_mod.py::test_train: @pytest.mark.fastci_workload" in run.stderr
     assert "minimum 20 of dimension 'steps' is above its full value 10" in run.stderr
-    sampled = run_pytest(sample, tmp_path / "data2")
+    sampled = run_pytest(sample, tmp_path / "data2", "--fastci-evidence-method", "sampling")
     assert sampled.returncode == 4 and "needs --fastci-evidence-method tracing" in sampled.stderr

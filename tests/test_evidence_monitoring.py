@@ -1,9 +1,11 @@
-"""The sys.monitoring collector against the sys.setprofile one: byte-identical evidence events from
-real pytest sessions on 3.11 (setprofile) and 3.12+ (sys.monitoring), the same stacks and points
-from both collectors in one 3.12 process, and what sys.monitoring adds: code outside the project
-is disabled after its first event, project code never is, and the tool id is held and released.
+"""The first-call collector on sys.monitoring against itself on sys.setprofile and against the
+per-call tracer: byte-identical evidence events from real pytest sessions on 3.11 (setprofile) and
+3.12+ (sys.monitoring); the same units, contexts and points from both collectors in one process;
+the same tests selected from its evidence as from the per-call tracer's stacks; and what
+sys.monitoring buys: code outside the project costs one event ever, project code one event per
+unit per test, and the tool ids are held and released.
 
-The 3.12 side runs in ``make test-evidence-312`` (``.ci/run``); from 3.11 the cross-interpreter
+The 3.12 side runs in ``make test-evidence-312`` (``make test``); from 3.11 the cross-interpreter
 test uses ``.venv312`` when it exists."""
 
 from __future__ import annotations
@@ -18,18 +20,25 @@ from pathlib import Path
 
 import orjson
 import pytest
+from processor_helpers import Store, feed, of_topic
 from test_evidence_collect import CONFTEST, MODULE, TESTS, TRAINING, clean_env, committed_project
 
+from fastci.evidence.first_calls import FirstCalls, ProjectUnits, new_collector
+from fastci.evidence.publish import evidence_event
+from fastci.evidence.stacks import UnitsCache, folded_stack
 from fastci.evidence.tracing import Tracer
+from fastci.inputs import CommitEvent
 from fastci.runtime.embedded import DataDir
+from fastci.selection.processor import SelectionProcessor
 
 ROOT = Path(__file__).resolve().parents[1]
 MONITORING = hasattr(sys, "monitoring")
 needs_monitoring = pytest.mark.skipif(not MONITORING, reason="sys.monitoring is Python 3.12+: make test-evidence-312")
 OTHER_PYTHON = "FASTCI_EVIDENCE_OTHER_PYTHON"
+REPO = "acme/proj"
 
-# Calls of every kind the setprofile tracer reports: generators resumed, an exception thrown into
-# one, a coroutine, threads (a target and a Thread subclass's run), nested functions, a workload.
+# Calls of every kind the collectors see: generators resumed, an exception thrown into one, a
+# coroutine, threads (a target and a Thread subclass's run), nested functions, a workload.
 # No list comprehension and no generator left suspended: 3.11 and 3.12 run those differently.
 MORE_TESTS = """
 import asyncio
@@ -124,10 +133,11 @@ def other_python() -> str:
 
 
 def traced_session(python: str, root: Path, data: Path) -> tuple[list[bytes], str]:
-    """The evidence payloads, in order, of a tracing session of ``root``'s tests, and its output."""
+    """The evidence payloads, in order, of a session of ``root``'s tests with the default method (two
+    contexts per unit, so later calls count too), and its output."""
     run = subprocess.run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "fastci.pytest_plugin"]
-        + ["--fastci-evidence", "--fastci-evidence-method", "tracing", "tests"],
+        + ["--fastci-evidence", "--fastci-evidence-contexts", "2", "tests"],
         cwd=root,
         env=clean_env(
             FASTCI_DATA_DIR=str(data), FASTCI_RUN_ID="same-run", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", SPIN_SCALE="0.01"
@@ -152,22 +162,25 @@ def test_setprofile_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_ev
         for number, python in enumerate((sys.executable, other))
     }
     setprofile, monitoring = (sessions[other], sessions[sys.executable])[:: 1 if MONITORING else -1]
-    assert "tracing, sys.setprofile)" in setprofile[1] and "tracing, sys.monitoring)" in monitoring[1]
+    assert "tracing, sys.setprofile, 2 context(s) per unit)" in setprofile[1]
+    assert "tracing, sys.monitoring, 2 context(s) per unit)" in monitoring[1]
     tests = [payload for payload in setprofile[0] if b'"kind":"test"' in payload]
     assert len(tests) == 11  # every test, the two parametrized ones included
     assert len(setprofile[0]) > len(tests)  # and what ran while modules were imported, per module
     assert monitoring[0] == setprofile[0]
-    stacks = b"".join(setprofile[0])  # the kinds of call that had to match, present
-    for stack in (
-        b'numbers (tests/test_more.py:13)"',  # the generator resumed at its second yield
-        b'guarded (tests/test_more.py:19)"',  # ValueError thrown into it at its yield
-        b'fetch (tests/test_more.py:25)"',  # the coroutine resumed after its await
-        b'"Worker.run (tests/test_more.py:31);helper (pkg/mod.py:29)',  # threads the test started
-        b'"prepare (pkg/mod.py:34)',
-        b"test_nested.<locals>.add (tests/test_more.py:55);slow_add",
-        b'"at":[{"steps":4}]',  # the workload's points
-    ):
-        assert stack in stacks
+    events = {event["test_id"]: event for event in map(orjson.loads, setprofile[0])}
+    more, mod = "tests/test_more.py::", "pkg/mod.py::"
+
+    def ran(test: str) -> set[str]:
+        return set(events[more + test]["units"])
+
+    # The kinds of call that had to match, present.
+    assert {f"{more}numbers", f"{mod}slow_add"} <= ran("test_generator_and_a_throw")  # a generator
+    assert {f"{more}guarded", f"{mod}other"} <= ran("test_generator_and_a_throw")  # ValueError thrown into one
+    assert {f"{more}fetch", f"{mod}Model.forward"} <= ran("test_coroutine")
+    assert {f"{more}Worker.run", f"{mod}helper", f"{mod}prepare"} <= ran("test_threads")  # threads it started
+    assert f"{more}test_nested.<locals>.add" in ran("test_nested[2]")
+    assert b'"at":[{"steps":4}]' in b"".join(setprofile[0])  # the workload's points
 
 
 def load(path: Path, name: str):
@@ -237,129 +250,284 @@ def work():
 
 
 @needs_monitoring
-def test_in_one_3_12_process_both_collectors_record_the_same_stacks_and_points(tmp_path):
+def test_in_one_3_12_process_both_collectors_record_the_same_units_contexts_and_points(tmp_path):
+    from fastci.evidence.first_calls import MonitoredFirstCalls
+
     (tmp_path / "calls.py").write_text(CALLS)
     calls = load(tmp_path / "calls.py", "calls_compared")
-    from fastci.evidence.monitoring import MonitoringTracer
 
-    def two_tests(tracer: Tracer) -> list:
+    def two_tests(collector: FirstCalls, dimensions: bool) -> list:
         wake, done = threading.Event(), threading.Event()
         # A thread started outside every phase: neither collector counts its calls.
         background = threading.Thread(target=lambda: (wake.wait(60), calls.leaf(7), done.set()), daemon=True)
         background.start()
         found = []
-        with tracer:
+        with collector:
             for _ in range(2):
-                tracer.dimensions = True
-                tracer.begin_test()
-                tracer.run(calls.work)
+                collector.dimensions = dimensions
+                collector.begin_test()
+                collector.run(calls.work)
                 calls.leaf(8)  # between phases: not the test's
-                tracer.run(lambda: (wake.set(), done.wait(60)))
-                found.append((tracer.end_test(), tracer.points, tracer.overflowed))
+                collector.run(lambda: (wake.set(), done.wait(60)))
+                found.append((collector.end_test(), collector.points))
         background.join(60)
         return found
 
-    is_project = str(tmp_path / "calls.py").__eq__
-    setprofile, monitoring = two_tests(Tracer(is_project)), two_tests(MonitoringTracer(is_project))
-    assert monitoring == setprofile
-    stacks, points = setprofile[0][0], setprofile[0][1]
-    # 3.12 closes the suspended generator by throwing into it; 3.13 closes it without running it.
-    thrown_at_close = sys.version_info < (3, 13)
-    assert len(stacks) == 18 + thrown_at_close and setprofile[1][0] == stacks  # the second test alike
+    units = ProjectUnits(tmp_path, tmp_path)
+    for dimensions in (False, True):
+        setprofile = two_tests(FirstCalls(units, contexts=3), dimensions)
+        monitoring = two_tests(MonitoredFirstCalls(units, contexts=3), dimensions)
+        assert monitoring == setprofile
+        executed, points = setprofile[0]
+        assert setprofile[1][0] == executed  # the second test alike
+    unit = "calls.py::{}".format
+    assert set(executed) == set(
+        map(unit, ("work", "squares", "leaf", "counting", "guarded", "fetch", "Worker.run", "work.<locals>.<lambda>"))
+    )
+    # Comprehensions are their unit's (3.11 runs them as code of their own, 3.12 inlines some):
+    # three contexts of leaf, the first three seen, alike on both interpreters.
+    assert executed[unit("leaf")] == [
+        (unit("work"), unit("squares"), unit("leaf")),
+        (unit("work"), unit("leaf")),
+        (unit("work"), unit("counting"), unit("leaf")),
+    ]
+    assert executed[unit("Worker.run")] == [(unit("Worker.run"),)]  # its own thread's root
+    squares = (str(tmp_path / "calls.py"), 1 + CALLS.splitlines().index("def squares(n):"), False)
+    assert points[squares] == [{"steps": 0}]
 
-    def frame(text: str) -> tuple[str, int]:
-        return str(tmp_path / "calls.py"), 1 + next(n for n, line in enumerate(CALLS.splitlines()) if text in line)
 
-    leaf, squares = frame("def leaf(x)"), frame("return [leaf(i)")
-    assert {(frame("def run(self)"),), (frame("leaf(5)"), leaf)} <= stacks  # Worker.run, in its own thread
-    assert ((frame("del left"), frame("yield leaf(1)")) in stacks) == thrown_at_close
-    assert (frame("squares(2)"), squares, leaf) in stacks  # the list comprehension has no frame on 3.12
-    assert (frame("squares(2)"), squares, squares, leaf) in stacks  # the generator expression has one
-    assert points[frame("def squares")] == [{"steps": 0}]
+LIBRARY = """
+import functools
 
 
-def counting_tracer(is_project):
-    from fastci.evidence.monitoring import MonitoringTracer
+def leaf(x):
+    return x + 1
 
-    class Counting(MonitoringTracer):
-        """Counts the events the interpreter delivers (this wrapper breaks stacks: record nothing)."""
 
-        seen: Counter
+def wrapper(x):
+    return leaf(x)
 
-        def _started(self, code, offset):
-            self.seen[code.co_name] += 1
-            return super()._started(code, offset)
 
-    Counting.seen = Counter()
-    return Counting(is_project)
+def deep(x):
+    return wrapper(x) + helper(x)
+
+
+def helper(x):
+    return leaf(x) * 2
+
+
+class Model:
+    def forward(self, x):
+        return deep(x) + self.head(x)
+
+    def head(self, x):
+        return (lambda y: leaf(y) - 1)(x)
+
+
+def numbers(n):
+    for i in range(n):
+        yield helper(i)
+
+
+@functools.lru_cache
+def cached(x):
+    return leaf(x)
+
+
+def recurse(n):
+    return leaf(n) if n == 0 else recurse(n - 1)
+"""
+
+LIBRARY_TESTS = """
+from pkg import lib
+
+
+def test_leaf():
+    assert lib.leaf(1) == 2
+
+
+def test_wrapper():
+    assert lib.wrapper(1) == 2
+
+
+def test_model():
+    assert lib.Model().forward(1) > 0
+
+
+def test_numbers():
+    assert sum(lib.numbers(3)) > 0
+
+
+def test_cached():
+    assert lib.cached(2) == lib.cached(2) == 3
+
+
+def test_recurse():
+    assert lib.recurse(4) == 1
+
+
+def test_nothing():
+    assert True
+"""
+
+
+def test_the_first_call_collectors_evidence_selects_the_tests_the_per_call_tracers_stacks_select(tmp_path):
+    root = committed_project(tmp_path / "proj", {"pkg/lib.py": LIBRARY, "tests/test_lib.py": LIBRARY_TESTS})
+    cache = UnitsCache()
+    tracers = {
+        "stacks": Tracer(lambda f: cache.relpath(f, root) is not None),
+        "units": new_collector(ProjectUnits(root, root)),
+    }
+    events: dict[str, list] = {"stacks": [], "units": []}
+    for shape, tracer in tracers.items():
+        sys.path.insert(0, str(root))
+        try:  # each collector on the library freshly imported: a cache filled by one run would hide calls
+            tests = load(root / "tests" / "test_lib.py", f"test_lib_{shape}")
+        finally:
+            sys.path.remove(str(root))
+            for name in ("pkg", "pkg.lib"):
+                sys.modules.pop(name, None)
+        with tracer:
+            for name in sorted(name for name in vars(tests) if name.startswith("test_")):
+                test_id = f"tests/test_lib.py::{name}"
+                tracer.begin_test()
+                tracer.run(getattr(tests, name))
+                if shape == "stacks":
+                    stacks = sorted({s for raw in tracer.end_test() if (s := folded_stack(raw, root, cache))})
+                    event = evidence_event(test_id, "r1", REPO, "abcdef1", "tracing", [(s, 1) for s in stacks])
+                else:
+                    event = evidence_event(test_id, "r1", REPO, "abcdef1", "tracing", [], executed=tracer.end_test())
+                events[shape].append(event)
+    every_unit = {unit for event in events["units"] for unit in event.units}
+    assert "pkg/lib.py::Model.head.<locals>.<lambda>" in every_unit  # a lambda is a unit of its own
+    for unit in sorted(every_unit):
+        path, qualname = unit.split("::")
+        change = CommitEvent(
+            repo=REPO,
+            sha="1234567",
+            author="dev",
+            time="2026-12-01T00:00:00Z",
+            title=f"change {qualname}",
+            changed_files=[{"path": path, "change": "modified"}],
+            changed_functions=[{"path": path, "qualname": qualname, "change": "modified"}],
+        )
+        selected = {}
+        for shape, evidence in events.items():
+            outputs = feed(SelectionProcessor(pruning=False), Store(), [*evidence, change])
+            (selection,) = of_topic(outputs, "selection")
+            assert not selection.run_all, selection.run_all_reason
+            selected[shape] = {kept.test_id for kept in selection.kept}
+        assert selected["units"] == selected["stacks"], unit
+        assert selected["units"], unit  # every unit some test ran selects that test
+
+
+class CountingCollector:
+    """A MonitoredFirstCalls that counts the events the interpreter delivers, by code name (the
+    wrapping frame hides the caller's: what it records is not the test's)."""
+
+    @staticmethod
+    def make(units: ProjectUnits):
+        from fastci.evidence.first_calls import MonitoredFirstCalls
+
+        class Counting(MonitoredFirstCalls):
+            found: Counter
+            started: Counter
+
+            def _found(self, code, offset):
+                self.found[code.co_name] += 1
+                return super()._found(code, offset)
+
+            def _started(self, code, offset):
+                self.started[code.co_name] += 1
+                return super()._started(code, offset)
+
+        Counting.found, Counting.started = Counter(), Counter()
+        return Counting(units)
+
+
+def project_and_library(tmp_path: Path, mine: str, library: str, name: str) -> tuple[Path, object, object]:
+    """``proj/mine.py`` (the project) importing ``lib/<library>.py`` (not the project's)."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "lib").mkdir()
+    module = library.split("\n", 1)[0].removeprefix("# ")
+    (tmp_path / "lib" / f"{module}.py").write_text(library)
+    (tmp_path / "proj" / "mine.py").write_text(mine)
+    sys.path.insert(0, str(tmp_path / "lib"))
+    try:
+        return tmp_path / "proj", load(tmp_path / "proj" / "mine.py", name), importlib.import_module(module)
+    finally:
+        sys.path.remove(str(tmp_path / "lib"))
 
 
 @needs_monitoring
-def test_code_outside_the_project_is_disabled_at_its_first_event_and_project_code_never(tmp_path):
-    (tmp_path / "lib_noise.py").write_text("def noise(x):\n    return x\n")
-    (tmp_path / "mine.py").write_text("from lib_noise import noise\n\n\ndef leaf(x):\n    return noise(x)\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        mine = load(tmp_path / "mine.py", "mine")
-    finally:
-        sys.path.remove(str(tmp_path))
-    with counting_tracer(str(tmp_path / "mine.py").__eq__) as tracer:
-        for _ in range(3):  # three phases, and calls between them
-            tracer.run(lambda: [mine.leaf(i) for i in range(50)])
+def test_code_outside_the_project_costs_one_event_ever_and_project_code_one_per_unit_per_test(tmp_path):
+    root, mine, _ = project_and_library(
+        tmp_path,
+        "from lib_noise import noise\n\n\ndef leaf(x):\n    return noise(x)\n",
+        "# lib_noise\ndef noise(x):\n    return x\n",
+        "mine_counted",
+    )
+    with CountingCollector.make(ProjectUnits(root, root)) as collector:
+        for _ in range(3):  # three tests of 50 calls each, and calls between them
+            collector.begin_test()
+            collector.run(lambda: [mine.leaf(i) for i in range(50)])
+            collector.end_test()
             mine.leaf(0)
-        assert tracer.seen["noise"] == 1
-        assert tracer.seen["leaf"] == 153  # every call, inside phases or not
-    # A new tracer wakes what the last one disabled: another project's code may be this one's.
-    with counting_tracer(str(tmp_path / "mine.py").__eq__) as fresh:
+        assert (collector.found["noise"], collector.found["leaf"]) == (1, 1)  # the first start of each code, ever
+        assert collector.started["noise"] == 0  # never armed: outside the project
+        # leaf: the second call of the first test (the first was the finder's), the first of the others.
+        assert collector.started["leaf"] == 3
+    # A new collector wakes what the last one disabled: another project's code may be this one's.
+    with CountingCollector.make(ProjectUnits(root, root)) as fresh:
         mine.leaf(0)
-        mine.leaf(0)
-        assert (fresh.seen["noise"], fresh.seen["leaf"]) == (1, 2)
+        assert (fresh.found["noise"], fresh.found["leaf"]) == (1, 1)
 
 
 @needs_monitoring
 def test_project_code_first_run_outside_a_test_is_recorded_in_the_next_one(tmp_path):
-    from fastci.evidence.monitoring import MonitoringTracer
+    from fastci.evidence.first_calls import MonitoredFirstCalls
 
-    (tmp_path / "lib_through.py").write_text("def through(f):\n    return f()\n")
-    (tmp_path / "mine.py").write_text("from lib_through import through\n\n\ndef leaf():\n    return 1\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        mine = load(tmp_path / "mine.py", "mine_outside")
-        lib = sys.modules["lib_through"]
-    finally:
-        sys.path.remove(str(tmp_path))
-    path = str(tmp_path / "mine.py")
-    with MonitoringTracer(path.__eq__) as tracer:
-        lib.through(mine.leaf)  # before any test: lib is disabled, leaf is not
-        tracer.begin_test()
-        assert tracer.end_test() == set()
-        tracer.begin_test()
+    root, mine, lib = project_and_library(
+        tmp_path,
+        "def leaf():\n    return 1\n",
+        "# lib_through\ndef through(f):\n    return f()\n",
+        "mine_outside",
+    )
+    with MonitoredFirstCalls(ProjectUnits(root, root)) as collector:
+        lib.through(mine.leaf)  # before any test: the finder arms leaf for the recorder
+        collector.begin_test()
+        assert collector.end_test() == {}
+        collector.begin_test()
         lib.through(mine.leaf)  # between phases of this test
-        tracer.run(lambda: lib.through(mine.leaf))
-        assert tracer.end_test() == {((path, 4),)}  # lib's frame is not the project: leaf is the root
+        collector.run(lambda: lib.through(mine.leaf))
+        # lib's frame is not the project: leaf is the root of its context.
+        assert collector.end_test() == {"mine.py::leaf": [("mine.py::leaf",)]}
 
 
 @needs_monitoring
-def test_the_tool_id_is_one_nobody_holds_and_is_released_on_close():
-    from fastci.evidence.monitoring import USER_TOOL_IDS, MonitoringTracer, NoToolId
+def test_the_tool_ids_are_two_nobody_holds_and_are_released_on_close(tmp_path):
+    from fastci.evidence.first_calls import MonitoredFirstCalls, NoToolId
 
     monitoring = sys.monitoring
     held = []
+    units = ProjectUnits(tmp_path, tmp_path)
     try:
         monitoring.use_tool_id(monitoring.PROFILER_ID, "another profiler")
         held.append(monitoring.PROFILER_ID)
-        tracer = MonitoringTracer(lambda filename: False)
-        assert tracer.tool != monitoring.PROFILER_ID and monitoring.get_tool(tracer.tool) == "fastci evidence"
-        tool = tracer.tool
-        tracer.close()
-        tracer.close()  # twice is fine
-        assert monitoring.get_tool(tool) is None and monitoring.get_events(tool) == 0
-        for tool in USER_TOOL_IDS:
-            if monitoring.get_tool(tool) is None:
-                monitoring.use_tool_id(tool, f"tool {tool}")
-                held.append(tool)
-        with pytest.raises(NoToolId, match="no free tool id for tracing .*'another profiler'"):
-            MonitoringTracer(lambda filename: False)
+        collector = MonitoredFirstCalls(units)
+        tools = (collector.finder, collector.recorder)
+        assert monitoring.PROFILER_ID not in tools and len(set(tools)) == 2
+        assert {monitoring.get_tool(tool) for tool in tools} == {"fastci evidence"}
+        collector.close()
+        collector.close()  # twice is fine
+        assert all(monitoring.get_tool(tool) is None and monitoring.get_events(tool) == 0 for tool in tools)
+        free = [tool for tool in range(6) if monitoring.get_tool(tool) is None]
+        for tool in free[1:]:  # one left: not enough
+            monitoring.use_tool_id(tool, f"tool {tool}")
+            held.append(tool)
+        with pytest.raises(NoToolId, match="fewer than 2 free tool ids for evidence .*'another profiler'"):
+            MonitoredFirstCalls(units)
+        assert monitoring.get_tool(free[0]) is None  # the one it took, given back
     finally:
         for tool in held:
             monitoring.free_tool_id(tool)
@@ -371,8 +539,7 @@ def test_with_every_tool_id_taken_a_tracing_session_stops_with_a_usage_error(pro
         "import sys\n\nfor tool in range(6):\n    sys.monitoring.use_tool_id(tool, f'held {tool}')\n"
     )
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "fastci.pytest_plugin", "--fastci-evidence"]
-        + ["--fastci-evidence-method", "tracing", "tests"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "fastci.pytest_plugin", "--fastci-evidence", "tests"],
         cwd=project,
         env=clean_env(FASTCI_DATA_DIR=str(tmp_path / "data"), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
         capture_output=True,
@@ -380,4 +547,4 @@ def test_with_every_tool_id_taken_a_tracing_session_stops_with_a_usage_error(pro
         timeout=120,
     )
     assert run.returncode == 4, run.stdout + run.stderr
-    assert "--fastci-evidence-method tracing: sys.monitoring has no free tool id for tracing" in run.stderr
+    assert "--fastci-evidence-method tracing: sys.monitoring has fewer than 2 free tool ids" in run.stderr

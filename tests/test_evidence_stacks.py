@@ -20,14 +20,15 @@ from fastci.evidence.stacks import (
     to_project_stack,
     units_of,
 )
+from fastci.evidence.first_calls import FirstCalls, ProjectUnits
 from fastci.evidence.tracing import Tracer
 
-# Both collectors where the interpreter has both (sys.setprofile is everywhere, sys.monitoring 3.12+).
-TRACERS = [Tracer]
+# The first-call collectors where the interpreter has them (sys.setprofile everywhere, sys.monitoring 3.12+).
+COLLECTORS = [FirstCalls]
 if hasattr(sys, "monitoring"):
-    from fastci.evidence.monitoring import MonitoringTracer
+    from fastci.evidence.first_calls import MonitoredFirstCalls
 
-    TRACERS.append(MonitoringTracer)
+    COLLECTORS.append(MonitoredFirstCalls)
 
 # The program py-spy 0.4.3 sampled for the lines below, saved as /tmp/ev/busy.py.
 BUSY = """\
@@ -126,8 +127,8 @@ def test_frames_keep_the_project_only_with_qualnames_from_the_source(tmp_path):
         stack("nested")
         == "<module> (busy.py:19);outer (busy.py:14);outer.<locals>.inner (busy.py:13);slow_add (busy.py:5)"
     )
-    # The stdlib goes; a module-level lambda is module code, as change analysis sees it.
-    assert stack("thread") == "<module> (busy.py:21);slow_add (busy.py:6)"
+    # The stdlib goes; a module-level lambda is a unit of its own, as change analysis sees it.
+    assert stack("thread") == "<lambda> (busy.py:21);slow_add (busy.py:6)"
     assert stack("subprocess") == "slow_add (busy.py:5)"  # <string> code is no file of the project
     assert stack("frozen") is None and stack("empty") is None
     assert stack("nolineno") is None  # no line, no unit
@@ -216,8 +217,7 @@ def load(path: Path, name: str):
     return module
 
 
-@pytest.mark.parametrize("tracer_class", TRACERS)
-def test_the_tracer_records_every_project_call_once_per_distinct_stack(tmp_path, tracer_class):
+def test_the_tracer_records_every_project_call_once_per_distinct_stack(tmp_path):
     root = tmp_path / "proj"
     root.mkdir()
     (root / "calc.py").write_text(
@@ -244,12 +244,12 @@ def test_the_tracer_records_every_project_call_once_per_distinct_stack(tmp_path,
     )
     calc = load(root / "calc.py", "calc_traced")
     cache = UnitsCache()
-    with tracer_class(lambda filename: cache.relpath(filename, root) is not None, max_depth=4) as tracer:
+    with Tracer(lambda filename: cache.relpath(filename, root) is not None, max_depth=4) as tracer:
         tracer.begin_test()
         assert tracer.run(lambda: calc.Model().forward([1, 2, 3])) == [3, 4, 5, 1]
         tracer.run(lambda: calc.deep(6))
         raw = tracer.end_test()
-        stacks = {to_project_stack([Frame("", f, n) for f, n in s], root, cache) for s in raw}
+        stacks = {to_project_stack([Frame("", f, n) for f, n, _ in s], root, cache) for s in raw}
         # 3.11 runs a list comprehension as a function of its own; 3.12 inlines it (PEP 709).
         listcomp = "Model.forward (calc.py:14);" if sys.version_info < (3, 12) else ""
         assert stacks == {
@@ -269,18 +269,114 @@ def test_the_tracer_records_every_project_call_once_per_distinct_stack(tmp_path,
         assert tracer.end_test() == set()  # nothing carried over to the next test
 
 
-@pytest.mark.parametrize("tracer_class", TRACERS)
-def test_the_tracer_stops_keeping_stacks_at_its_limit(tmp_path, tracer_class):
+def test_the_tracer_stops_keeping_stacks_at_its_limit(tmp_path):
     root = tmp_path / "proj"
     root.mkdir()
     (root / "many.py").write_text(
         "def f(i):\n    return i\n\n\ndef run():\n" + "".join(f"    f({i})\n" for i in range(10))
     )
     many = load(root / "many.py", "many_traced")
-    with tracer_class(lambda filename: filename == str(root / "many.py"), max_stacks=5) as tracer:
+    with Tracer(lambda filename: filename == str(root / "many.py"), max_stacks=5) as tracer:
         tracer.begin_test()
         tracer.run(many.run)
         assert len(tracer.end_test()) == 5 and tracer.overflowed
+
+
+CALC = """\
+import json
+
+
+def leaf(x):
+    return x + 1
+
+
+def twice(x):
+    return leaf(leaf(x))
+
+
+class Model:
+    def forward(self, xs):
+        return [twice(x) for x in xs] + [json.loads("1", object_hook=lambda d: d)] + [(lambda y: leaf(y))(0)]
+
+
+def deep(n):
+    return leaf(n) if n == 0 else deep(n - 1)
+
+
+def chain(n):
+    return link1(n)
+
+
+def link1(n):
+    return link2(n)
+
+
+def link2(n):
+    return link3(n)
+
+
+def link3(n):
+    return link4(n)
+
+
+def link4(n):
+    return leaf(n)
+"""
+
+TEST_CALC = """\
+import calc
+
+
+def test_calc():
+    calc.chain(1)
+    calc.deep(3)
+    return calc.Model().forward([1, 2])
+"""
+
+
+@pytest.mark.parametrize("collector_class", COLLECTORS)
+def test_the_collector_records_each_unit_at_its_first_calls_with_what_the_graph_reads_of_their_context(
+    tmp_path, collector_class
+):
+    root = tmp_path / "proj"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text(CALC)
+    (root / "tests" / "test_calc.py").write_text(TEST_CALC)
+    sys.path.insert(0, str(root))
+    try:
+        test = load(root / "tests" / "test_calc.py", "test_calc_collected")
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("calc", None)
+    unit = "calc.py::{}".format
+    for contexts in (1, 2):
+        with collector_class(ProjectUnits(root, root), contexts=contexts) as collector:
+            for _ in range(2):  # the second test records the same: nothing is carried over
+                collector.begin_test()
+                assert collector.run(test.test_calc) == [3, 4, 1, 1]
+                calls = collector.end_test()
+                # One context per unit, the first; with two, leaf's second (under twice) too. Past 4
+                # callers that are not test code, the test's frame is not kept: the graph reads 3 callers,
+                # and the test only for a unit called within one hop of it.
+                assert calls[unit("leaf")][0] == tuple(map(unit, ("link1", "link2", "link3", "link4", "leaf")))
+                assert len(calls[unit("leaf")]) == contexts
+                assert calls[unit("link4")] == [tuple(map(unit, ("chain", "link1", "link2", "link3", "link4")))]
+                assert calls[unit("link3")] == [
+                    ("tests/test_calc.py::test_calc", *map(unit, ("chain", "link1", "link2", "link3")))
+                ]
+                # Recursion collapses to one frame.
+                assert calls[unit("deep")][0] == ("tests/test_calc.py::test_calc", unit("deep"))
+                if contexts == 2:
+                    assert calls[unit("deep")][1] == ("tests/test_calc.py::test_calc", unit("deep"), unit("deep"))
+                # A lambda is a unit of its own; json's hook lambda is not the project's code.
+                assert calls[unit("Model.forward.<locals>.<lambda>")] == [
+                    ("tests/test_calc.py::test_calc", unit("Model.forward"), unit("Model.forward.<locals>.<lambda>"))
+                ]
+                assert set(calls) == {
+                    "tests/test_calc.py::test_calc",
+                    *map(unit, ("chain", "link1", "link2", "link3", "link4", "leaf", "deep", "twice")),
+                    *map(unit, ("Model.forward", "Model.forward.<locals>.<lambda>")),
+                }
 
 
 def test_an_event_too_big_for_kafka_keeps_the_test_frame_and_the_innermost_frames():

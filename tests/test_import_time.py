@@ -1,5 +1,7 @@
 """Code that runs while a module is imported is evidence: a registration decorator's body, changed,
-selects every test whose imports reach the module, on a real git repository and real pytest runs."""
+selects every test whose imports reach the module, on a real git repository and real pytest runs. A
+lambda registered at import is a unit of its own: a change inside it selects the tests that called it,
+unless it also ran at import."""
 
 from __future__ import annotations
 
@@ -88,7 +90,7 @@ def test_a_change_to_code_run_only_at_import_selects_its_importers_and_fails_whe
     ]
     by_module = {e["test_id"]: e for e in imports}
     assert by_module["pkg/registry.py"]["importers"] == ["tests/test_names.py", "tests/test_ops.py"]  # not text
-    assert any("register.<locals>.inner (pkg/registry.py" in s["stack"] for s in by_module["pkg/ops.py"]["stacks"])
+    assert "pkg/registry.py::register.<locals>.inner" in by_module["pkg/ops.py"]["units"]
 
     edit(repo, "pkg/registry.py", "REGISTRY[name] = fn", "REGISTRY[name.upper()] = fn", "keys in capitals")
     run = select(repo, data)
@@ -115,3 +117,41 @@ def test_a_docstring_edit_runs_nothing(tmp_path):
     edit(repo, "pkg/registry.py", "def register(name):\n", 'def register(name):\n    """Add fn under name."""\n', "doc")
     run = select(repo, data)
     assert run.returncode == 0 and "4 deselected" in run.stdout and "nothing to run" in run.stdout, run.stdout
+
+
+TRIPLE_TEST = """
+    from pkg import ops  # noqa: F401
+    from pkg.registry import REGISTRY
+
+
+    def test_triple():
+        assert REGISTRY["triple"](2) == 6
+    """
+
+
+def test_a_change_inside_a_lambda_registered_at_import_selects_the_tests_that_called_it(tmp_path):
+    repo, data = make(tmp_path), tmp_path / "data"
+    commit(repo, {"tests/test_triple.py": TRIPLE_TEST}, "a test of triple")
+    collect_evidence(repo, data)
+    edit(repo, "pkg/ops.py", "lambda x: 3 * x", "lambda x: 4 * x", "triple quadruples")
+    run = select(repo, data)
+    # Not every importer of pkg/ops.py: the module's own code did not change, only the lambda's.
+    assert run.returncode == 1 and "1 failed, 4 deselected" in run.stdout, run.stdout + run.stderr
+    assert "FAILED tests/test_triple.py::test_triple" in run.stdout
+
+
+def test_a_lambda_that_ran_at_import_still_selects_the_importers(tmp_path):
+    repo, data = make(tmp_path), tmp_path / "data"
+    commit(
+        repo,
+        {
+            "pkg/table.py": "SQUARES = [(lambda k: k * k)(n) for n in range(3)]\n",
+            "tests/test_table.py": "from pkg.table import SQUARES\n\n\ndef test_squares():\n    assert SQUARES[2] == 4\n",
+        },
+        "a table computed at import",
+    )
+    collect_evidence(repo, data)
+    edit(repo, "pkg/table.py", "k * k", "k * k * k", "cubes")
+    run = select(repo, data)
+    assert run.returncode == 1 and "1 failed, 4 deselected" in run.stdout, run.stdout + run.stderr
+    assert "FAILED tests/test_table.py::test_squares" in run.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from factories import result
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,7 +12,7 @@ from processor_helpers import Store, feed, of_topic
 
 from fastci.inputs import CommitEvent, EvidenceEvent
 from fastci.selection.events import Selection
-from fastci.selection.graph import executions, short_id, unit_name
+from fastci.selection.graph import DIRECT_HOPS, executions, short_id, unit_executions, unit_name
 from fastci.selection.processor import SelectionProcessor
 from fastci.selection.pruning import prune
 
@@ -323,3 +324,88 @@ def test_a_deleted_test_class_runs_none_of_its_files_other_tests():
     )
     selection = selection_for(history(), gone)
     assert not selection.run_all and kept_ids(selection) == []  # not module code of tests/test_model.py
+
+
+def exact(test_id: str, executed: dict[str, list[tuple[str, ...]]]) -> EvidenceEvent:
+    """Evidence shaped as units and calls (what the first-call collector publishes)."""
+    from fastci.evidence.publish import evidence_event
+
+    return evidence_event(test_id, "run-1", REPO, "abcdef1", "tracing", [], executed=executed)
+
+
+def name(unit: tuple[str, str]) -> str:
+    return unit_name(*unit)
+
+
+# Units of a stack: test code (test files, conftest.py) and library code, a few of each.
+UNIT_NAMES = st.sampled_from(
+    [
+        "tests/test_a.py::test_a",
+        "tests/conftest.py::fixture",
+        "lib/a.py::f",
+        "lib/a.py::g",
+        "lib/b.py::h",
+        "lib/c.py::k",
+    ]
+)
+
+
+def collectors_context(path: list[str]) -> tuple[str, ...]:
+    """What fastci.evidence.first_calls keeps of the callers in ``path`` (root first) of its last unit:
+    the innermost test-code unit and the innermost 4 other units, consecutive repeats collapsed."""
+    from fastci.evidence.first_calls import CALLERS
+    from fastci.selection.units import is_test_file
+
+    *callers, unit = path
+    test_unit, others = None, []
+    for caller in reversed(callers):
+        if len(others) >= CALLERS:
+            break
+        if is_test_file(caller.split("::")[0]):
+            test_unit = test_unit or caller
+        elif not others or others[-1] != caller:
+            others.append(caller)
+    return (*([test_unit] if test_unit else []), *reversed(others), unit)
+
+
+@given(st.lists(UNIT_NAMES, min_size=1, max_size=12))
+def test_what_the_collector_keeps_of_a_call_gives_the_graph_the_context_of_the_whole_stack(path):
+    """The graph reads 3 callers, and the test only within one hop: cutting a call's stack the
+    collector's way never changes the context of the unit called (nor that a direct recursion has none)."""
+    from fastci.selection.graph import _contexts, _named_unit
+
+    whole = [_named_unit(unit) for unit in path]
+    stack_context = {context for position, _, context in _contexts(whole, DIRECT_HOPS) if position == len(path) - 1}
+    kept = collectors_context(path)
+    units = sorted(set(kept))
+    found, files = unit_executions(units, [[units.index(unit) for unit in kept]])
+    assert found[short_id(path[-1])] == stack_context
+    assert files == {unit.split("::")[0] for unit in kept}
+
+
+def test_a_unit_run_in_no_recorded_context_keeps_its_test_from_being_pruned():
+    a, b = (f"{p}::{q}" for p, q in (TEST_A, TEST_B))
+    events = [
+        *history(),
+        exact(a, {name(ATTN): [(name(FORWARD), name(BLOCK), name(ATTN))]}),
+        exact(b, {name(ATTN): [(name(FORWARD), name(BLOCK), name(ATTN))]}),
+    ]
+    # The same recorded context: one of the two is enough, the cheaper one.
+    assert kept_ids(selection_for(events, commit((*ATTN, "modified")))) == [a]
+    # B ran attention in a context it did not record: nothing says A covers it.
+    events[-1] = EvidenceEvent(
+        test_id=b, run_id="run-2", repo=REPO, commit="abcdef1", method="tracing", units=(name(ATTN),)
+    )
+    assert sorted(kept_ids(selection_for(events, commit((*ATTN, "modified"))))) == sorted([a, b])
+
+
+def test_evidence_as_units_and_calls_names_each_call_by_index():
+    event = exact(
+        "tests/test_a.py::test_a", {"lib/a.py::g": [("tests/test_a.py::test_a", "lib/a.py::f", "lib/a.py::g")]}
+    )
+    assert event.units == ("lib/a.py::f", "lib/a.py::g", "tests/test_a.py::test_a")
+    assert event.calls == ((2, 0, 1),)
+    with pytest.raises(ValueError, match=r"calls\[0\]: must name 1 or more of the 1 units by index \(got \[0, 3\]\)"):
+        EvidenceEvent(
+            test_id="t", run_id="r", repo=REPO, commit="abcdef1", method="tracing", units=("a::b",), calls=((0, 3),)
+        )

@@ -25,6 +25,7 @@ from typing import Any
 from fastci.evidence.stacks import Frame, to_project_stack
 from fastci.planning.shrink import add_point
 from fastci.selection.graph import parse_frame
+from fastci.selection.units import LAMBDA
 
 POINT_LIMIT = 8  # minimal points per call site: fastci.inputs.MAX_POINTS
 
@@ -66,19 +67,19 @@ def restored(point: tuple[tuple[str, int], ...]) -> Iterator[None]:
 
 
 def first_executions(
-    points: Mapping[tuple[str, int], list[dict[str, int]]],
+    points: Mapping[tuple[str, int] | tuple[str, int, bool], list[dict[str, int]]],
     root: str | Path,
     units_cache: Any,
     cwd: str | Path | None = None,
     dimensions: set[str] | None = None,
 ) -> dict[str, list[dict[str, int]]]:
-    """The tracer's points per (filename, line) as minimal points per unit ('path::qualname'),
+    """The tracer's points per (filename, line[, runs a lambda]) as minimal points per unit ('path::qualname'),
     restricted to ``dimensions`` (undeclared ones are dropped: the unit then looks as if it ran
     outside them). Units that ran at the first index of everything are left out: any config runs them."""
 
     by_unit: dict[str, list[dict[str, int]]] = {}
-    for (filename, line), found in points.items():
-        stack = to_project_stack([Frame("", filename, line)], root, units_cache, cwd)
+    for (filename, line, *in_lambda), found in points.items():
+        stack = to_project_stack([Frame(LAMBDA if any(in_lambda) else "", filename, line)], root, units_cache, cwd)
         parsed = parse_frame(stack) if stack else None
         if parsed is None:
             continue

@@ -8,6 +8,7 @@ results plugin's and ``fastci spool``'s: ``<data dir>/spool/embedded``, ``.../sp
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,11 +49,21 @@ def evidence_event(
     reads: list[str] | tuple[str, ...] | None = None,
     fixtures: list[str] | tuple[str, ...] = (),
     distributions: list[str] | tuple[str, ...] = (),
+    executed: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> EvidenceEvent:
-    """The event, with its stacks shortened when it would not fit in one Kafka message."""
+    """The event, with its stacks shortened when it would not fit in one Kafka message. ``executed``:
+    exact evidence, each unit the test ran with the contexts of its first calls (callers root first,
+    the unit last: ``fastci.evidence.first_calls``), published as units and calls by index. Raises
+    TooMuchEvidence when even its units alone would not fit."""
     if sum(len(stack) + 24 for stack, _ in stacks) > STACK_BUDGET:
         stacks, dropped = fit(stacks)
         config = {**(config or {}), "stacks_shortened_to_frames": KEPT_FRAMES, "stacks_dropped": dropped}
+    units, calls = encode_executed(executed or {})
+    if sum(len(unit) + 3 for unit in units) + sum(4 * len(call) + 2 for call in calls) > STACK_BUDGET:
+        calls = _first_context_only(calls)
+        config = {**(config or {}), "contexts_cut_to": 1}
+        if sum(len(unit) + 3 for unit in units) + sum(4 * len(call) + 2 for call in calls) > STACK_BUDGET:
+            raise TooMuchEvidence(f"{test_id}: {len(units)} units do not fit in one event of {STACK_BUDGET:,} bytes")
     return EvidenceEvent(
         test_id=test_id,
         run_id=run_id,
@@ -61,6 +72,8 @@ def evidence_event(
         method=method,
         sampling_rate_hz=rate_hz if method == "sampling" else None,
         stacks=tuple(FoldedStack(stack=stack, count=count) for stack, count in stacks),
+        units=units,
+        calls=calls,
         config=config or {},
         workload=workload,
         kind=kind,
@@ -70,6 +83,28 @@ def evidence_event(
         distributions=tuple(distributions),
         time=datetime.now(UTC),
     )
+
+
+class TooMuchEvidence(ValueError):
+    """A test ran more code units than one event holds (then it gets no evidence, and always runs)."""
+
+
+def encode_executed(
+    executed: Mapping[str, Sequence[Sequence[str]]],
+) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+    """Units sorted, and each (context, unit) call as the indexes of its units, in a stable order.
+    A unit named only as a caller is a unit the test ran too."""
+    names = sorted({*executed, *(name for contexts in executed.values() for context in contexts for name in context)})
+    index = {name: i for i, name in enumerate(names)}
+    calls = sorted({tuple(index[name] for name in context) for contexts in executed.values() for context in contexts})
+    return tuple(names), tuple(calls)
+
+
+def _first_context_only(calls: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+    kept: dict[int, tuple[int, ...]] = {}
+    for call in calls:
+        kept.setdefault(call[-1], call)
+    return tuple(sorted(kept.values()))
 
 
 STACK_BUDGET = 900_000  # bytes of stacks per event, under the 1 MiB event limit with room for the rest

@@ -3,19 +3,19 @@ code the test executed (setup, call and teardown: its fixtures count), as folded
 
 Methods (``--fastci-evidence-method``):
 
-- ``sampling`` (default): one ``py-spy record --idle`` attached to this process for the whole
-  session; each test's phases run inside a marker frame named for that test, so a sample is
-  attributed by its own content (``fastci.evidence.sampling`` says why not by time). Waiting
-  counts (a test blocked on a device or a subprocess still runs that code); threads and
-  subprocesses the test starts are not seen. Cheap; sees what runs long enough to be sampled.
-  Tests with no sample in project code get no event: no samples is no evidence of no code.
-- ``tracing``: every project function called during each phase, once per distinct stack,
-  threads the test starts included. Exact; slower. On ``sys.monitoring`` where the interpreter
-  has it (3.12+, ``fastci.evidence.monitoring``), else on ``sys.setprofile``
-  (``fastci.evidence.tracing``): the same stacks, at a fraction of the cost on 3.12.
+- ``tracing`` (default): every project code unit each test runs (setup, call and teardown; threads
+  the test starts included), with the calling contexts of its first calls
+  (``--fastci-evidence-contexts``, default 1): exact, at a cost per unit per test, not per call
+  (``fastci.evidence.first_calls``; on ``sys.monitoring`` where the interpreter has it, 3.12+, else
+  on ``sys.setprofile``).
+- ``sampling``: one ``py-spy record --idle`` attached to this process for the whole session; each
+  test's phases run inside a marker frame named for that test, so a sample is attributed by its
+  own content (``fastci.evidence.sampling`` says why not by time). Waiting counts (a test blocked on
+  a device or a subprocess still runs that code); threads and subprocesses the test starts are not
+  seen. Sees what runs long enough to be sampled: tests with no sample in project code get no
+  event (no samples is no evidence of no code), and always run.
 
-``bench/evidence_overhead.py`` measures both: sampling at 200 Hz finds nearly all of what
-tracing finds in tests of tens of milliseconds or more, and little in millisecond unit tests.
+``bench/evidence_overhead.py`` measures both against a run without evidence.
 
 How a phase comes to run inside the marker or the tracer: ``CallInfo.from_call`` (pytest's public
 class that runs each phase of each test) is wrapped for the session. A hook wrapper cannot do it:
@@ -50,11 +50,12 @@ from typing import Any
 
 import pytest
 
-METHODS = ("sampling", "tracing")
+METHODS = ("tracing", "sampling")
 TARGETS = ("embedded", "kafka")
 PHASES = frozenset({"setup", "call", "teardown"})
 MODULE_FRAME = "<module>"  # fastci.selection.units.MODULE: a module's own top-level code
 DEFAULT_RATE_HZ = 200.0  # see bench/evidence_overhead.py: the overhead and recall of each rate
+DEFAULT_CONTEXTS = 1  # fastci.evidence.first_calls.DEFAULT_CONTEXTS, kept here to keep the plugin's import light
 
 
 def addoption(group: Any) -> None:
@@ -67,8 +68,17 @@ def addoption(group: Any) -> None:
     group.addoption(
         "--fastci-evidence-method",
         choices=METHODS,
-        default="sampling",
-        help="sampling: py-spy samples (cheap, default); tracing: every function call (exact, slower)",
+        default="tracing",
+        help="tracing (default): every code unit each test runs, exact, at its first calls; "
+        "sampling: py-spy samples (sees what runs long enough to be sampled)",
+    )
+    group.addoption(
+        "--fastci-evidence-contexts",
+        type=int,
+        default=None,
+        metavar="K",
+        help="tracing: calling contexts recorded per unit per test, for pruning (default "
+        f"{DEFAULT_CONTEXTS}; more prunes less often by mistake and costs more)",
     )
     group.addoption(
         "--fastci-evidence-rate",
@@ -213,10 +223,13 @@ def configure(config: Any) -> None:
     rate = config.getoption("fastci_evidence_rate")
     if not rate > 0:
         raise pytest.UsageError(f"--fastci-evidence-rate: must be more than 0 samples per second (got {rate:g})")
+    contexts = config.getoption("fastci_evidence_contexts")
+    if contexts is not None and contexts < 1:
+        raise pytest.UsageError(f"--fastci-evidence-contexts: must be at least 1 (got {contexts})")
     kafka = fastci_config.KafkaSettings.from_env() if target == "kafka" else None
     spool = config.getoption("fastci_evidence_spool")
     producer = producer_for(target == "kafka", fastci_config.data_dir(), kafka, Path(spool) if spool else None)
-    from fastci.evidence.monitoring import NoToolId
+    from fastci.evidence.first_calls import NoToolId
 
     try:
         collector = EvidenceCollector(
@@ -230,6 +243,7 @@ def configure(config: Any) -> None:
             _run_id(config),
             producer,
             config.stash.get(IMPORT_WINDOW, None),
+            contexts or DEFAULT_CONTEXTS,
         )
     except NoToolId as error:
         raise pytest.UsageError(f"--fastci-evidence-method tracing: {error}") from None
@@ -268,10 +282,12 @@ class EvidenceCollector:
         run_id: str,
         producer: Any,
         imports: ImportWindow | None = None,
+        contexts: int = DEFAULT_CONTEXTS,
     ) -> None:
         from fastci.evidence.stacks import UnitsCache
 
         self.method, self.rate_hz, self.nonblocking, self.root, self.cwd = method, rate_hz, nonblocking, root, cwd
+        self.contexts = contexts
         self.repo, self.commit, self.run_id, self.producer = repo, commit, run_id, producer
         self.units = UnitsCache()
         self.imports = imports
@@ -292,6 +308,7 @@ class EvidenceCollector:
         self.phase_runner: Callable[[Callable[[], Any]], Any] | None = None  # set while a test runs
         self.problem: str | None = None  # why there is no evidence, when there is none
         self.published = self.without_evidence = 0
+        self.too_big: list[str] = []  # tests whose units would not fit in one event
         self.report: Any = None
         self._recording: Any = None
         self._traced: dict[int, Any] = {}
@@ -303,9 +320,9 @@ class EvidenceCollector:
 
             self.markers = Markers()
         else:
-            from fastci.evidence.monitoring import new_tracer
+            from fastci.evidence.first_calls import ProjectUnits, new_collector
 
-            self.tracer = new_tracer(lambda filename: self.units.relpath(filename, self.root, self.cwd) is not None)
+            self.tracer = new_collector(ProjectUnits(root, cwd, self.units), contexts)
 
     # ----- running each test phase inside a marker or the tracer
 
@@ -372,11 +389,17 @@ class EvidenceCollector:
 
         from fastci.evidence.imports import ImportGraph
         from fastci.evidence.stacks import Frame, to_project_stack
+        from fastci.selection.units import LAMBDA
 
         window, raw_stacks = self.imports, self.imports.stop()
         by_module: dict[str, set[str]] = {}
         for raw in raw_stacks:
-            stack = to_project_stack([Frame("", f, n) for f, n in raw], window.root, window.units, window.cwd)
+            stack = to_project_stack(
+                [Frame(LAMBDA if in_lambda else "", f, n) for f, n, in_lambda in raw],
+                window.root,
+                window.units,
+                window.cwd,
+            )
             frames = stack.split(";") if stack else []
             starts = [i for i, frame in enumerate(frames) if frame.startswith(f"{MODULE_FRAME} (")]
             if starts:  # the code under the innermost module being imported ran for that import
@@ -413,8 +436,6 @@ class EvidenceCollector:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any):
-        from fastci.evidence.stacks import frame_folder
-
         index = len(self.test_ids)
         self.test_ids.append(item.nodeid)
         if not self._stale(item.nodeid):
@@ -436,8 +457,7 @@ class EvidenceCollector:
             self.phase_runner = None
             self.reads.test = None
             if self.method == "tracing":
-                fold = frame_folder(self.root, self.units, self.cwd)
-                self._traced[index] = (self.tracer.end_test(fold), self.tracer.overflowed)
+                self._traced[index] = self.tracer.end_test()
                 if workload is not None:
                     self._workloads[index] = (workload.kwargs, self.tracer.points)
 
@@ -507,13 +527,15 @@ class EvidenceCollector:
         self._errors = recorded.errors
 
     def _publish(self) -> None:
-        from fastci.evidence.publish import evidence_event
+        from fastci.evidence.publish import TooMuchEvidence, evidence_event
+        from fastci.evidence.stacks import units_of
 
         workloads = {
             self.test_ids[index]: self._workload(self.test_ids[index], *declared)
             for index, declared in self._workloads.items()
         }
         for module, module_stacks, importers, read, distributions in self.import_evidence:
+            ran = {f"{path}::{qualname}" for stack in module_stacks for path, qualname in units_of(stack)}
             self.producer.publish(
                 evidence_event(
                     module,
@@ -521,13 +543,12 @@ class EvidenceCollector:
                     self.repo,
                     self.commit,
                     "tracing",
-                    [(stack, 1) for stack in module_stacks],
-                    None,
-                    {},
+                    [],
                     kind="import",
                     importers=importers,
                     reads=None if self.reads.disabled else read,
                     distributions=distributions,
+                    executed={unit: () for unit in ran},
                 )
             )
         read_by_test: dict[str, set[str]] = {}
@@ -535,14 +556,14 @@ class EvidenceCollector:
             read_by_test.setdefault(test_id, set()).update(self.reads.by_test.get(index, ()))
             for fixture in self.fixtures.get(test_id, ()):
                 read_by_test[test_id].update(self.reads.by_fixture.get(fixture, ()))
-        for test_id, (stacks, config) in self._evidence().items():
+        for test_id, (stacks, executed, config) in self._evidence().items():
             if test_id in self.untraced:
                 continue  # its evidence from an earlier run still holds
             if not stacks and self.method == "sampling":
                 self.without_evidence += 1
                 continue
-            self.producer.publish(
-                evidence_event(
+            try:
+                event = evidence_event(
                     test_id,
                     self.run_id,
                     self.repo,
@@ -554,8 +575,12 @@ class EvidenceCollector:
                     workloads.get(test_id),
                     reads=None if self.reads.disabled else sorted(read_by_test.get(test_id, ())),
                     fixtures=self.fixtures.get(test_id, ()),
+                    executed=executed,
                 )
-            )
+            except TooMuchEvidence as error:
+                self.too_big.append(str(error))
+                continue
+            self.producer.publish(event)
             self.published += 1
 
     def _workload(self, test_id: str, marker: dict[str, Any], points: Any) -> Any:
@@ -593,28 +618,30 @@ class EvidenceCollector:
             )
             raise pytest.UsageError(f"{test_id}: @pytest.mark.{WORKLOAD_MARKER}: {detail}") from None
 
-    def _evidence(self) -> dict[str, tuple[list[tuple[str, int]], dict[str, Any]]]:
-        """Merged stacks and config by test id (a test run twice in the session counts once)."""
+    def _evidence(
+        self,
+    ) -> dict[str, tuple[list[tuple[str, int]], dict[str, list[tuple[str, ...]]] | None, dict[str, Any]]]:
+        """By test id (a test run twice in the session counts once): its sampled stacks, merged, or
+        the units it ran with their contexts; and the event's config."""
+        if self.method == "tracing":
+            executed: dict[str, dict[str, list[tuple[str, ...]]]] = {}
+            for index, test_id in enumerate(self.test_ids):
+                units = executed.setdefault(test_id, {})
+                for unit, contexts in self._traced.get(index, {}).items():
+                    known = units.setdefault(unit, [])
+                    known += [context for context in contexts if context not in known]
+            return {test_id: ([], units, {"contexts_per_unit": self.contexts}) for test_id, units in executed.items()}
         from fastci.evidence.stacks import merge, to_project_stack
 
         pairs: dict[str, list[tuple[str | None, int]]] = {}
         config: dict[str, dict[str, Any]] = {}
         for index, test_id in enumerate(self.test_ids):
-            found = pairs.setdefault(test_id, [])
-            if self.method == "sampling":
-                sampled = self._sampled.get(index, [])
-                found += [
-                    (to_project_stack(frames, self.root, self.units, self.cwd), count) for frames, count in sampled
-                ]
-                config.setdefault(test_id, {"samples": 0})["samples"] += sum(count for _, count in sampled)
-            else:
-                traced, overflowed = self._traced.get(index, (set(), False))
-                found += [(stack, 1) for stack in traced]  # folded at the end of the test
-                config[test_id] = {"stack_limit_reached": True} if overflowed else {}
-        merged = {test_id: merge(found) for test_id, found in pairs.items()}
-        if self.method == "tracing":  # distinct stacks, once each, however many phases ran them
-            merged = {test_id: [(stack, 1) for stack, _ in stacks] for test_id, stacks in merged.items()}
-        return {test_id: (merged[test_id], config[test_id]) for test_id in merged}
+            sampled = self._sampled.get(index, [])
+            pairs.setdefault(test_id, []).extend(
+                (to_project_stack(frames, self.root, self.units, self.cwd), count) for frames, count in sampled
+            )
+            config.setdefault(test_id, {"samples": 0})["samples"] += sum(count for _, count in sampled)
+        return {test_id: (merge(found), None, config[test_id]) for test_id, found in pairs.items()}
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write = terminalreporter.write_line
@@ -626,7 +653,11 @@ class EvidenceCollector:
                 f"fastci: evidence since {since}: re-traced {traced} of {len(set(self.test_ids))} tests ({why}); "
                 f"{len(self.untraced)} keep their evidence"
             )
-        how = f"sampling at {self.rate_hz:g} Hz" if self.method == "sampling" else f"tracing, {self.tracer.MECHANISM}"
+        how = (
+            f"sampling at {self.rate_hz:g} Hz"
+            if self.method == "sampling"
+            else f"tracing, {self.tracer.MECHANISM}, {self.contexts} context(s) per unit"
+        )
         if self.problem:
             write(f"fastci: no evidence ({how}): {self.problem}")
         report = self.report
@@ -641,7 +672,12 @@ class EvidenceCollector:
         if self._errors:
             detail += f", {self._errors} unreadable"
         if self.without_evidence:
-            detail += f"; {self.without_evidence} test(s) with no sample in project code got none"
+            detail += (
+                f"; {self.without_evidence} test(s) with no sample in project code got none (they always run; "
+                "--fastci-evidence-method tracing gives every test evidence)"
+            )
+        if self.too_big:
+            detail += f"; {len(self.too_big)} test(s) ran too many units for one event and got none ({self.too_big[0]})"
         if report.error:
             write(
                 f"fastci: evidence of {self.published} test(s) ({how}{detail}) of run {self.run_id} spooled, "

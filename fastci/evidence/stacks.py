@@ -35,7 +35,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from fastci.selection.units import Units
+from fastci.selection.units import LAMBDA, Units
+
+# A frame as tracers record it: (code's filename, line), and whether its code is a lambda's (a def and
+# a lambda can share a line; see ``Units.unit_at``).
+RawFrame = tuple[str, int | None] | tuple[str, int | None, bool]
 
 
 class Frame(NamedTuple):
@@ -149,27 +153,27 @@ def to_project_stack(
     frames: Iterable[Frame], root: str | Path, units_cache: UnitsCache, cwd: str | Path | None = None
 ) -> str | None:
     """The folded stack of the project's frames in ``frames`` (root first), or None if none is."""
-    return folded_stack(((frame.path, frame.line) for frame in frames), root, units_cache, cwd)
+    return folded_stack(((frame.path, frame.line, frame.name == LAMBDA) for frame in frames), root, units_cache, cwd)
 
 
 def folded_stack(
-    frames: Iterable[tuple[str, int | None]], root: str | Path, units_cache: UnitsCache, cwd: str | Path | None = None
+    frames: Iterable[RawFrame], root: str | Path, units_cache: UnitsCache, cwd: str | Path | None = None
 ) -> str | None:
-    """``to_project_stack`` of (path, line) pairs, as the tracers record them."""
+    """``to_project_stack`` of (path, line) pairs, or (path, line, runs a lambda), as tracers record them."""
     fold = frame_folder(root, units_cache, cwd)
     return ";".join(part for frame in frames if (part := fold(frame)) is not None) or None
 
 
 def frame_folder(
     root: str | Path, units_cache: UnitsCache, cwd: str | Path | None = None
-) -> Callable[[tuple[str, int | None]], str | None]:
-    """(path, line) -> the frame as folded stacks write it, or None when it is not the project's."""
+) -> Callable[[RawFrame], str | None]:
+    """A raw frame -> the frame as folded stacks write it, or None when it is not the project's."""
     known = units_cache.folded_frames(root, cwd)
 
-    def fold(frame: tuple[str, int | None]) -> str | None:
+    def fold(frame: RawFrame) -> str | None:
         part = known.get(frame, _UNSEEN)
         if part is _UNSEEN:
-            part = known[frame] = _fold(*frame, root, units_cache, cwd)
+            part = known[frame] = _fold(*frame, root=root, units_cache=units_cache, cwd=cwd)
         return part  # type: ignore[return-value]
 
     return fold
@@ -178,10 +182,18 @@ def frame_folder(
 _UNSEEN = object()
 
 
-def _fold(path: str, line: int | None, root: str | Path, units_cache: UnitsCache, cwd: str | Path | None) -> str | None:
+def _fold(
+    path: str,
+    line: int | None,
+    in_lambda: bool = False,
+    *,
+    root: str | Path,
+    units_cache: UnitsCache,
+    cwd: str | Path | None,
+) -> str | None:
     relpath = None if line is None else units_cache.relpath(path, root, cwd)
     units = None if relpath is None else units_cache.units(root, relpath)
-    return None if units is None else f"{units.unit_at(line)} ({relpath}:{line})"
+    return None if units is None else f"{units.unit_at(line, in_lambda)} ({relpath}:{line})"  # type: ignore[arg-type]
 
 
 def merge(stacks: Iterable[tuple[str | None, int]]) -> list[tuple[str, int]]:

@@ -30,10 +30,11 @@ from typing import Any, TypeVar
 
 from fastci.evidence import dimensions as _dimensions
 from fastci.planning.shrink import add_point
+from fastci.selection.units import LAMBDA
 
 T = TypeVar("T")
 ProjectTest = Callable[[str], bool]  # co_filename -> is it the project's own code?
-RawStack = tuple[tuple[str, int], ...]  # (filename, line) root first
+RawStack = tuple[tuple[str, int, bool], ...]  # (filename, line, runs a lambda) root first
 _ROOT = 0
 
 
@@ -56,8 +57,9 @@ class Tracer:
         self._reset()
 
     def _reset(self) -> None:
-        self._nodes: dict[tuple[int, str, int], int] = {}  # (parent node, filename, line) -> node
-        self._parents, self._frames = [-1], [("", 0)]  # by node; node 0 is the empty stack
+        self._nodes: dict[tuple[int, str, int, bool], int] = {}  # (parent node, *frame) -> node
+        self._parents: list[int] = [-1]  # by node; node 0 is the empty stack
+        self._frames: list[tuple[str, int, bool]] = [("", 0, False)]  # (filename, line, runs a lambda)
         self._callers: dict[int, int] = {}  # hash(frame) -> the node of its callers when it was called
         self._leaves: set[int] = set()
         self._points: dict[tuple[str, int], list[dict[str, int]]] = {}
@@ -133,7 +135,7 @@ class Tracer:
         with self._lock:
             add_point(self._points.setdefault(key, []), dict(point), _dimensions.POINT_LIMIT)
 
-    def _new_node(self, key: tuple[int, str, int]) -> int:
+    def _new_node(self, key: tuple[int, str, int, bool]) -> int:
         with self._lock:  # a thread the test started may add nodes too
             node = self._nodes.get(key)
             if node is None:
@@ -192,10 +194,15 @@ class Tracer:
         if caller is None or caller is boundary:
             callers = _ROOT
         else:
-            key = (callers_of.get(hash(caller), _ROOT), name, _line(caller, caller_code))
+            key = (
+                callers_of.get(hash(caller), _ROOT),
+                name,
+                _line(caller, caller_code),
+                caller_code.co_name == LAMBDA,
+            )
             callers = nodes.get(key) or self._new_node(key)  # every project caller was seen called
         callers_of[hash(frame)] = callers  # an identity reused by a later frame is set again at its call
-        key = (callers, filename, _line(frame, code))
+        key = (callers, filename, _line(frame, code), code.co_name == LAMBDA)
         leaf = nodes.get(key) or self._new_node(key)
         leaves = self._leaves
         if leaf not in leaves:

@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from fastci.evidence.dimensions import first_executions
-from fastci.evidence.monitoring import new_tracer
-from fastci.evidence.stacks import UnitsCache, folded_stack
+from fastci.evidence.first_calls import ProjectUnits, new_collector
+from fastci.evidence.publish import encode_executed
+from fastci.evidence.stacks import UnitsCache
 from fastci.inputs import EvidenceEvent, FirstExecution, WorkloadDimension, WorkloadEvidence
 from fastci.planning.shrink import Dimension
 from fastci.qualify.backend import Backend
@@ -36,7 +37,6 @@ from fastci.qualify.models import FAMILIES, lm
 from fastci.qualify.models.base import Family
 from fastci.qualify.stack import RuntimeConfig
 from fastci.qualify.train import train
-from fastci.selection.graph import parse_frame
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # units are named relative to it, as change analysis names them
 MIN_STEPS, MIN_BATCH = 20, 4
@@ -92,7 +92,7 @@ def configured(name: str, values: dict[str, int]) -> tuple[Family, int]:
 class TracedRun:
     units: frozenset[str]  # every project unit the run executed ('path::qualname')
     first: dict[str, list[dict[str, int]]]  # units that first ran past the first index of a dimension
-    stacks: list[str]  # folded project stacks, for the evidence event
+    executed: dict[str, list[tuple[str, ...]]]  # each unit with the contexts of its first calls
     seconds: float
 
 
@@ -106,21 +106,15 @@ def traced_training(
     cache = UnitsCache()
     data = family.make_data(np.random.default_rng(seed))
     started = time.perf_counter()
-    with new_tracer(lambda filename: cache.relpath(filename, PROJECT_ROOT) is not None, dimensions=True) as tracer:
+    with new_collector(ProjectUnits(PROJECT_ROOT, PROJECT_ROOT, cache)) as tracer:
+        tracer.dimensions = True
         tracer.begin_test()
         tracer.run(lambda: train(family, backend, seed, RuntimeConfig(), data=data, steps=steps))
-        raw_stacks = tracer.end_test()
+        executed = tracer.end_test()
     seconds = time.perf_counter() - started
-    stacks = sorted({s for raw in raw_stacks if (s := folded_stack(raw, PROJECT_ROOT, cache))})
-    units = frozenset(
-        f"{p}::{q}"
-        for stack in stacks
-        for frame in stack.split(";")
-        if (parsed := parse_frame(frame))
-        for p, q in [parsed]
-    )
     names = declared if declared is not None else {d.name for d in dimensions(name)}
-    return TracedRun(units, first_executions(tracer.points, PROJECT_ROOT, cache, dimensions=names), stacks, seconds)
+    first = first_executions(tracer.points, PROJECT_ROOT, cache, dimensions=names)
+    return TracedRun(frozenset(executed), first, executed, seconds)
 
 
 def workload_evidence(name: str, precision: str, full: dict[str, int], traced: TracedRun) -> WorkloadEvidence:
@@ -145,13 +139,15 @@ def evidence_event(
     full: dict[str, int],
     traced: TracedRun,
 ) -> EvidenceEvent:
-    """The evidence a traced CI run of the training check publishes: its stacks and its workload."""
+    """The evidence a traced CI run of the training check publishes: its units and its workload."""
+    units, calls = encode_executed(traced.executed)
     return EvidenceEvent(
         test_id=test_id,
         run_id=run_id,
         repo=repo,
         commit=commit,
         method="tracing",
-        stacks=tuple({"stack": s, "count": 1} for s in traced.stacks),
+        units=units,
+        calls=calls,
         workload=workload_evidence(name, precision, full, traced),
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 
 from fastci.selection.units import is_test_file
 
@@ -81,16 +81,16 @@ def _stack_calls(stack: str, direct_hops: int) -> tuple[tuple[tuple[str, str], .
 
 def _calls_of(stack: str, direct_hops: int = DIRECT_HOPS) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
     """The (unit id, context id) pairs of one folded stack, root first, and the files it ran."""
-    calls: list[tuple[str, str]] = []
-    files: set[str] = set()
+    frames = [parsed for frame in stack.split(";") if (parsed := _frame_unit(frame)) is not None]
+    return tuple((uid, context) for _, uid, context in _contexts(frames, direct_hops)), frozenset(f[0] for f in frames)
+
+
+def _contexts(frames: list[tuple[str, str, bool]], direct_hops: int) -> Iterator[tuple[int, str, str]]:
+    """(position, unit id, context id) of each frame of a call path, root first, that is not a
+    direct recursion."""
     chain: list[str] = []
     test_frame = ""  # the innermost test-code unit so far
-    for frame in stack.split(";"):
-        parsed = _frame_unit(frame)
-        if parsed is None:
-            continue
-        path, uid, test_code = parsed
-        files.add(path)
+    for position, (_, uid, test_code) in enumerate(frames):
         if chain and chain[-1] == uid:
             continue  # direct recursion adds no new context
         callers = chain[-CONTEXT_DEPTH:]
@@ -101,9 +101,32 @@ def _calls_of(stack: str, direct_hops: int = DIRECT_HOPS) -> tuple[tuple[tuple[s
             context = short_id(f"test:{test_frame};{';'.join(callers)}" if callers else f"test:{test_frame}")
         else:
             context = short_id(";".join(callers))
-        calls.append((uid, context))
+        yield position, uid, context
         if test_code:
             test_frame = uid
         else:
             chain.append(uid)
-    return tuple(calls), frozenset(files)
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a test's units recur in most of its calls and runs
+def _named_unit(name: str) -> tuple[str, str, bool]:
+    """(path, unit id, whether it is test code) of a unit named 'path::qualname'."""
+    path = name.partition("::")[0]
+    return path, short_id(name), is_test_file(path)
+
+
+def unit_executions(
+    units: Sequence[str], calls: Iterable[Sequence[int]], direct_hops: int = DIRECT_HOPS
+) -> tuple[dict[str, set[str]], set[str]]:
+    """``executions`` of evidence shaped as units and calls (``EvidenceEvent.units``): each call gives
+    the context of its last unit, computed from its callers as from a stack's; a unit with no call
+    has no context recorded (an empty set)."""
+    named = [_named_unit(unit) for unit in units]
+    found: dict[str, set[str]] = {uid: set() for _, uid, _ in named}
+    for call in calls:
+        frames = [named[i] for i in call]
+        last = len(frames) - 1
+        for position, uid, context in _contexts(frames, direct_hops):
+            if position == last and len(found[uid]) < MAX_CONTEXTS:
+                found[uid].add(context)
+    return found, {path for path, _, _ in named}

@@ -53,7 +53,7 @@ from fastci.selection.events import (
     SelectionPolicy,
 )
 from fastci.selection.files import effect_of
-from fastci.selection.graph import DIRECT_HOPS, executions, short_id, unit_name
+from fastci.selection.graph import DIRECT_HOPS, executions, short_id, unit_executions, unit_name
 from fastci.selection.pruning import prune
 from fastci.selection.units import BODY, MODULE, is_test_file
 
@@ -284,7 +284,7 @@ def _widen(state: StateReader[SelectionState], audit: SelectionAudit) -> dict[st
 def _record_evidence(
     state: StateReader[SelectionState], event: EvidenceEvent, direct_hops: int = DIRECT_HOPS
 ) -> dict[str, SelectionState | None]:
-    units, files = _executed(tuple(s.stack for s in event.stacks), direct_hops)
+    units, files = executed_by(event, direct_hops)
     tx = Transaction(state)
     _set_evidence(tx, event.repo, event.test_id, units, files, event.reads, event.fixtures)
     if event.reads is not None and not (tx.get(reads_tracked_key(event.repo)) or _EMPTY).reads_tracked:
@@ -302,7 +302,7 @@ def _record_evidence(
 def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState | None]:
     """A module's import evidence replaces its last: the units it ran at import (their postings name
     the module) and the test files that import it. Not a test: the catalog does not count it."""
-    units, _ = _executed(tuple(s.stack for s in event.stacks))
+    units, _ = executed_by(event)
     tx = Transaction(state)
     key = import_key(event.repo, event.test_id)
     old = tx.get(key) or _EMPTY
@@ -336,13 +336,30 @@ def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> 
     return tx.writes
 
 
+def executed_by(
+    event: EvidenceEvent, direct_hops: int = DIRECT_HOPS
+) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+    """Unit id -> its sorted context ids (none: not recorded), and the files that ran, of evidence of
+    either shape (units and calls, or stacks); shared, never mutated."""
+    if event.units:
+        return _executed_units(event.units, event.calls, direct_hops)
+    return _executed(tuple(s.stack for s in event.stacks), direct_hops)
+
+
 @functools.lru_cache(maxsize=1024)  # a traced test's evidence repeats run after run until its code changes
 def _executed(
     stacks: tuple[str, ...], direct_hops: int = DIRECT_HOPS
 ) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
-    """Unit id -> its sorted context ids, and the files that ran; shared, never mutated."""
     units, files = executions(stacks, direct_hops)
     return {u: tuple(sorted(c)) for u, c in units.items()}, frozenset(files)
+
+
+@functools.lru_cache(maxsize=1024)
+def _executed_units(
+    units: tuple[str, ...], calls: tuple[tuple[int, ...], ...], direct_hops: int = DIRECT_HOPS
+) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+    found, files = unit_executions(units, calls, direct_hops)
+    return {u: tuple(sorted(c)) for u, c in found.items()}, frozenset(files)
 
 
 def _forget_tests(state: StateReader[SelectionState], repo: str, tests: set[str]) -> dict[str, SelectionState | None]:
@@ -590,7 +607,8 @@ def select(
                 continue
             _mark(reasons, tid, "executes-changed-code")
             functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
-            pairs.setdefault(tid, set()).update((uid, context) for context in contexts)
+            # A unit the test ran in no recorded context: a context of its own, so no other test covers it.
+            pairs.setdefault(tid, set()).update((uid, context) for context in contexts or (f"test:{tid}",))
         if not posting and not is_test_file(change.path) and not _evidenced_elsewhere(state, repo, uid):
             # A blind spot: no test's evidence ran it, at test time, at import or as a fixture. It is
             # named, counts against coverage, and every test whose imports reach its module runs.

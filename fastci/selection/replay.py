@@ -34,8 +34,7 @@ import orjson
 from fastci.core.events import Event
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 from fastci.runtime.driver import Driver
-from fastci.selection.graph import executions
-from fastci.selection.processor import SelectionProcessor
+from fastci.selection.processor import SelectionProcessor, executed_by
 
 FORMAT = 1
 REPLAY_DIR = Path(__file__).resolve().parent / "replays"
@@ -199,7 +198,7 @@ def replay_selections(
 
 def _evidence_digest(event: EvidenceEvent) -> bytes:
     """What selection reads from an evidence event: units with their contexts, and files."""
-    units, files = executions(s.stack for s in event.stacks)
+    units, files = executed_by(event)
     canonical = orjson.dumps([sorted((u, sorted(c)) for u, c in units.items()), sorted(files)])
     return hashlib.blake2b(canonical, digest_size=16).digest()
 

@@ -1,10 +1,18 @@
 """Code units of a Python source file: the granularity of evidence and of change analysis.
 
 A unit is a function or method (named by its ``__qualname__``, e.g. ``Model.forward`` or
-``outer.<locals>.inner``, as CPython 3.11's ``co_qualname`` spells it, so tracing and
-sampling agree), a class body (``Model.<body>``: class attributes, bases, decorators)
-or the module's own top-level code (``<module>``). A def's decorators belong to the
-def: changing ``@torch.no_grad()`` changes what the function does.
+``outer.<locals>.inner``, as CPython 3.11's ``co_qualname`` spells it), a lambda, a class body
+(``Model.<body>``: class attributes, bases, decorators) or the module's own top-level code
+(``<module>``). A def's decorators belong to the def: changing ``@torch.no_grad()`` changes what
+the function does.
+
+A lambda is a code object of its own, so it is a unit of its own: a change inside
+``register("x", lambda a: a + 1)`` selects the tests that called that lambda, not every importer
+of the module whose top-level code created it. CPython names every lambda of a scope
+``<lambda>``; here the first in a scope is ``scope.<lambda>``, the next ones ``<lambda>#2``,
+``<lambda>#3``... in source order, and lambdas that start on one line are one unit (a line is all
+that evidence of a frame tells apart). Comprehensions and generator expressions stay part of the
+unit they are written in, as before 3.12 inlined them.
 
 Each unit has a *fingerprint*: its AST without positions, without its docstring and without
 the bodies of the units nested in it, so moving code, reformatting, editing a comment or a
@@ -18,7 +26,7 @@ import ast
 import bisect
 import copy
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -41,11 +49,8 @@ class Units:
         self.by_name = _merge_redefinitions(units)
         self.exports = exports  # the names of a literal __all__
         # Innermost first on lookup: spans sorted by start; nested spans start later.
-        self._spans = sorted(
-            ((u.first_line, u.last_line, u.qualname) for u in units if u.qualname != MODULE),
-            key=lambda span: (span[0], -span[1]),
-        )
-        self._starts = [span[0] for span in self._spans]
+        self._spans, self._starts = _spans(u for u in units if u.qualname != MODULE and not is_lambda(u.qualname))
+        self._lambda_spans, self._lambda_starts = _spans(u for u in units if is_lambda(u.qualname))
 
     @classmethod
     def parse(cls, source: str, filename: str = "<source>", fingerprints: bool = True) -> Units:
@@ -61,16 +66,48 @@ class Units:
         module_code = [node for node in tree.body if not _is_metadata(node)]
         units: list[Unit] = [Unit(MODULE, 1, max(1, len(source.splitlines())), fingerprint(module_code))]
         _collect(tree.body, "", units, is_test_file(filename), fingerprint)
+        _LambdaFinder(units, fingerprint).visit(tree)
         return cls(units, _exports(tree.body))
 
-    def unit_at(self, line: int) -> str:
+    def unit_at(self, line: int, in_lambda: bool = False) -> str:
         """The qualname of the innermost unit containing ``line`` (a class line outside its
-        methods is the class body; a line outside every def and class is module code)."""
-        # The latest-starting span that contains the line is the innermost one.
-        for first, last, name in reversed(self._spans[: bisect.bisect_right(self._starts, line)]):
-            if first <= line <= last:
-                return name
-        return MODULE
+        methods is the class body; a line outside every def and class is module code). A frame
+        running a lambda (``in_lambda``) is the innermost lambda there: a def and a lambda can share
+        a line (``def f(key=lambda x: x):``), and only the code tells which one runs. A comprehension's
+        frame is its enclosing def's, even inside a lambda: a line cannot tell which holds which."""
+        if in_lambda:
+            found = _innermost(self._lambda_spans, self._lambda_starts, line)
+            if found is not None:
+                return found
+        return _innermost(self._spans, self._starts, line) or MODULE
+
+    def lambda_at(self, line: int) -> bool:
+        """Whether a lambda spans ``line``: then which unit runs there depends on the code."""
+        return _innermost(self._lambda_spans, self._lambda_starts, line) is not None
+
+
+Span = tuple[int, int, str]  # first line, last line, qualname
+
+
+def _spans(units: Iterable[Unit]) -> tuple[list[Span], list[int]]:
+    """Spans sorted by start, nested ones after the spans containing them, and their starts."""
+    spans = sorted(((u.first_line, u.last_line, u.qualname) for u in units), key=lambda span: (span[0], -span[1]))
+    return spans, [span[0] for span in spans]
+
+
+def _innermost(spans: list[Span], starts: list[int], line: int) -> str | None:
+    # The latest-starting span that contains the line is the innermost one.
+    for first, last, name in reversed(spans[: bisect.bisect_right(starts, line)]):
+        if first <= line <= last:
+            return name
+    return None
+
+
+LAMBDA = "<lambda>"
+
+
+def is_lambda(qualname: str) -> bool:
+    return qualname.rpartition(".")[2].startswith(LAMBDA)
 
 
 def is_test_file(path: str) -> bool:
@@ -173,8 +210,50 @@ def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> 
     return min([node.lineno, *(d.lineno for d in node.decorator_list)])
 
 
+class _LambdaFinder(ast.NodeVisitor):
+    """Adds a unit for each lambda, named in its scope as the module docstring says."""
+
+    def __init__(self, units: list[Unit], fingerprint: Fingerprint) -> None:
+        self.units, self.fingerprint = units, fingerprint
+        self.scope = ""  # the qualname prefix of the scope being visited
+        self.count: dict[str, int] = {}  # scope -> lambdas named there
+        self.last: dict[str, tuple[int, str]] = {}  # scope -> (line, name) of its latest lambda
+
+    def _inside(self, prefix: str, nodes: list[ast.AST]) -> None:
+        outer, self.scope = self.scope, prefix
+        for node in nodes:
+            self.visit(node)
+        self.scope = outer
+
+    def _def(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        # Decorators, defaults and annotations run in the enclosing scope; the body in the def's own.
+        for child in [*node.decorator_list, node.args, *([node.returns] if node.returns else [])]:
+            self.visit(child)
+        self._inside(f"{self.scope}{node.name}.<locals>.", node.body)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _def
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for child in [*node.decorator_list, *node.bases, *node.keywords]:
+            self.visit(child)
+        self._inside(f"{self.scope}{node.name}.", node.body)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.visit(node.args)  # defaults run where the lambda is made
+        line, last = node.lineno, node.end_lineno or node.lineno
+        previous = self.last.get(self.scope)
+        if previous is not None and previous[0] == line:
+            name = previous[1]  # one line, one unit: a frame's line cannot tell them apart
+        else:
+            n = self.count[self.scope] = self.count.get(self.scope, 0) + 1
+            name = f"{self.scope}{LAMBDA}" + (f"#{n}" if n > 1 else "")
+            self.last[self.scope] = (line, name)
+        self.units.append(Unit(name, line, last, self.fingerprint([node], node)))  # type: ignore[list-item]
+        self._inside(f"{name}.<locals>.", [node.body])
+
+
 class _StripNested(ast.NodeTransformer):
-    """Replace nested defs and classes by their names: they are units of their own."""
+    """Replace nested defs, classes and lambdas by their names: they are units of their own."""
 
     def __init__(self, root: ast.AST | None) -> None:
         self.root = root
@@ -182,9 +261,9 @@ class _StripNested(ast.NodeTransformer):
     def _stub(self, node: ast.AST) -> ast.AST:
         if node is self.root:
             return self.generic_visit(node)
-        return ast.Name(id=f"<def {node.name}>", ctx=ast.Load())  # type: ignore[attr-defined]
+        return ast.Name(id=f"<def {getattr(node, 'name', LAMBDA)}>", ctx=ast.Load())
 
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _stub
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _stub
 
 
 def _no_fingerprint(nodes: list[ast.stmt], unit: ast.stmt | None = None) -> str:
