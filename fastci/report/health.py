@@ -3,8 +3,9 @@
 Figures are for the newest week in the data (weeks start on Monday, by result and commit times),
 with the week before for comparison:
 
-- time to trustworthy signal: per commit, from its commit time to its last presubmit result (or a
-  later rerun of one of its presubmit tests); p50 and p90 over the commits of the week;
+- time to trustworthy signal: per commit, from when it entered CI to its last presubmit result (or a
+  later rerun of one of its presubmit tests); p50 and p90 over the commits of the week (the
+  ``ci_presubmit_signal`` view says when a commit entered);
 - nightly completion: per nightly run, from its first test's start to its last test's finish;
 - flake rate of hardware tests (target below 1%): the fleet's ``fleet_hardware_flake_rate`` (a run that
   passed only on retry, or failed where a run of the same code, stack, config and seed passed);
@@ -12,10 +13,14 @@ with the week before for comparison:
 - nodes out of service now (quarantined or diagnosing), from the fleet's ``fleet_node_states``;
 - reruns, by who asked: the fleet's reruns of a sick node's failures (answered, passed elsewhere) and
   ``fastci rerun``'s reproductions (answered, reproduced bit for bit).
+
+The flake rate of hardware tests, the queue waits and the node states are an accelerator fleet's: they
+are shown only when results name a stack (a ``bundle``).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -69,9 +74,12 @@ class CIHealth:
     reruns: list[Reruns]
     queue_waits: list[QueueWait] | None  # None: no schedule topic in these views
     not_covered: list[str] = field(default_factory=list)
+    stack: bool = True  # results name a stack: the fleet's figures apply
 
 
-def build_health(views: Views) -> CIHealth:
+def build_health(views: Views, stack: bool = True) -> CIHealth:
+    """The section's figures; ``stack`` False (no result names a bundle) leaves out the accelerator
+    fleet's (hardware flake rate, queue waits, node states)."""
     columns, rows = views.query("SELECT * FROM ci_health ORDER BY week")
     weeks = [Week(**dict(zip(columns, row))) for row in rows]
     _, states = views.query("SELECT node_id, state, since, reason FROM fleet_node_states ORDER BY node_id")
@@ -89,9 +97,9 @@ def build_health(views: Views) -> CIHealth:
         )
         queue = [QueueWait(str(c), int(n), float(a), float(b), float(m)) for c, n, a, b, m in waits]
     not_covered = []
-    if not queue:
+    if stack and not queue:
         not_covered.append("queue waits: no job placed by the pool scheduler in these views (its `schedule` topic)")
-    if not states:
+    if stack and not states:
         not_covered.append(
             "node states: no `node-state-changed` event yet (the fleet's node-state processor writes them)"
         )
@@ -105,8 +113,9 @@ def build_health(views: Views) -> CIHealth:
             if state in ("quarantined", "diagnosing")
         ],
         reruns=[Reruns(str(by), int(n), int(a), int(p), int(r)) for by, n, a, p, r in reruns],
-        queue_waits=queue,
+        queue_waits=queue if stack else None,
         not_covered=not_covered,
+        stack=stack,
     )
 
 
@@ -139,14 +148,22 @@ def figures(health: CIHealth) -> list[tuple[str, str, str]]:
         ("nightly completion, median", *both(lambda w: _num(w.nightly_median_hours, "h", 2))),
         ("nightly completion, slowest", *both(lambda w: _num(w.nightly_max_hours, "h", 2))),
         ("nightly runs", *both(lambda w: str(w.nightly_runs))),
-        (
-            f"flake rate of hardware tests (target < {FLAKE_TARGET:.0%})",
-            *both(lambda w: f"{_rate(w.flake_rate)} ({w.flaky_runs} of {w.hardware_runs})"),
-        ),
-        ("nodes quarantined (during the week)", *both(lambda w: str(w.quarantines))),
-        ("rerun results", *both(lambda w: str(w.rerun_results))),
     ]
+    if health.stack:
+        rows += [
+            (
+                f"flake rate of hardware tests (target < {FLAKE_TARGET:.0%})",
+                *both(lambda w: f"{_rate(w.flake_rate)} ({w.flaky_runs} of {w.hardware_runs})"),
+            ),
+            ("nodes quarantined (during the week)", *both(lambda w: str(w.quarantines))),
+        ]
+    rows.append(("rerun results", *both(lambda w: str(w.rerun_results))))
     return rows
+
+
+def inline_code(text: str) -> str:
+    """``text`` escaped for HTML, with its `backticked` names set as code (never raw backticks)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text))
 
 
 def render_section(health: CIHealth) -> str:
@@ -170,8 +187,9 @@ def render_section(health: CIHealth) -> str:
                 f"<td>{q.max_s:.0f} s</td></tr>"
             )
         parts.append("</table>")
-    states = ", ".join(f"{n} {e(s)}" for s, n in sorted(health.node_states.items())) or "no node state reported"
-    parts.append(f"<p>Nodes now: {states}.</p>")
+    if health.stack:
+        states = ", ".join(f"{n} {e(s)}" for s, n in sorted(health.node_states.items())) or "no node state reported"
+        parts.append(f"<p>Nodes now: {states}.</p>")
     if health.out_of_service:
         parts.append(
             "<ul>"
@@ -183,7 +201,7 @@ def render_section(health: CIHealth) -> str:
         )
     parts.append("<p>Reruns: " + ("; ".join(e(_reruns_text(r)) for r in health.reruns) or "none requested") + ".</p>")
     if health.not_covered:
-        parts.append("<p>Not covered yet: " + "; ".join(e(n) for n in health.not_covered) + ".</p>")
+        parts.append("<p>Not covered yet: " + "; ".join(inline_code(n) for n in health.not_covered) + ".</p>")
     return "".join(parts)
 
 
@@ -191,17 +209,22 @@ def summary_lines(health: CIHealth) -> list[str]:
     if health.latest is None:
         return ["CI health: no results with times yet"]
     w = health.latest
-    lines = [
+    first = (
         f"CI health, week of {w.week:%Y-%m-%d}: presubmit signal p90 {_num(w.presubmit_p90_minutes, 'min')} "
         f"({w.commits} commits); "
-        f"nightly completion median {_num(w.nightly_median_hours, 'h', 2)} ({w.nightly_runs} runs); "
-        f"flake rate {_rate(w.flake_rate)} of {w.hardware_runs} hardware runs"
-        + (" (above the 1% target)" if w.flake_rate is not None and w.flake_rate >= FLAKE_TARGET else ""),
-        f"nodes out of service now: {len(health.out_of_service)}"
-        + (f" ({', '.join(f'{n} {s}' for n, s, _, _ in health.out_of_service)})" if health.out_of_service else "")
-        + "; reruns: "
-        + ("; ".join(_reruns_text(r) for r in health.reruns) or "none requested"),
-    ]
+        f"nightly completion median {_num(w.nightly_median_hours, 'h', 2)} ({w.nightly_runs} runs)"
+    )
+    if health.stack:
+        first += f"; flake rate {_rate(w.flake_rate)} of {w.hardware_runs} hardware runs" + (
+            " (above the 1% target)" if w.flake_rate is not None and w.flake_rate >= FLAKE_TARGET else ""
+        )
+    reruns = "reruns: " + ("; ".join(_reruns_text(r) for r in health.reruns) or "none requested")
+    if health.stack:
+        out = ", ".join(f"{n} {s}" for n, s, _, _ in health.out_of_service)
+        reruns = (
+            f"nodes out of service now: {len(health.out_of_service)}" + (f" ({out})" if out else "") + "; " + reruns
+        )
+    lines = [first, reruns]
     if health.queue_waits:
         lines.append("queue waits p90: " + ", ".join(f"{q.work_class} {q.p90_s:.0f} s" for q in health.queue_waits))
     lines += [f"not covered: {n}" for n in health.not_covered]

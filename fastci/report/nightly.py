@@ -94,10 +94,23 @@ class NightlyReport:
     fleet: fleet_report.FleetSummary | None = None
     failing_tests: list[str] = field(default_factory=list)  # latest status failing (test_history)
     selection: selection_report.SelectionSafety | None = None
+    stack: bool = True  # some result names a stack (a bundle): the accelerator sections apply
 
     @property
     def open(self) -> list[Regression]:
         return [r for r in self.regressions if r.stage != "recovered"]
+
+    def culprits(self) -> list[tuple[RegressionAlert, list[Regression]]]:
+        """Each culprit the open regressions were bisected to, with those regressions (one change often
+        breaks several tests), in the order their first regression is listed."""
+        found: dict[tuple, tuple[RegressionAlert, list[Regression]]] = {}
+        for reg in self.open:
+            culprit = reg.latest.culprit
+            if reg.stage != "culprit" or culprit is None:
+                continue
+            key = (culprit.kind, culprit.commit, culprit.component, culprit.from_version, culprit.to_version)
+            found.setdefault(key, (reg.latest, []))[1].append(reg)
+        return list(found.values())
 
 
 def load(views: Views, model: type[E], where: str = "", order: str = "_offset") -> list[E]:
@@ -125,7 +138,13 @@ def build_report(views_path: Path) -> NightlyReport:
         steps = load(views, BisectStep, order="step")
         gates = load(views, GateResult, where="WHERE trigger = 'nightly'")
         goldens = {g.test_id: g for g in load(views, GoldenReference, order="version")}
-        ((nightly,),) = views.query("SELECT count(*) FROM results WHERE trigger = 'nightly'")[1]
+        ((nightly, stacked, results),) = views.query(
+            "SELECT count(*) FILTER (WHERE trigger = 'nightly'), count(*) FILTER (WHERE bundle IS NOT NULL), "
+            "count(*) FROM results"
+        )[1]
+        # a plain repository's results name no stack: the accelerator sections do not apply (with no result
+        # at all, nothing says which it is, and every section shows what it has)
+        stack = bool(stacked) or not results
         answered = (
             "SELECT count(*) FROM run_requested q WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.trigger = "
             "q.work_class AND r.commit = q.commit AND r.test_id = q.test_id AND r.bundle = q.bundle)"
@@ -137,7 +156,7 @@ def build_report(views_path: Path) -> NightlyReport:
         latest_gates = _latest_per_test(gates)
         loss_plots = _loss_plots(views, latest_gates, goldens)
         trends = _trends(views)
-        health = build_health(views)
+        health = build_health(views, stack=stack)
         fleet = fleet_report.build_fleet(views)
         selection = selection_report.build_selection(views)
         failing = [test for (test,) in views.query(_FAILING_NOW)[1]]
@@ -161,6 +180,7 @@ def build_report(views_path: Path) -> NightlyReport:
         fleet=fleet,
         failing_tests=failing,
         selection=selection,
+        stack=stack,
     )
 
 
@@ -257,25 +277,36 @@ vertical-align:top}th{background:#f5f5f5}.stage-detected{color:#b8860b}.stage-cu
 .stage-unresolved{color:#7a4f9a}.stage-recovered{color:#2a9d4b}.chart{width:100%;height:auto}
 .chart-title{font-weight:600;font-size:13px}.tick,.legend,.axis{font-size:11px;fill:#444}code{font-size:12px}
 .summary{background:#fafafa;border-left:3px solid #ccc;padding:6px 10px}
+.glance{background:#f4f8fc;border:1px solid #d5e2ef;padding:4px 12px}.glance li{margin:4px 0}
 """
 
 
 def render_html(report: NightlyReport) -> str:
     e = escape
     open_regressions = report.open
+    gates = (
+        f"{report.gates_passed} tests passing their gates, {len(report.gates_failed)} failing, " if report.stack else ""
+    )
     head = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\">",
         f"<title>fastci nightly report {e(report.generated.strftime('%Y-%m-%d'))}</title>"
         f"<style>{STYLE}</style></head><body>",
         f"<h1>Nightly regression report</h1><p>Generated {e(report.generated.isoformat(timespec='seconds'))} from "
-        f"<code>{e(str(report.views))}</code>: {report.nightly_results} nightly results, "
-        f"{report.gates_passed} tests passing their gates, {len(report.gates_failed)} failing, "
+        f"<code>{e(str(report.views))}</code>: {report.nightly_results} nightly results, {gates}"
         f"{len(open_regressions)} open regression(s), {report.pending_requests} run request(s) not answered yet.</p>",
     ]
+    glance = headlines(report)
+    if glance:
+        head.append("<ul class='glance'>" + "".join(f"<li>{e(line)}</li>" for line in glance) + "</ul>")
     body = ["<h2>Regressions</h2>"]
     if not report.regressions:
-        body.append("<p>No regression alert (the detector judges gated, throughput and loss-curve tests).</p>")
+        body.append(
+            "<p>No regression alert (the detector judges gated, throughput and loss-curve tests).</p>"
+            if report.stack
+            else "<p>No regression alert: the detector judges results that name a stack (a <code>bundle</code>), "
+            "and none here does.</p>"
+        )
     if report.failing_tests:
         shown = ", ".join(f"<code>{e(t)}</code>" for t in report.failing_tests[:20])
         more = f" and {len(report.failing_tests) - 20} more" if len(report.failing_tests) > 20 else ""
@@ -295,22 +326,15 @@ def render_html(report: NightlyReport) -> str:
         body.append("</table>")
         for index, reg in enumerate(report.regressions):
             body.append(_regression_section(index, reg))
-    body.append("<h2>Correctness gates (latest nightly per test)</h2>")
-    if report.gates_failed:
-        body.append(
-            "<table><tr><th>test</th><th>hardware</th><th>commit</th><th>golden</th><th>failing checks</th></tr>"
-        )
-        for gate in report.gates_failed:
-            failing = "<br>".join(e(c.detail) for c in gate.checks if not c.passed)
-            body.append(
-                f"<tr><td>{e(gate.test_id)}</td><td>{e(gate.hardware_revision)}</td><td><code>"
-                f"{e(gate.commit[:10])}</code></td><td>v{gate.golden_version}</td><td>{failing}</td></tr>"
-            )
-        body.append("</table>")
-    elif report.gates_passed:
-        body.append("<p>Every gated test passes.</p>")
-    else:
-        body.append("<p>No test has a correctness gate yet: publish golden references to gate results.</p>")
+    # what a team acts on first (the selection's savings, the fleet), then the figures, then the detail
+    if report.selection is not None:
+        body.append(selection_report.render_section(report.selection))
+    if report.fleet is not None:
+        body.append(fleet_report.render_section(report.fleet))
+    if report.health is not None:
+        body.append(render_section(report.health))
+    if report.stack:
+        body.append(_gates_section(report))
     if report.trends:
         body.append(
             "<h2>Nightly performance trends</h2><p>Median of each nightly run; vertical lines are change "
@@ -322,13 +346,84 @@ def render_html(report: NightlyReport) -> str:
         body.append("<h2>Loss curves against their reference band</h2>")
         for plot in report.loss_plots:
             body.append(_loss_chart(plot))
-    if report.health is not None:
-        body.append(render_section(report.health))
-    if report.fleet is not None:
-        body.append(fleet_report.render_section(report.fleet))
-    if report.selection is not None:
-        body.append(selection_report.render_section(report.selection))
     return "".join(head + body + ["</body></html>"])
+
+
+def _gates_section(report: NightlyReport) -> str:
+    e = escape
+    parts = ["<h2>Correctness gates (latest nightly per test)</h2>"]
+    if report.gates_failed:
+        parts.append(
+            "<table><tr><th>test</th><th>hardware</th><th>commit</th><th>golden</th><th>failing checks</th></tr>"
+        )
+        for gate in report.gates_failed:
+            failing = "<br>".join(e(c.detail) for c in gate.checks if not c.passed)
+            parts.append(
+                f"<tr><td>{e(gate.test_id)}</td><td>{e(gate.hardware_revision or '-')}</td><td><code>"
+                f"{e(gate.commit[:10])}</code></td><td>v{gate.golden_version}</td><td>{failing}</td></tr>"
+            )
+        parts.append("</table>")
+    elif report.gates_passed:
+        parts.append("<p>Every gated test passes.</p>")
+    else:
+        parts.append("<p>No test has a correctness gate yet: publish golden references to gate results.</p>")
+    return "".join(parts)
+
+
+def headlines(report: NightlyReport) -> list[str]:
+    """What the report found, a sentence each, for the top of the page and the terminal: what the
+    selection saved, each culprit and its owners, the nodes taken out of service, the flaky tests' owners."""
+    lines = []
+    if report.selection is not None and report.selection.selections:
+        lines.append(f"Selection: {selection_report.savings_text(report.selection)}.")
+    for alert, regressions in report.culprits():
+        lines.append(
+            f"{len(regressions)} regression(s) ({', '.join(_what(r) for r in regressions)}) {_culprit_text(alert)}"
+        )
+    unresolved = [r for r in report.open if r.stage != "culprit"]
+    if unresolved:
+        lines.append(f"{len(unresolved)} regression(s) not bisected to a culprit (yet): see Regressions.")
+    if report.fleet is not None:
+        for node, state, rule in report.fleet.out_of_service:
+            lines.append(f"{node} {state} ({rule or 'no rule'}): no work is placed on it until diagnostics pass.")
+    if report.health is not None:
+        for reruns in report.health.reruns:
+            if reruns.requested_by == "node-state":
+                lines.append(
+                    f"{reruns.requested} failure(s) of sick nodes rerun elsewhere: {reruns.answered} answered, "
+                    f"{reruns.passed} passed."
+                )
+    if report.fleet is not None and report.fleet.flaky_tests:
+        owners: dict[str, int] = {}
+        for _, teams in report.fleet.flaky_tests:
+            for team in (teams or "no owner").split(", "):
+                owners[team] = owners.get(team, 0) + 1
+        lines.append(
+            f"{len(report.fleet.flaky_tests)} flaky test(s), each with its owners: "
+            + ", ".join(f"{team} ({n})" for team, n in sorted(owners.items()))
+            + "."
+        )
+    return lines
+
+
+def _what(reg: Regression) -> str:
+    """A regression in a few words: the test's file stem and what broke."""
+    alert = reg.latest
+    test = alert.test_id.split("::")[-1]
+    stem = alert.test_id.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py").removeprefix("test_")
+    if alert.perf is not None or reg.detected.perf is not None:
+        perf = alert.perf or reg.detected.perf
+        return f"{stem} {test} {perf.ratio - 1:+.1%}"  # type: ignore[union-attr]
+    return f"{stem} {test} {alert.kind.replace('_', ' ')}"
+
+
+def _culprit_text(alert: RegressionAlert) -> str:
+    culprit = alert.culprit
+    assert culprit is not None
+    owners = ", ".join(alert.owners) or "no owner found"
+    if culprit.kind == "commit":
+        return f'bisected to {(culprit.commit or "")[:10]} "{culprit.title}" by {culprit.author}; owners: {owners}.'
+    return f"bisected to {culprit.component} {culprit.from_version} -> {culprit.to_version}; owners: {owners}."
 
 
 def _culprit_html(alert: RegressionAlert) -> str:
@@ -487,7 +582,7 @@ def _trend_series_chart(trend: Trend) -> str:
 def _loss_chart(plot: LossPlot) -> str:
     steps = list(range(len(plot.center)))
     chart = Chart(
-        title=f"{plot.test_id} ({plot.run_id}, {plot.commit[:10]}) vs golden v{plot.golden_version}",
+        title=f"{plot.test_id} vs golden v{plot.golden_version}",
         x_label="step",
         y_label="loss",
         bands=[Band(steps, plot.lower, plot.upper, REF, "reference band")],
@@ -498,16 +593,19 @@ def _loss_chart(plot: LossPlot) -> str:
     )
     if plot.diverged_at is not None:
         chart.vlines.append((plot.diverged_at, f"diverges at step {plot.diverged_at}", BAD))
-    return chart.render() + f"<p>{escape(plot.detail)}</p>"
+    return (
+        chart.render()
+        + f"<p>{escape(plot.run_id)} at <code>{escape(plot.commit[:10])}</code>: {escape(plot.detail)}</p>"
+    )
 
 
 # ----- terminal
 
 
 def print_summary(report: NightlyReport, out: Console) -> None:
+    gates = f"gates {report.gates_passed} passing, {len(report.gates_failed)} failing; " if report.stack else ""
     out.print(
-        f"nightly: {report.nightly_results} results; gates {report.gates_passed} passing, "
-        f"{len(report.gates_failed)} failing; {len(report.open)} open regression(s); "
+        f"nightly: {report.nightly_results} results; {gates}{len(report.open)} open regression(s); "
         f"{report.pending_requests} run request(s) unanswered"
     )
     if report.regressions:
@@ -535,6 +633,10 @@ def print_summary(report: NightlyReport, out: Console) -> None:
                 )
             )
         out.print(table)
+    for alert, regressions in report.culprits():
+        out.print(
+            Text(f"culprit of {len(regressions)} regression(s): {_culprit_text(alert).removeprefix('bisected to ')}")
+        )
     if report.failing_tests:
         shown = ", ".join(report.failing_tests[:5]) + (" ..." if len(report.failing_tests) > 5 else "")
         out.print(Text(f"{len(report.failing_tests)} test(s) failing now: {shown} (see test_history)"))

@@ -161,26 +161,38 @@ VIEWS: tuple[tuple[str, str], ...] = (
           AND git_commit NOT IN (SELECT reverts FROM release WHERE action = 'rollback' AND reverts IS NOT NULL)
         QUALIFY row_number() OVER (PARTITION BY environment ORDER BY time DESC, _offset DESC) = 1""",
     ),
-    # CI health. Time to trustworthy signal of a commit: from its commit time to its last presubmit
+    # CI health. Time to trustworthy signal of a commit: from when it entered CI to its last presubmit
     # result, or to the last rerun of one of its presubmit tests when a rerun came later (a result
     # from a sick node is replaced by its rerun; the signal is trustworthy once that arrives).
+    # A commit enters CI at its commit time, unless its first presubmit test started more than a day
+    # after that (an old commit tested now: an import, a replay, a job on a checkout of the past) or
+    # before it (clocks apart): then at that start, so the figure is never negative nor years long.
     (
         "ci_presubmit_signal",
         """
         WITH presubmit AS (
-            SELECT repo, "commit", test_id, id, time, node_id FROM results WHERE trigger = 'presubmit'
+            SELECT repo, "commit", test_id, id, time, duration_s FROM results WHERE trigger = 'presubmit'
         ), signal AS (
-            SELECT p.repo, p."commit", p.time, false AS rerun FROM presubmit p
+            SELECT p.repo, p."commit", p.time, p.time - to_seconds(p.duration_s) AS started, false AS rerun
+            FROM presubmit p
             UNION ALL
-            SELECT r.repo, r."commit", r.time, true FROM result_facts r
+            SELECT r.repo, r."commit", r.time, NULL, true FROM result_facts r
             JOIN presubmit p ON p.id = r.rerun_of
+        ), timed AS (
+            SELECT s.repo, s."commit", c.time AS committed, min(s.started) AS first_started, max(s.time) AS signal_at,
+                   count(*) FILTER (WHERE NOT rerun) AS results, count(*) FILTER (WHERE rerun) AS reruns
+            FROM signal s JOIN commits c ON c.repo = s.repo AND c.sha = s."commit"
+            WHERE s.time IS NOT NULL
+            GROUP BY s.repo, s."commit", c.time
+        ), entered AS (
+            SELECT *, CASE WHEN first_started IS NULL
+                                OR committed BETWEEN first_started - INTERVAL 24 HOUR AND first_started
+                           THEN committed ELSE first_started END AS entered
+            FROM timed
         )
-        SELECT s.repo, s."commit", c.time AS committed, max(s.time) AS signal_at,
-               count(*) FILTER (WHERE NOT rerun) AS results, count(*) FILTER (WHERE rerun) AS reruns,
-               epoch(max(s.time) - c.time) / 60.0 AS minutes_to_signal
-        FROM signal s JOIN commits c ON c.repo = s.repo AND c.sha = s."commit"
-        WHERE s.time IS NOT NULL
-        GROUP BY s.repo, s."commit", c.time""",
+        SELECT repo, "commit", committed, entered, signal_at, results, reruns,
+               greatest(epoch(signal_at - entered), 0) / 60.0 AS minutes_to_signal
+        FROM entered""",
     ),
     # A nightly run: from its first test's start (finish - duration) to its last test's finish.
     (
@@ -200,7 +212,7 @@ VIEWS: tuple[tuple[str, str], ...] = (
         "ci_health",
         f"""
         WITH signal AS (
-            SELECT {_week("committed")} AS week, count(*) AS commits,
+            SELECT {_week("entered")} AS week, count(*) AS commits,
                    quantile_cont(minutes_to_signal, 0.5) AS presubmit_p50_minutes,
                    quantile_cont(minutes_to_signal, 0.9) AS presubmit_p90_minutes
             FROM ci_presubmit_signal GROUP BY 1
