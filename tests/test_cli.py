@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import subprocess
-import sys
 
 import orjson
 from factories import result, result_doc
@@ -76,45 +74,6 @@ def test_schemas_check(tmp_path, capsys):
     assert fastci(tmp_path, "schemas", "--out", str(out), "--check") == 1
     assert fastci(tmp_path, "schemas", "--out", str(out)) == 0
     assert fastci(tmp_path, "schemas", "--out", str(out), "--check") == 0
-
-
-def test_demo_runs_the_whole_path_and_says_what_it_found(tmp_path):
-    data = tmp_path / "demo"
-    done = subprocess.run(
-        [sys.executable, "-m", "fastci.cli", "--data-dir", str(data), "demo"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
-    assert "generated a synthetic CI history" in out and "processor test-history" in out
-    assert "Tests failing now" in out and "node-08" in out  # the sick node stands out
-    assert "unknown topic" in out  # the refused events are shown with their reasons
-    again = subprocess.run(
-        [sys.executable, "-m", "fastci.cli", "--data-dir", str(data), "demo"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert again.returncode == 0, again.stderr  # a second demo replaces the first
-    report = subprocess.run(
-        [sys.executable, "-m", "fastci.cli", "--data-dir", str(data), "report", "nightly"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert report.returncode == 0, report.stderr
-    # The demo's regression breaks tests that no detector gates: the summary still names them.
-    assert "3 test(s) failing now: " in report.stdout + report.stderr
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "precious.txt").write_text("keep me")
-    refused = subprocess.run(
-        [sys.executable, "-m", "fastci.cli", "--data-dir", str(tmp_path / "mine"), "demo"],
-        capture_output=True,
-        text=True,
-    )
-    assert refused.returncode != 0 and (tmp_path / "mine" / "precious.txt").exists()
 
 
 def test_global_options_work_after_the_subcommand_too(tmp_path, capsys):

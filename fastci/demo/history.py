@@ -1,4 +1,4 @@
-"""A synthetic CI history for the demo and the runtime tests (deterministic for a seed).
+"""A synthetic CI history for the runtime tests (deterministic for a seed); the demo's is ``fastci.demo.world``.
 
 It is a stand-in for a real fleet's stream, shaped like one: commits across the
 stack's layers, presubmit runs of a few tests per commit and a nightly run of
