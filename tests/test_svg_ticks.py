@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fastci.report.svg import nice_ticks
+from fastci.report.svg import nice_ticks, tick_label
 
 
 def test_an_axis_ending_at_120_is_not_labelled_past_it():
@@ -25,3 +25,14 @@ def test_ticks_are_round_ordered_and_inside_the_range(low, span):
     step = ticks[1] - ticks[0]
     mantissa = step / 10 ** math.floor(math.log10(step))
     assert any(math.isclose(mantissa, m, rel_tol=1e-6) for m in (1, 2, 5, 10))
+
+
+def test_tick_labels_fit_the_axis_margin():
+    assert [tick_label(v) for v in (88_500.0, 87_750.0, 5_200.0, 0.985, -12_000.0, 2.5e6)] == [
+        "88.5k",
+        "87.75k",
+        "5200",
+        "0.985",
+        "-12k",
+        "2.5M",
+    ]

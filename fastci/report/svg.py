@@ -88,12 +88,13 @@ class Chart:
         ]
         for value in nice_ticks(y0, y1):
             parts.append(
-                f'<text x="{left - 6}" y="{py(value) + 4:.1f}" text-anchor="end" class="tick">{value:.4g}</text>'
+                f'<text x="{left - 6}" y="{py(value) + 4:.1f}" text-anchor="end" class="tick">'
+                f"{tick_label(value)}</text>"
             )
         for value in nice_ticks(x0, x1, whole=integer_x):
             parts.append(
                 f'<text x="{px(value):.1f}" y="{top + inner_h + 16}" text-anchor="middle" class="tick">'
-                f"{value:.4g}</text>"
+                f"{tick_label(value)}</text>"
             )
         parts.append(
             f'<text x="{left + inner_w / 2}" y="{HEIGHT - 6}" text-anchor="middle" class="axis">'
@@ -141,6 +142,18 @@ class Chart:
             )
         parts.append("</svg>")
         return "".join(parts)
+
+
+def tick_label(value: float) -> str:
+    """A tick's text, short enough for the axis margin: 88.5k rather than 8.85e+04."""
+    size = abs(value)
+    if size >= 1e9:
+        return f"{value / 1e9:.4g}G"
+    if size >= 1e6:
+        return f"{value / 1e6:.4g}M"
+    if size >= 1e4:
+        return f"{value / 1e3:.4g}k"
+    return f"{value:.4g}"
 
 
 def nice_ticks(low: float, high: float, count: int = 5, whole: bool = False) -> list[float]:
