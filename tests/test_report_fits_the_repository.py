@@ -80,6 +80,8 @@ def test_a_plain_repository_gets_no_accelerator_section_and_a_true_time_to_signa
     assert "not covered" not in out.lower() and "gates" not in out and "hardware runs" not in out
     assert "time to trustworthy signal, presubmit p50" in page and "name a stack" in page
     assert "`" not in page
+    # no selection ran a subset (no evidence): what the presubmits ran is all they knew, nothing was saved
+    assert "0 of 3 commits ran a subset; their presubmits ran 4 of 4 test runs (100%)" in out and "0.0 h saved" in out
 
 
 def test_a_stack_repository_gets_its_sections_with_names_as_code_not_backticks(tmp_path):

@@ -3,11 +3,11 @@
 Read from the ``selection``, ``selection_audit`` and ``results`` views; every string from an event is
 escaped in the HTML section.
 
-The time saved is measured from the presubmit results: per commit whose presubmit ran, what it ran
-against every test the repository's presubmits have run, each counted at its median presubmit duration
-(a test no presubmit ever ran is not counted, so the figure errs low). The selection's own estimate
-(each kept and skipped test at the mean of its recorded runs, whatever their trigger) is shown only
-where no presubmit result measures it.
+The time saved is measured from the presubmit results: per commit whose selection ran a subset, what its
+presubmit ran against every test the presubmits had run by then, each counted at its median presubmit
+duration (a test no presubmit ever ran is not counted, so the figure errs low); a commit that ran all it
+knew saved nothing. The selection's own estimate (each kept and skipped test at the mean of its recorded
+runs, whatever their trigger) is shown only where no presubmit result measures it.
 """
 
 from __future__ import annotations
@@ -57,21 +57,29 @@ class SelectionSafety:
         return self.missed_commits / self.audited if self.audited else None
 
 
-# Per repository, each test's median presubmit duration; per commit, what its presubmit ran.
+# Per commit whose selection ran a subset, the tests the presubmits had run by the end of its job, each at
+# its median presubmit duration; a commit that ran everything it knew saved nothing.
 _PRESUBMIT_COST = """
 WITH presubmit AS (
-    SELECT repo, "commit", test_id, duration_s, chips FROM results WHERE trigger = 'presubmit'
+    SELECT repo, "commit", test_id, duration_s, chips, time FROM results WHERE trigger = 'presubmit'
 ), cost AS (
-    SELECT repo, test_id, median(duration_s) AS s, median(duration_s * chips) AS chip_s FROM presubmit GROUP BY ALL
-), suite AS (
-    SELECT repo, count(*) AS tests, sum(s) AS s, sum(chip_s) AS chip_s FROM cost GROUP BY repo
-), jobs AS (
-    SELECT repo, "commit", count(*) AS runs, sum(duration_s) AS s, sum(duration_s * chips) AS chip_s
+    SELECT repo, test_id, median(duration_s) AS s, median(duration_s * chips) AS chip_s, min(time) AS first_run
     FROM presubmit GROUP BY ALL
+), jobs AS (
+    SELECT repo, "commit", count(*) AS runs, sum(duration_s) AS s, sum(duration_s * chips) AS chip_s, max(time) AS done
+    FROM presubmit GROUP BY ALL
+), subsets AS (
+    SELECT DISTINCT repo, sha AS "commit" FROM selection
+    WHERE NOT run_all AND CAST(metrics->>'kept' AS BIGINT) < CAST(metrics->>'tests_known' AS BIGINT)
+), suite AS (
+    SELECT j.repo, j."commit", count(*) AS tests, sum(c.s) AS s, sum(c.chip_s) AS chip_s
+    FROM jobs j JOIN subsets USING (repo, "commit")
+    JOIN cost c ON c.repo = j.repo AND (c.first_run IS NULL OR j.done IS NULL OR c.first_run <= j.done)
+    GROUP BY ALL
 )
-SELECT count(*), coalesce(sum(j.runs), 0), coalesce(sum(x.tests), 0), coalesce(sum(j.s), 0), coalesce(sum(x.s), 0),
-       coalesce(sum(j.chip_s), 0), coalesce(sum(x.chip_s), 0)
-FROM jobs j JOIN suite x USING (repo)
+SELECT count(*), coalesce(sum(j.runs), 0), coalesce(sum(greatest(x.tests, j.runs)), 0), coalesce(sum(j.s), 0),
+       coalesce(sum(greatest(x.s, j.s)), 0), coalesce(sum(j.chip_s), 0), coalesce(sum(greatest(x.chip_s, j.chip_s)), 0)
+FROM jobs j LEFT JOIN suite x USING (repo, "commit")
 """
 
 
@@ -147,8 +155,8 @@ def render_section(safety: SelectionSafety) -> str:
     parts.append(f"<p>{e(savings_text(safety))}.</p>")
     if safety.presubmit is not None:
         parts.append(
-            "<p><small>Measured from the presubmit results: what each commit's presubmit ran, against every "
-            "test the presubmits have run, each at its median presubmit duration.</small></p>"
+            "<p><small>Measured from the presubmit results: what each subset's presubmit ran, against every "
+            "test the presubmits had run by then, each at its median presubmit duration.</small></p>"
         )
     if not safety.audited:
         parts.append("<p>No commit audited yet: a nightly or a shadow-mode job measures the misses.</p>")
