@@ -9,47 +9,46 @@ runtime runs.
 
 from __future__ import annotations
 
+from typing import Any
+
+from fastci.core.codec import decode_as
 from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
-from fastci.core.processor import Processor
-from fastci.core.system import System
-from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
-from fastci.fleet.failure_attribution import FailureAttributionProcessor
-from fastci.fleet.flaky_detector import FlakyDetectorProcessor
-from fastci.fleet.flaky_owners import FlakyOwnersProcessor
-from fastci.fleet.node_state import NodeStateProcessor
-from fastci.fleet.test_history import TestHistoryProcessor
+from fastci.core.system import System, model_in
 from fastci.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
-from fastci.planning.events import TestPlan
-from fastci.planning.processor import TestPlanProcessor
-from fastci.regression.baseline_guard import BaselineGuardProcessor
-from fastci.regression.bisect import BisectProcessor
-from fastci.regression.bisect_planner import BisectPlannerProcessor
-from fastci.regression.correctness_gates import CorrectnessGatesProcessor
-from fastci.regression.detector import RegressionDetectorProcessor
-from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
 from fastci.regression.references import GoldenReference, OwnerMap
 from fastci.release.events import ReleaseEvent
-from fastci.scheduling.events import ClockTick, PoolConfig, ScheduleEvent
-from fastci.scheduling.processor import PoolSchedulerProcessor
-from fastci.scheduling.runs import RunRequested
-from fastci.selection.events import Selection, SelectionAudit, SelectionPolicy
-from fastci.selection.processor import SelectionProcessor
+from fastci.scheduling.events import ClockTick, PoolConfig
+from fastci.selection.events import SelectionPolicy
 
-SYSTEM = System(
-    inputs=(
-        CommitEvent,
-        EvidenceEvent,
-        ResultEvent,
-        NodeHealthEvent,
-        GoldenReference,
-        OwnerMap,
-        ClockTick,  # the pool's time (the simulator or a CI driver publishes it)
-        PoolConfig,  # the pool's shape
-        ReleaseEvent,  # written by `fastci release`, a producer like `fastci owners publish`
-        SelectionPolicy,  # a repository's selection settings (`fastci selection policy`)
-    ),
-    decisions=(
+# What producers append. The rest (the decisions, the processors) is imported when first asked for
+# (``__getattr__`` below): a producer, such as the pytest plugins, needs these and nothing more, and
+# importing every capability's events and processors (numpy, scipy) costs a pytest session more
+# than half a second.
+INPUTS: tuple[type[Event], ...] = (
+    CommitEvent,
+    EvidenceEvent,
+    ResultEvent,
+    NodeHealthEvent,
+    GoldenReference,
+    OwnerMap,
+    ClockTick,  # the pool's time (the simulator or a CI driver publishes it)
+    PoolConfig,  # the pool's shape
+    ReleaseEvent,  # written by `fastci release`, a producer like `fastci owners publish`
+    SelectionPolicy,  # a repository's selection settings (`fastci selection policy`)
+)
+
+
+def _decisions() -> tuple[type[Event], ...]:
+    """What processors emit."""
+    from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
+    from fastci.planning.events import TestPlan
+    from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
+    from fastci.scheduling.events import ScheduleEvent
+    from fastci.scheduling.runs import RunRequested
+    from fastci.selection.events import Selection, SelectionAudit
+
+    return (
         TestStatusChanged,
         NodeStateChanged,
         NodeAttribution,
@@ -65,38 +64,81 @@ SYSTEM = System(
         SelectionAudit,
         TestPlan,
         ScheduleEvent,
-    ),
-    # Writers before their readers, so one embedded round settles a chain. Where a pipe must run back
-    # (the fleet's loop), it is declared below and its events reach the reader in the next round.
-    processors=(
-        TestHistoryProcessor,
-        CorrectnessGatesProcessor,
-        BaselineGuardProcessor,
-        FlakyDetectorProcessor,
-        FlakyOwnersProcessor,
-        RegressionDetectorProcessor,
-        BisectPlannerProcessor,
-        BisectProcessor,
-        SelectionProcessor,  # and the audit of its selections, which widens the next ones
-        TestPlanProcessor,
-        FailureAttributionProcessor,
-        NodeStateProcessor,
-        PoolSchedulerProcessor,
-    ),
-    feedback={
-        # The fleet's loop: node states -> exclusions -> flaky verdicts -> attributions -> node states.
-        # node-state runs last, so a node's new state reaches baseline-guard in the next round.
-        ("node-state", "baseline-guard"): "node states exclude a sick node's results from baselines",
-        # bisect's own alerts (culprit, unresolved) are not 'detected' alerts: the planner drops them.
-        ("bisect", "bisect-planner"): "bisect ends an alert that the planner started; the planner ignores it",
-    },
-)
+    )
+
+
+def _system() -> System:
+    """SYSTEM: every topic, and the processors in the order they run."""
+    from fastci.fleet.failure_attribution import FailureAttributionProcessor
+    from fastci.fleet.flaky_detector import FlakyDetectorProcessor
+    from fastci.fleet.flaky_owners import FlakyOwnersProcessor
+    from fastci.fleet.node_state import NodeStateProcessor
+    from fastci.fleet.test_history import TestHistoryProcessor
+    from fastci.planning.processor import TestPlanProcessor
+    from fastci.regression.baseline_guard import BaselineGuardProcessor
+    from fastci.regression.bisect import BisectProcessor
+    from fastci.regression.bisect_planner import BisectPlannerProcessor
+    from fastci.regression.correctness_gates import CorrectnessGatesProcessor
+    from fastci.regression.detector import RegressionDetectorProcessor
+    from fastci.scheduling.processor import PoolSchedulerProcessor
+    from fastci.selection.processor import SelectionProcessor
+
+    return System(
+        inputs=INPUTS,
+        decisions=_decisions(),
+        # Writers before their readers, so one embedded round settles a chain. Where a pipe must run back
+        # (the fleet's loop), it is declared below and its events reach the reader in the next round.
+        processors=(
+            TestHistoryProcessor,
+            CorrectnessGatesProcessor,
+            BaselineGuardProcessor,
+            FlakyDetectorProcessor,
+            FlakyOwnersProcessor,
+            RegressionDetectorProcessor,
+            BisectPlannerProcessor,
+            BisectProcessor,
+            SelectionProcessor,  # and the audit of its selections, which widens the next ones
+            TestPlanProcessor,
+            FailureAttributionProcessor,
+            NodeStateProcessor,
+            PoolSchedulerProcessor,
+        ),
+        feedback={
+            # The fleet's loop: node states -> exclusions -> flaky verdicts -> attributions -> node states.
+            # node-state runs last, so a node's new state reaches baseline-guard in the next round.
+            ("node-state", "baseline-guard"): "node states exclude a sick node's results from baselines",
+            # bisect's own alerts (culprit, unresolved) are not 'detected' alerts: the planner drops them.
+            ("bisect", "bisect-planner"): "bisect ends an alert that the planner started; the planner ignores it",
+        },
+    )
+
 
 # The names most callers want, spelled once.
-TOPICS: dict[str, type[Event]] = dict(SYSTEM.topics)
-INPUT_TOPICS: tuple[str, ...] = SYSTEM.input_topics
+INPUT_TOPICS: tuple[str, ...] = tuple(model.TOPIC for model in INPUTS)
+INPUT_MODELS: dict[str, type[Event]] = {model.TOPIC: model for model in INPUTS}
 DEAD_LETTERS = DeadLetter.TOPIC
-ALL_PROCESSORS: tuple[type[Processor], ...] = SYSTEM.processors
-build_processors = SYSTEM.build
-model_for = SYSTEM.model_for
-decode = SYSTEM.decode
+
+
+def model_for(topic: str, raw: bytes = b"") -> type[Event]:
+    """The event model a topic carries; ``InvalidEvent`` for a topic the system does not name."""
+    model = INPUT_MODELS.get(topic)
+    return model if model is not None else model_in(__getattr__("TOPICS"), topic, raw)
+
+
+def decode(topic: str, raw: bytes) -> Event:
+    """Parse and validate one record of ``topic``; raise ``InvalidEvent`` saying what is wrong."""
+    return decode_as(model_for(topic, raw), raw)
+
+
+def __getattr__(name: str) -> Any:
+    """``SYSTEM`` and what needs the decisions or the processors, built at the first use (PEP 562)."""
+    if name in ("DECISIONS", "TOPICS"):
+        decisions = _decisions()
+        topics = {model.TOPIC: model for model in (*INPUTS, *decisions, DeadLetter)}
+        globals().update(DECISIONS=decisions, TOPICS=topics)
+    elif name in ("SYSTEM", "ALL_PROCESSORS", "build_processors"):
+        system = _system()
+        globals().update(SYSTEM=system, ALL_PROCESSORS=system.processors, build_processors=system.build)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return globals()[name]

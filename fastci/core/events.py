@@ -76,7 +76,9 @@ def _require_aware(value: datetime) -> datetime:
 class Record(BaseModel):
     """Strict, immutable data: unknown fields, NaN and infinity are refused."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, str_max_length=1_000_000)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", allow_inf_nan=False, str_max_length=1_000_000, defer_build=True
+    )
 
     @classmethod
     def trusted(cls, values: dict[str, Any]) -> Self:

@@ -54,6 +54,14 @@ class Pipe:
     reader: str
 
 
+def model_in(topics: Mapping[str, type[Event]], topic: str, raw: bytes = b"") -> type[Event]:
+    """The event model ``topics`` names for ``topic``; ``InvalidEvent`` for a topic it does not name."""
+    try:
+        return topics[topic]
+    except KeyError:
+        raise unknown_topic(topic, topics, raw) from None
+
+
 @dataclass(frozen=True)
 class System:
     inputs: tuple[type[Event], ...]  # what producers append
@@ -178,10 +186,7 @@ class System:
 
     def model_for(self, topic: str, raw: bytes = b"") -> type[Event]:
         """The event model a topic carries; ``InvalidEvent`` for a topic the system does not name."""
-        try:
-            return self.topics[topic]
-        except KeyError:
-            raise unknown_topic(topic, self.topics, raw) from None
+        return model_in(self.topics, topic, raw)
 
     def decode(self, topic: str, raw: bytes) -> Event:
         """Parse and validate one record of ``topic``; raise ``InvalidEvent`` saying what is wrong."""

@@ -17,7 +17,7 @@ import orjson
 from fastci.core.codec import InvalidEvent
 from fastci.core.dead_letters import FieldError
 from fastci.core.events import Event
-from fastci.topology import SYSTEM
+from fastci.topology import INPUT_TOPICS, TOPICS, decode
 
 SOURCE = "publish"
 _NO_TOPIC = "(none)"
@@ -68,14 +68,14 @@ def _check_line(line: bytes, topic: str | None) -> Event:
 
 
 def check_event(topic: str, raw: bytes) -> Event:
-    if topic not in SYSTEM.input_topics:
-        known = ", ".join(SYSTEM.input_topics)
-        if topic in SYSTEM.topics:
+    if topic not in INPUT_TOPICS:
+        known = ", ".join(INPUT_TOPICS)
+        if topic in TOPICS:
             reason = f"'{topic}' is written by its processor; producers publish to: {known}"
         else:
             reason = f"unknown topic (producers publish to: {known})"
         raise InvalidEvent(topic, [FieldError(field="topic", reason=reason)], raw)
-    return SYSTEM.decode(topic, raw)
+    return decode(topic, raw)
 
 
 def read_lines(source: str | Path) -> Iterator[bytes]:

@@ -11,7 +11,6 @@ from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event, record_times
 from fastci.core.provenance import Signer, sign_all
-from fastci.runtime import kafka_io
 from fastci.runtime.embedded import DataDir, now_ms
 
 
@@ -29,6 +28,8 @@ def publish_embedded(data_dir: Path, events: list[Event]) -> None:
 
 
 def publish_kafka(settings: KafkaSettings, events: list[Event]) -> None:
+    from fastci.runtime import kafka_io  # aiokafka: not for a producer to the embedded log
+
     events = sign_all(events, Signer.from_env())
 
     async def send() -> None:
