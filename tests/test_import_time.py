@@ -155,3 +155,26 @@ def test_a_lambda_that_ran_at_import_still_selects_the_importers(tmp_path):
     run = select(repo, data)
     assert run.returncode == 1 and "1 failed, 4 deselected" in run.stdout, run.stdout + run.stderr
     assert "FAILED tests/test_table.py::test_squares" in run.stdout
+
+
+def test_installed_distributions_are_read_once_per_environment(tmp_path, monkeypatch):
+    """Which distribution provides which module is kept on disk until the environment changes."""
+    import os
+    import sys
+
+    from fastci.evidence import imports
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    monkeypatch.setattr(sys, "path", [str(site)])
+    reads = []
+    monkeypatch.setattr(
+        imports.importlib.metadata, "packages_distributions", lambda: reads.append(1) or {"yaml": ["PyYAML"]}
+    )
+    assert imports.installed_packages(tmp_path / "cache") == {"yaml": ["PyYAML"]}
+    assert imports.installed_packages(tmp_path / "cache") == {"yaml": ["PyYAML"]}
+    assert len(reads) == 1
+    (site / "numpy-2.4.0.dist-info").mkdir()  # an install changes the directory
+    os.utime(site, ns=(1, 1))
+    assert imports.installed_packages(tmp_path / "cache") == {"yaml": ["PyYAML"]}
+    assert len(reads) == 2

@@ -29,6 +29,16 @@ def data_dir() -> Path:
     return Path(given)
 
 
+def cache_dir() -> Path:
+    """Where fastci keeps what it can compute again (what evidence read of source files and of the
+    installed distributions): ``$FASTCI_CACHE_DIR``, else ``$XDG_CACHE_HOME/fastci``, else
+    ``~/.cache/fastci``. Deleting it loses nothing."""
+    given = os.environ.get("FASTCI_CACHE_DIR") or ""
+    if given.strip():
+        return Path(given)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fastci"
+
+
 def check_data_dir(path: Path, named: str, must_exist: bool) -> None:
     """Refuse, in one line starting with ``named`` (how the user gave it), a data dir fastci cannot use: a
     file, a path under a file, a folder inside another data dir's log (its records would be mistaken for

@@ -19,14 +19,18 @@ turn (their declared requirements), so a pin of numpy reaches a test that import
 
 from __future__ import annotations
 
-import ast
+import hashlib
 import importlib.machinery
 import importlib.metadata
+import os
 import re
 import sys
-from functools import lru_cache
 from pathlib import Path
 
+import orjson
+
+from fastci.core import config
+from fastci.evidence.stacks import UnitsCache
 from fastci.selection.dependencies import normalize
 
 SOURCE_ROOTS = (".", "src")
@@ -35,19 +39,22 @@ SOURCE_ROOTS = (".", "src")
 class ImportGraph:
     """Project-relative paths of the modules each file imports, transitively, with a cache."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, units_cache: UnitsCache | None = None) -> None:
         self.root = Path(root).resolve()
+        self.statements = (units_cache or UnitsCache()).import_statements  # one parse per file and session
         self._closures: dict[Path, frozenset[str]] = {}
+        self._imported: dict[Path, tuple[Path, ...]] = {}
+        self._external: dict[Path, frozenset[str]] = {}
         self._distributions: dict[str, list[str]] | None = None
         self._requires: dict[str, frozenset[str]] = {}
 
     def distributions_of(self, modules: frozenset[str]) -> frozenset[str]:
         """The distributions (normalized names) the project ``modules`` import, with their requirements."""
         if self._distributions is None:
-            self._distributions = importlib.metadata.packages_distributions()
+            self._distributions = installed_packages()
         found: set[str] = set()
         for module in modules:
-            for name in _external_names(self.root / module, self.root):
+            for name in self._external_names(self.root / module):
                 found.update(normalize(d) for d in self._distributions.get(name, ()))
         pending = list(found)
         while pending:
@@ -95,32 +102,22 @@ class ImportGraph:
             if path in seen:
                 continue
             seen.add(path)
-            pending.extend(p for p in _imported_files(path, self.root) if p not in seen)
+            pending.extend(p for p in self._imported_files(path) if p not in seen)
         closure = frozenset(str(p.relative_to(self.root)) for p in seen if self.root in p.parents)
         self._closures[start] = closure
         return closure
 
-
-@lru_cache(maxsize=4096)
-def _import_statements(path: Path) -> tuple[ast.Import | ast.ImportFrom, ...]:
-    """Every import statement of a file, at any depth (one parse per file and session)."""
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    return tuple(node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
-
-
-@lru_cache(maxsize=4096)
-def _imported_files(path: Path, root: Path) -> tuple[Path, ...]:
-    """The project files ``path`` imports directly (each package ``__init__`` on the way included)."""
-    package = _package_of(path, root)
-    found: list[Path] = []
-    for node in _import_statements(path):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                found += _resolve(alias.name.split("."), path, root)
-        elif isinstance(node, ast.ImportFrom):
+    def _imported_files(self, path: Path) -> tuple[Path, ...]:
+        """The project files ``path`` imports directly (each package ``__init__`` on the way included)."""
+        if path in self._imported:
+            return self._imported[path]
+        root, package = self.root, _package_of(path, self.root)
+        found: list[Path] = []
+        for node in self.statements(path):
+            if not node.is_from:
+                for name in node.names:
+                    found += _resolve(name.split("."), path, root)
+                continue
             if node.level:  # relative: from the file's package, up level - 1
                 if package is None:
                     continue
@@ -129,26 +126,56 @@ def _imported_files(path: Path, root: Path) -> tuple[Path, ...]:
             else:
                 parts = node.module.split(".") if node.module else []
             found += _resolve(parts, path, root)
-            for alias in node.names:  # ``from pkg import sub``: sub may be a module
-                if alias.name != "*":
-                    found += _resolve([*parts, alias.name], path, root, only_last=True)
-    return tuple(dict.fromkeys(found))
+            for name in node.names:  # ``from pkg import sub``: sub may be a module
+                if name != "*":
+                    found += _resolve([*parts, name], path, root, only_last=True)
+        imported = self._imported[path] = tuple(dict.fromkeys(found))
+        return imported
 
-
-@lru_cache(maxsize=4096)
-def _external_names(path: Path, root: Path) -> frozenset[str]:
-    """Top-level names of the modules ``path`` imports that are neither the project's nor the
-    standard library's: third-party packages."""
-    names: set[str] = set()
-    for node in _import_statements(path):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module.split(".")[0])
-    return frozenset(name for name in names if name not in sys.stdlib_module_names and not _resolve([name], path, root))
+    def _external_names(self, path: Path) -> frozenset[str]:
+        """Top-level names of the modules ``path`` imports that are neither the project's nor the
+        standard library's: third-party packages."""
+        if path in self._external:
+            return self._external[path]
+        names: set[str] = set()
+        for node in self.statements(path):
+            if not node.is_from:
+                names.update(name.split(".")[0] for name in node.names)
+            elif node.module and not node.level:
+                names.add(node.module.split(".")[0])
+        external = frozenset(
+            name for name in names if name not in sys.stdlib_module_names and not _resolve([name], path, self.root)
+        )
+        self._external[path] = external
+        return external
 
 
 _REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def installed_packages(cache_dir: Path | None = None) -> dict[str, list[str]]:
+    """``importlib.metadata.packages_distributions()`` (top-level module -> its distributions),
+    kept on disk per environment: it reads every installed distribution's list of files, a good part
+    of what evidence adds to a short suite, and an environment rarely changes between two runs. The
+    key is ``sys.path`` and the modification time of each of its directories: installing, upgrading
+    or removing a distribution adds or removes its metadata directory there."""
+    directory = cache_dir or config.cache_dir()
+    stamps = [(entry, os.stat(entry).st_mtime_ns) for entry in sys.path if entry and os.path.isdir(entry)]
+    key = hashlib.blake2b(repr(stamps).encode(), digest_size=10).hexdigest()
+    cached = directory / f"distributions-{key}.json"
+    try:
+        return orjson.loads(cached.read_bytes())
+    except (OSError, ValueError):
+        pass
+    found = {name: list(dists) for name, dists in importlib.metadata.packages_distributions().items()}
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_bytes(orjson.dumps(found))
+        partial.replace(cached)  # whole or absent: another session may read it meanwhile
+    except OSError:
+        pass  # a read-only home: computed again next time
+    return found
 
 
 def _resolve(parts: list[str], importer: Path, root: Path, only_last: bool = False) -> list[Path]:

@@ -129,6 +129,15 @@ def _incremental_option(group: Any) -> None:
     )
 
 
+def units_cache() -> Any:
+    """A session's source files, each read once, their parses kept on disk by content."""
+    from fastci.core import config as fastci_config
+    from fastci.evidence.sources import SourceCache
+    from fastci.evidence.stacks import UnitsCache
+
+    return UnitsCache(sources=SourceCache(fastci_config.cache_dir() / "sources"))
+
+
 class ImportWindow:
     """The trace of what runs while modules are imported, from the earliest hook pytest gives a
     plugin (before the initial conftests load) until collection ends."""
@@ -136,13 +145,12 @@ class ImportWindow:
     def __init__(self, root: Path, cwd: Path) -> None:
         from fastci.core import config as fastci_config
         from fastci.evidence import reads
-        from fastci.evidence.stacks import UnitsCache
-        from fastci.evidence.tracing import Tracer
+        from fastci.evidence.tracing import import_tracer
 
-        self.root, self.cwd, self.units = root, cwd, UnitsCache()
-        # sys.setprofile even on 3.12+: a sys.monitoring tool id held while conftests import would
-        # collide with a conftest or plugin claiming that id, failing it with an error naming no one.
-        self.tracer = Tracer(lambda filename: self.units.relpath(filename, root, cwd) is not None, max_stacks=50_000)
+        self.root, self.cwd, self.units = root, cwd, units_cache()
+        self.tracer = import_tracer(
+            lambda filename: self.units.relpath(filename, root, cwd) is not None, max_stacks=50_000
+        )
         self.stacks: set[Any] | None = None
         self.reads = reads.Reads(root, cwd, excluded=(str(fastci_config.data_dir()),))
         self.reads.module_of = reads.importing_module(lambda filename: self.units.relpath(filename, root, cwd))
@@ -188,7 +196,8 @@ def stale_tests(config: Any, root: Path, target: str) -> tuple[Any, str] | None:
         change = change_of(root, "HEAD", since, option="--fastci-evidence-since")
     except ChangeError as error:
         raise pytest.UsageError(f"--fastci-evidence: {error}") from None
-    plan = ask(change, target, fastci_config.data_dir(), fastci_config.KafkaSettings.from_env(), say=lambda _: None)
+    kafka = fastci_config.KafkaSettings.from_env() if target == "kafka" else None  # unread on the embedded log
+    plan = ask(change, target, fastci_config.data_dir(), kafka, say=lambda _: None)
     return plan, since
 
 
@@ -253,6 +262,7 @@ def configure(config: Any) -> None:
     config.add_cleanup(collector.close)
 
 
+@functools.cache  # asked for before the conftests load and again at configure: one git call
 def _work_tree(path: Path) -> Path:
     from fastci.selection.changes import git_line
 
@@ -284,12 +294,10 @@ class EvidenceCollector:
         imports: ImportWindow | None = None,
         contexts: int = DEFAULT_CONTEXTS,
     ) -> None:
-        from fastci.evidence.stacks import UnitsCache
-
         self.method, self.rate_hz, self.nonblocking, self.root, self.cwd = method, rate_hz, nonblocking, root, cwd
         self.contexts = contexts
         self.repo, self.commit, self.run_id, self.producer = repo, commit, run_id, producer
-        self.units = UnitsCache()
+        self.units = imports.units if imports is not None else units_cache()  # each file read once a session
         self.imports = imports
         # (module, stacks, importers, files read at import, distributions a test file's imports reach)
         self.import_evidence: list[tuple[str, list[str], list[str], list[str], list[str]]] = []
@@ -368,6 +376,13 @@ class EvidenceCollector:
             self.problem, self._recording = str(error), None
             self._output.parent.rmdir()
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: Any) -> None:
+        """The import window moves off the profile function, where it can (``MonitoredImports``)."""
+        monitor = getattr(self.imports.tracer, "monitor", None) if self.imports is not None else None
+        if monitor is not None:
+            monitor()
+
     def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
         """A workload marker that does not validate stops the session before any test runs."""
         for item in items:
@@ -405,7 +420,7 @@ class EvidenceCollector:
             if starts:  # the code under the innermost module being imported ran for that import
                 module = frames[starts[-1]].rsplit(" (", 1)[1].rsplit(":", 1)[0]
                 by_module.setdefault(module, set()).add(";".join(frames[starts[-1] :]))
-        graph = ImportGraph(self.root)
+        graph = ImportGraph(self.root, self.units)
         test_files = sorted({str(Path(str(item.path)).resolve()) for item in session.items})
         importers: dict[str, set[str]] = {}
         distributions: dict[str, list[str]] = {}  # test file -> the third-party distributions it reaches
@@ -517,6 +532,7 @@ class EvidenceCollector:
                 self._output.parent.rmdir()
         self._publish()
         self.report = self.producer.close()
+        self.units.sources.prune()
 
     def _collect_samples(self, recorded: Any) -> None:
         from fastci.evidence.stacks import parse_raw

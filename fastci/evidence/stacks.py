@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from fastci.evidence.sources import ImportStatement, Source, SourceCache
 from fastci.selection.units import LAMBDA, Units
 
 # A frame as tracers record it: (code's filename, line), and whether its code is a lambda's (a def and
@@ -91,11 +92,12 @@ class UnitsCache:
     """What each file path means for a project: its relative path (None when it is not project
     code) and its parsed units. Files are read once; keep one cache per collection."""
 
-    def __init__(self, exclude_dirs: Iterable[str] | None = None) -> None:
+    def __init__(self, exclude_dirs: Iterable[str] | None = None, sources: SourceCache | None = None) -> None:
+        self.sources = sources or SourceCache(None)  # where each file's parse may be kept
         prefixes = exclude_dirs if exclude_dirs is not None else _virtualenvs()
         self.exclude_dirs = tuple(os.path.realpath(d) + os.sep for d in prefixes)
         self._relpaths: dict[tuple[str, str, str], str | None] = {}
-        self._units: dict[str, Units | None] = {}
+        self._sources: dict[str, Source] = {}
         self._roots: dict[str, str] = {}
         self._folded: dict[tuple[str, str], dict[tuple[str, int], str | None]] = {}
 
@@ -133,15 +135,18 @@ class UnitsCache:
     def units(self, root: str | Path, relpath: str) -> Units | None:
         """The units of a project file; None when it cannot be read or parsed (then no change
         analysis can name its units either, so its frames are dropped)."""
-        path = os.path.join(self._real_root(root), relpath)
-        if path not in self._units:
-            try:
-                with open(path, "rb") as file:
-                    source = file.read().decode("utf-8", "replace")
-                self._units[path] = Units.parse(source, path, fingerprints=False)
-            except (OSError, SyntaxError, ValueError):
-                self._units[path] = None
-        return self._units[path]
+        return self._read(os.path.join(self._real_root(root), relpath)).units
+
+    def import_statements(self, path: str | Path) -> tuple[ImportStatement, ...]:
+        """Every import statement of a file, at any depth; none when it cannot be parsed. Read
+        from the same parse as its units: parsing is most of what either costs."""
+        return self._read(str(path)).imports
+
+    def _read(self, path: str) -> Source:
+        source = self._sources.get(path)
+        if source is None:
+            source = self._sources[path] = self.sources.read(path)
+        return source
 
 
 def _virtualenvs() -> set[str]:

@@ -217,3 +217,70 @@ def _line(frame: Any, code: Any) -> int:
     class statement as often as not, and a module frame must read as ``<module>`` (import time), not
     as the def whose decorator it is executing."""
     return 0 if code.co_name == "<module>" else frame.f_lineno
+
+
+class MonitoredImports(Tracer):
+    """The import window's tracer on ``sys.monitoring`` (3.12+): the calls ``Tracer`` records while
+    modules are imported, in the thread that opened the window, without a profile function. Code
+    outside the project is disabled at its first event, so pytest's assertion rewriting of every test
+    module (its heaviest work while collecting) runs at full speed; project code never is.
+
+    It starts on the profile function, as on 3.11, while the initial conftests and plugins load, and
+    moves to ``sys.monitoring`` when collection starts (``monitor``): a conftest or plugin claiming a
+    tool id as it loads must find it free. Its tool id is one no convention names (4, then 3); when
+    both are held, the window stays on the profile function."""
+
+    MECHANISM = "sys.monitoring"
+    TOOL_IDS = (4, 3)
+    tool: int | None = None
+
+    def monitor(self) -> None:
+        """Go on recording on ``sys.monitoring`` instead of the profile function."""
+        monitoring = sys.monitoring
+        events = monitoring.events
+        tool = next((t for t in self.TOOL_IDS if monitoring.get_tool(t) is None), None)
+        if tool is None or not self._recording or self.tool is not None:
+            return
+        self.tool = tool
+        sys.setprofile(None)
+        monitoring.use_tool_id(self.tool, "fastci evidence (imports)")
+        self._thread = threading.get_ident()
+        self._disable = monitoring.DISABLE
+        monitoring.register_callback(self.tool, events.PY_START, self._started)
+        monitoring.register_callback(self.tool, events.PY_RESUME, self._started)
+        monitoring.register_callback(self.tool, events.PY_THROW, self._thrown)
+        monitoring.restart_events()  # what an earlier window disabled with this id may be this project's
+        monitoring.set_events(self.tool, events.PY_START | events.PY_RESUME | events.PY_THROW)
+
+    def stop(self) -> set[RawStack]:
+        if self.tool is None:
+            return super().stop()
+        monitoring = sys.monitoring
+        monitoring.set_events(self.tool, 0)
+        for event in (monitoring.events.PY_START, monitoring.events.PY_RESUME, monitoring.events.PY_THROW):
+            monitoring.register_callback(self.tool, event, None)
+        monitoring.free_tool_id(self.tool)
+        self.tool = None
+        return self.end_test()
+
+    def _is_project(self, filename: str) -> bool:
+        keep = self._project.get(filename)
+        if keep is None:
+            keep = self._project[filename] = self.is_project(filename)
+        return keep
+
+    def _started(self, code: Any, offset: int) -> Any:
+        if not self._is_project(code.co_filename):
+            return self._disable
+        if self._recording and threading.get_ident() == self._thread:
+            self._record(sys._getframe(1), code)
+        return None
+
+    def _thrown(self, code: Any, offset: int, exception: BaseException) -> None:
+        if self._is_project(code.co_filename) and self._recording and threading.get_ident() == self._thread:
+            self._record(sys._getframe(1), code)
+
+
+def import_tracer(is_project: ProjectTest, **options: Any) -> Tracer:
+    """The tracer for the import window this interpreter runs cheapest (``start`` and ``stop``)."""
+    return MonitoredImports(is_project, **options) if hasattr(sys, "monitoring") else Tracer(is_project, **options)

@@ -26,7 +26,7 @@ import ast
 import bisect
 import copy
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -49,6 +49,7 @@ class Units:
         self.by_name = _merge_redefinitions(units)
         self.exports = exports  # the names of a literal __all__
         # Innermost first on lookup: spans sorted by start; nested spans start later.
+        self._module = next((u for u in units if u.qualname == MODULE), None)
         self._spans, self._starts = _spans(u for u in units if u.qualname != MODULE and not is_lambda(u.qualname))
         self._lambda_spans, self._lambda_starts = _spans(u for u in units if is_lambda(u.qualname))
 
@@ -66,7 +67,8 @@ class Units:
         module_code = [node for node in tree.body if not _is_metadata(node)]
         units: list[Unit] = [Unit(MODULE, 1, max(1, len(source.splitlines())), fingerprint(module_code))]
         _collect(tree.body, "", units, is_test_file(filename), fingerprint)
-        _LambdaFinder(units, fingerprint).visit(tree)
+        if LAMBDA_WORD in source:
+            _LambdaFinder(units, fingerprint, source).visit(tree)
         return cls(units, _exports(tree.body))
 
     def unit_at(self, line: int, in_lambda: bool = False) -> str:
@@ -80,6 +82,12 @@ class Units:
             if found is not None:
                 return found
         return _innermost(self._spans, self._starts, line) or MODULE
+
+    def spans(self) -> list[Unit]:
+        """The units without fingerprints, each definition of a name on its own, as ``Units`` takes
+        them: what evidence needs of a file, to keep (``fastci.evidence.sources``)."""
+        found = [self._module] if self._module is not None else []
+        return found + [Unit(name, first, last, "") for first, last, name in (*self._spans, *self._lambda_spans)]
 
     def lambda_at(self, line: int) -> bool:
         """Whether a lambda spans ``line``: then which unit runs there depends on the code."""
@@ -108,6 +116,19 @@ LAMBDA = "<lambda>"
 
 def is_lambda(qualname: str) -> bool:
     return qualname.rpartition(".")[2].startswith(LAMBDA)
+
+
+def statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of ``body`` and of the blocks inside it, at any depth (no expression is
+    visited: a fraction of the nodes of a tree)."""
+    for node in body:
+        yield node
+        for block in ("body", "orelse", "finalbody"):
+            nested = getattr(node, block, None)
+            if isinstance(nested, list):
+                yield from statements(nested)
+        for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+            yield from statements(part.body)
 
 
 def is_test_file(path: str) -> bool:
@@ -210,14 +231,28 @@ def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> 
     return min([node.lineno, *(d.lineno for d in node.decorator_list)])
 
 
-class _LambdaFinder(ast.NodeVisitor):
-    """Adds a unit for each lambda, named in its scope as the module docstring says."""
+LAMBDA_WORD = "lambda"
 
-    def __init__(self, units: list[Unit], fingerprint: Fingerprint) -> None:
+
+class _LambdaFinder(ast.NodeVisitor):
+    """Adds a unit for each lambda, named in its scope as the module docstring says. It walks only
+    the nodes whose lines hold the word ``lambda``: most of a file has none, and a visit of every
+    node of a large file costs as much as parsing it."""
+
+    def __init__(self, units: list[Unit], fingerprint: Fingerprint, source: str) -> None:
         self.units, self.fingerprint = units, fingerprint
         self.scope = ""  # the qualname prefix of the scope being visited
         self.count: dict[str, int] = {}  # scope -> lambdas named there
         self.last: dict[str, tuple[int, str]] = {}  # scope -> (line, name) of its latest lambda
+        self.lines = [n for n, text in enumerate(source.splitlines(), 1) if LAMBDA_WORD in text]
+
+    def visit(self, node: ast.AST) -> None:
+        first = getattr(node, "lineno", None)
+        if first is not None:
+            at = bisect.bisect_left(self.lines, first)
+            if at == len(self.lines) or self.lines[at] > (node.end_lineno or first):  # type: ignore[attr-defined]
+                return  # no lambda in its lines
+        super().visit(node)
 
     def _inside(self, prefix: str, nodes: list[ast.AST]) -> None:
         outer, self.scope = self.scope, prefix
