@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from fastci.evidence.first_calls import FirstCalls, ProjectUnits
 from fastci.evidence.sampling import Markers
 from fastci.evidence.stacks import (
     Frame,
@@ -20,7 +21,6 @@ from fastci.evidence.stacks import (
     to_project_stack,
     units_of,
 )
-from fastci.evidence.first_calls import FirstCalls, ProjectUnits
 from fastci.evidence.tracing import Tracer
 
 # The first-call collectors where the interpreter has them (sys.setprofile everywhere, sys.monitoring 3.12+).
@@ -403,3 +403,48 @@ def test_a_frame_path_with_a_null_byte_is_not_the_projects_code(tmp_path):
     cache = UnitsCache()
     assert cache.relpath("m.py", tmp_path) == "m.py"
     assert cache.relpath("m\0.py", tmp_path) is None
+
+
+def test_a_source_is_parsed_once_and_read_back_from_the_cache_until_its_bytes_change(tmp_path, monkeypatch):
+    from fastci.evidence import sources
+
+    path = tmp_path / "mod.py"
+    path.write_text(CALC)
+    cache = sources.SourceCache(tmp_path / "cache")
+    first = cache.read(str(path))
+    parses = []
+    real_parse = sources.parse
+    monkeypatch.setattr(sources, "parse", lambda data, name: parses.append(name) or real_parse(data, name))
+    again = sources.SourceCache(tmp_path / "cache").read(str(path))  # another session
+    assert parses == []
+    assert again.imports == first.imports == (sources.ImportStatement(None, ("json",), 0, False),)
+    assert again.units.spans() == first.units.spans()
+    assert [again.units.unit_at(n, n == 15) for n in range(1, 40)] == [
+        first.units.unit_at(n, n == 15) for n in range(1, 40)
+    ]
+    path.write_text(CALC.replace("return x + 1", "return x + 2"))
+    changed = sources.SourceCache(tmp_path / "cache").read(str(path))
+    assert parses == [str(path)] and changed.units.spans() == first.units.spans()
+    # Unreadable and unparsable files, and a cache that cannot be written, still answer.
+    assert sources.SourceCache(tmp_path / "cache").read(str(tmp_path / "absent.py")) == sources.UNREADABLE
+    (tmp_path / "broken.py").write_text("def broken(:\n")
+    assert sources.SourceCache(tmp_path / "cache").read(str(tmp_path / "broken.py")).units is None
+    (tmp_path / "a-file").write_text("")
+    assert sources.SourceCache(tmp_path / "a-file").read(str(path)).units.spans() == first.units.spans()
+
+
+def test_the_source_cache_keeps_the_entries_written_last(tmp_path, monkeypatch):
+    import os
+
+    from fastci.evidence import sources
+
+    monkeypatch.setattr(sources, "KEEP", 3)
+    cache = sources.SourceCache(tmp_path / "cache")
+    for n in range(5):
+        (tmp_path / f"m{n}.py").write_text(f"def f{n}():\n    return {n}\n")
+        cache.read(str(tmp_path / f"m{n}.py"))
+    entries = sorted((tmp_path / "cache").rglob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    for age, entry in enumerate(entries):
+        os.utime(entry, ns=(age, age))  # written in this order
+    cache.prune()
+    assert sorted((tmp_path / "cache").rglob("*.json")) == sorted(entries[2:])

@@ -146,7 +146,8 @@ def test_a_lambda_that_ran_at_import_still_selects_the_importers(tmp_path):
         repo,
         {
             "pkg/table.py": "SQUARES = [(lambda k: k * k)(n) for n in range(3)]\n",
-            "tests/test_table.py": "from pkg.table import SQUARES\n\n\ndef test_squares():\n    assert SQUARES[2] == 4\n",
+            "tests/test_table.py": "from pkg.table import SQUARES\n\n\ndef test_squares():\n"
+            "    assert SQUARES[2] == 4\n",
         },
         "a table computed at import",
     )
