@@ -1,9 +1,9 @@
-"""The first-call collector on sys.monitoring against itself on sys.setprofile and against the
-per-call tracer: byte-identical evidence events from real pytest sessions on 3.11 (setprofile) and
-3.12+ (sys.monitoring); the same units, contexts and points from both collectors in one process;
-the same tests selected from its evidence as from the per-call tracer's stacks; and what
-sys.monitoring buys: code outside the project costs one event ever, project code one event per
-unit per test, and the tool ids are held and released.
+"""The first-call collector on sys.monitoring (3.12+) against itself on sys.settrace (3.11) and
+against the per-call tracer: byte-identical evidence events from real pytest sessions on 3.11 and
+3.12+; the same units, contexts and points from both collectors in one process; the same tests
+selected from its evidence as from the per-call tracer's stacks; and what sys.monitoring buys: code
+outside the project costs one event ever, project code one event per unit per test, and the tool ids
+are held and released.
 
 The 3.12 side runs in ``make test-evidence-312`` (``make test``); from 3.11 the cross-interpreter
 test uses ``.venv312`` when it exists."""
@@ -152,7 +152,7 @@ def traced_session(python: str, root: Path, data: Path) -> tuple[list[bytes], st
     return [orjson.dumps({k: v for k, v in p.items() if k != "time"}) for p in payloads], run.stdout
 
 
-def test_setprofile_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_evidence(project, tmp_path):
+def test_settrace_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_evidence(project, tmp_path):
     other = other_python()
     probe = [other, "-c", "import sys; print(hasattr(sys, 'monitoring'), sys.version.split()[0])"]
     has_monitoring, version = subprocess.run(probe, capture_output=True, text=True, check=True).stdout.split()
@@ -161,14 +161,14 @@ def test_setprofile_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_ev
         python: traced_session(python, project, tmp_path / f"data-{number}")
         for number, python in enumerate((sys.executable, other))
     }
-    setprofile, monitoring = (sessions[other], sessions[sys.executable])[:: 1 if MONITORING else -1]
-    assert "tracing, sys.setprofile, 2 context(s) per unit)" in setprofile[1]
+    settrace, monitoring = (sessions[other], sessions[sys.executable])[:: 1 if MONITORING else -1]
+    assert "tracing, sys.settrace, 2 context(s) per unit)" in settrace[1]
     assert "tracing, sys.monitoring, 2 context(s) per unit)" in monitoring[1]
-    tests = [payload for payload in setprofile[0] if b'"kind":"test"' in payload]
+    tests = [payload for payload in settrace[0] if b'"kind":"test"' in payload]
     assert len(tests) == 11  # every test, the two parametrized ones included
-    assert len(setprofile[0]) > len(tests)  # and what ran while modules were imported, per module
-    assert monitoring[0] == setprofile[0]
-    events = {event["test_id"]: event for event in map(orjson.loads, setprofile[0])}
+    assert len(settrace[0]) > len(tests)  # and what ran while modules were imported, per module
+    assert monitoring[0] == settrace[0]
+    events = {event["test_id"]: event for event in map(orjson.loads, settrace[0])}
     more, mod = "tests/test_more.py::", "pkg/mod.py::"
 
     def ran(test: str) -> set[str]:
@@ -180,7 +180,7 @@ def test_setprofile_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_ev
     assert {f"{more}fetch", f"{mod}Model.forward"} <= ran("test_coroutine")
     assert {f"{more}Worker.run", f"{mod}helper", f"{mod}prepare"} <= ran("test_threads")  # threads it started
     assert f"{more}test_nested.<locals>.add" in ran("test_nested[2]")
-    assert b'"at":[{"steps":4}]' in b"".join(setprofile[0])  # the workload's points
+    assert b'"at":[{"steps":4}]' in b"".join(settrace[0])  # the workload's points
 
 
 def load(path: Path, name: str):
@@ -275,11 +275,11 @@ def test_in_one_3_12_process_both_collectors_record_the_same_units_contexts_and_
 
     units = ProjectUnits(tmp_path, tmp_path)
     for dimensions in (False, True):
-        setprofile = two_tests(FirstCalls(units, contexts=3), dimensions)
+        traced = two_tests(FirstCalls(units, contexts=3), dimensions)
         monitoring = two_tests(MonitoredFirstCalls(units, contexts=3), dimensions)
-        assert monitoring == setprofile
-        executed, points = setprofile[0]
-        assert setprofile[1][0] == executed  # the second test alike
+        assert monitoring == traced
+        executed, points = traced[0]
+        assert traced[1][0] == executed  # the second test alike
     unit = "calls.py::{}".format
     assert set(executed) == set(
         map(unit, ("work", "squares", "leaf", "counting", "guarded", "fetch", "Worker.run", "work.<locals>.<lambda>"))

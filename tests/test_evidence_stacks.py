@@ -448,3 +448,30 @@ def test_the_source_cache_keeps_the_entries_written_last(tmp_path, monkeypatch):
         os.utime(entry, ns=(age, age))  # written in this order
     cache.prune()
     assert sorted((tmp_path / "cache").rglob("*.json")) == sorted(entries[2:])
+
+
+def test_on_3_11_the_collector_leaves_a_trace_function_already_set_in_place(tmp_path):
+    """Coverage or a debugger traces: the collector records the same on the profile function."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "calc.py").write_text(CALC)
+    calc = load(root / "calc.py", "calc_beside_a_tracer")
+    seen = []
+
+    def other_tool(frame, event, arg):
+        seen.append(event)
+
+    found = []
+    for tracing in (None, other_tool):
+        collector = FirstCalls(ProjectUnits(root, root))
+        sys.settrace(tracing)
+        try:
+            collector.begin_test()
+            collector.run(lambda: calc.chain(1))
+            found.append((collector.end_test(), collector.MECHANISM))
+            assert sys.gettrace() is tracing  # given back as it was found
+        finally:
+            sys.settrace(None)
+    assert found[0][0] == found[1][0] and "calc.py::leaf" in found[0][0]
+    assert (found[0][1], found[1][1]) == ("sys.settrace", "sys.setprofile")
+    assert "call" in seen  # the other tool went on tracing meanwhile

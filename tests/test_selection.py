@@ -351,21 +351,12 @@ UNIT_NAMES = st.sampled_from(
 
 
 def collectors_context(path: list[str]) -> tuple[str, ...]:
-    """What fastci.evidence.first_calls keeps of the callers in ``path`` (root first) of its last unit:
-    the innermost test-code unit and the innermost 4 other units, consecutive repeats collapsed."""
-    from fastci.evidence.first_calls import CALLERS
+    """What fastci.evidence.first_calls keeps of the callers in ``path`` (root first) of its last unit."""
+    from fastci.evidence.first_calls import kept_context
     from fastci.selection.units import is_test_file
 
     *callers, unit = path
-    test_unit, others = None, []
-    for caller in reversed(callers):
-        if len(others) >= CALLERS:
-            break
-        if is_test_file(caller.split("::")[0]):
-            test_unit = test_unit or caller
-        elif not others or others[-1] != caller:
-            others.append(caller)
-    return (*([test_unit] if test_unit else []), *reversed(others), unit)
+    return kept_context(((c, is_test_file(c.split("::")[0])) for c in reversed(callers)), unit)
 
 
 @given(st.lists(UNIT_NAMES, min_size=1, max_size=12))

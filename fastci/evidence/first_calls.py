@@ -14,10 +14,12 @@ CALLS_PER_CONTEXT`` calls, and is then left alone for the rest of the test:
   start anywhere (global PY_START), arms project code for the *recorder* and disables everything
   for good; the recorder sees project code (local PY_START and PY_RESUME, and PY_THROW, which is
   global only and cannot be disabled, but is rare).
-- On 3.11 there is only ``sys.setprofile``, a callback on every call: it returns at once for code
-  outside the project and for units done in this test, by two dict lookups keyed by the frame's
-  module file and line. It never reads ``frame.f_code`` there: that is an audit event, and the
-  reads recorder's audit hook would then run on every call.
+- On 3.11 there is a callback on every call: ``sys.settrace``'s, which is called once per call (the
+  profile function is called four times: call, return and each C call's two), or ``sys.setprofile``'s
+  when another tool already traces (coverage, a debugger). It returns at once for code outside the
+  project and for units done in this test, by two dict lookups keyed by the frame's module file and
+  line. It never reads ``frame.f_code`` there: that is an audit event, and the reads recorder's audit
+  hook would then run on every call.
 
 The context of a call is what ``fastci.selection.graph`` reads of it: the units on the stack above
 (project frames only, below the frame the test phase started in), as the innermost test-code unit
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +82,28 @@ class ProjectUnits:
         return (None if relpath is None else self.cache.units(self.root, relpath)), relpath
 
 
-class FirstCalls:
-    """The 3.11 collector, on ``sys.setprofile``; ``new_collector`` picks the cheapest one."""
+def kept_context(callers: Iterable[tuple[str, bool]], unit: str) -> Context:
+    """What is kept of a call of ``unit`` whose callers are ``callers`` (innermost first, each a unit
+    and whether it is test code): the innermost test-code unit and the innermost ``CALLERS`` other
+    units, consecutive repeats collapsed, root first, then ``unit``."""
+    test_unit: str | None = None
+    kept: list[str] = []  # innermost first
+    for name, test_code in callers:
+        if len(kept) >= CALLERS:
+            break
+        if test_code:
+            test_unit = test_unit or name
+        elif not kept or kept[-1] != name:
+            kept.append(name)
+    kept.reverse()
+    return (test_unit, *kept, unit) if test_unit is not None else (*kept, unit)
 
-    MECHANISM = "sys.setprofile"
+
+class FirstCalls:
+    """The 3.11 collector, on ``sys.settrace`` (or ``sys.setprofile`` when a trace function is set
+    already); ``new_collector`` picks the cheapest one."""
+
+    MECHANISM = "sys.settrace"
 
     def __init__(self, units: ProjectUnits, contexts: int = DEFAULT_CONTEXTS) -> None:
         if contexts < 1:
@@ -122,17 +142,22 @@ class FirstCalls:
     def run(self, func: Callable[[], T]) -> T:
         """Run ``func`` (a test phase) recorded into the current test."""
         self._boundary = sys._getframe()
-        threading.setprofile(self._profile)
-        sys.setprofile(self._profile)
+        if sys.gettrace() is None:
+            install, install_threads = sys.settrace, threading.settrace
+        else:  # coverage or a debugger traces: leave it its trace function
+            install, install_threads = sys.setprofile, threading.setprofile
+            self.MECHANISM = "sys.setprofile"
+        install_threads(self._profile)
+        install(self._profile)
         try:
             return func()
         finally:
-            sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
+            install(None)
+            install_threads(None)  # type: ignore[arg-type]
             self._boundary = None
 
     def close(self) -> None:
-        """Nothing to release: the profile function is only set inside ``run``."""
+        """Nothing to release: the trace or profile function is only set inside ``run``."""
 
     def __enter__(self) -> FirstCalls:
         return self
@@ -207,29 +232,24 @@ class FirstCalls:
 
     def _context(self, frame: Any, unit: str) -> Context:
         """The units above ``frame`` that the graph reads, root first, then ``unit``."""
-        test_unit: str | None = None
-        callers: list[str] = []  # innermost first
+        return kept_context(self._callers(frame), unit)
+
+    def _callers(self, frame: Any) -> Iterator[tuple[str, bool]]:
+        """The project units on the stack above ``frame``, innermost first, below the phase's frame;
+        walked only as far as they are asked for."""
         module_project, boundary = self._module_project, self._boundary
         caller = frame.f_back
-        while caller is not None and caller is not boundary and len(callers) < CALLERS:
+        while caller is not None and caller is not boundary:
             module = caller.f_globals.get("__file__")
             project = module_project.get(module, _UNKNOWN)
             if project is _UNKNOWN:
                 project = module_project[module] = self._module_is_project(module)
-            if project is False:  # a library's frame, told apart without reading f_code
-                caller = caller.f_back
-                continue
-            code = caller.f_code
-            resolved = self._resolve(code.co_filename, _line(caller, code), code.co_name == LAMBDA)
-            if resolved is not None:
-                name, test_code = resolved
-                if test_code:
-                    test_unit = test_unit or name
-                elif not callers or callers[-1] != name:
-                    callers.append(name)
+            if project is not False:  # else a library's frame, told apart without reading f_code
+                code = caller.f_code
+                resolved = self._resolve(code.co_filename, _line(caller, code), code.co_name == LAMBDA)
+                if resolved is not None:
+                    yield resolved
             caller = caller.f_back
-        callers.reverse()
-        return (test_unit, *callers, unit) if test_unit is not None else (*callers, unit)
 
     def _record_point(self, key: tuple[str, int, bool]) -> None:
         point = _dimensions.POINT

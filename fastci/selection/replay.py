@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -282,11 +282,20 @@ class ReplayWriter:
 # ----- checking a recording: python -m fastci.selection.replay [NAME]
 
 
-def check(name: str = "more-itertools", processor: SelectionProcessor | None = None) -> dict[str, Any]:
+def check(
+    name: str = "more-itertools",
+    processor: SelectionProcessor | None = None,
+    evidence: Callable[[EvidenceEvent], EvidenceEvent] | None = None,
+) -> dict[str, Any]:
     """Replay the recording through the real selection processor and measure what the live run
     measured: the share of the suite's test time kept, whether every kept set is the same, and
-    the mutants the kept sets catch of those the full suite catches."""
+    the mutants the kept sets catch of those the full suite catches. ``evidence`` reshapes each
+    recorded evidence event first (to replay what another collector would have recorded)."""
     replay = load(name)
+    if evidence is not None:
+        replay.base_evidence = [evidence(event) for event in replay.base_evidence]
+        for step in replay.commits:
+            step.evidence = [evidence(event) for event in step.evidence]
     kept_s = full_s = 0.0
     differing: list[str] = []
     run_all = caught = 0
