@@ -290,6 +290,11 @@ class ResultEvent(Event):
         description="Whether fastci's selection kept this test for the run (set by pytest --fastci-select; "
         "False in shadow mode or subset-and-rest for a test it would have skipped). None: not asked.",
     )
+    traced: bool = Field(
+        default=False,
+        description="Its duration was measured while the run recorded what the test executed (--fastci-evidence), "
+        "so it is longer than the test's own: expected durations come from untraced runs where there are any.",
+    )
     output_digest: Digest | None = Field(
         default=None,
         description="sha256 (hex) of the run's numeric outputs (e.g. its logits, or the weights a training run "

@@ -110,6 +110,7 @@ def test_modes_subset_and_rest_and_shadow_run_everything_and_results_say_what_wa
     head = git(repo, "rev-parse", "HEAD")
     results = [orjson.loads(r.payload) for r in DataDir(data).log.topic("results").read()]
     kept = {r["test_id"]: r["selected"] for r in results if r["commit"] == head}
+    assert {r["traced"] for r in results if r["commit"] == head} == {False}  # no evidence recorded in this job
     assert kept == {
         "tests/test_stats.py::test_mean": True,
         "tests/test_stats.py::test_normalize": True,

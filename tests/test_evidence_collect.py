@@ -258,6 +258,7 @@ def test_tracing_by_default_records_every_unit_at_its_first_call_and_shares_the_
         assert event["stacks"] == [] and event["config"] == {"contexts_per_unit": 1}
     results = [orjson.loads(r.payload) for r in DataDir(tmp_path / "data").log.topic("results").read()]
     assert {r["run_id"] for r in results} == {e["run_id"] for e in found.values()}  # one run, joinable
+    assert {r["traced"] for r in results} == {True}  # their durations include what recording cost
     # What ran while modules were imported (the conftest imports pkg.mod before any test file):
     # per module, with the test files whose imports reach it.
     imports = evidence(tmp_path / "data", kind="import")

@@ -13,7 +13,7 @@ from processor_helpers import Store, feed, of_topic
 from fastci.inputs import CommitEvent, EvidenceEvent
 from fastci.selection.events import Selection
 from fastci.selection.graph import DIRECT_HOPS, executions, short_id, unit_executions, unit_name
-from fastci.selection.processor import SelectionProcessor
+from fastci.selection.processor import SelectionProcessor, _catalog
 from fastci.selection.pruning import prune
 
 REPO = "acme/llm-framework"
@@ -400,3 +400,17 @@ def test_evidence_as_units_and_calls_names_each_call_by_index():
         EvidenceEvent(
             test_id="t", run_id="r", repo=REPO, commit="abcdef1", method="tracing", units=("a::b",), calls=((0, 3),)
         )
+
+
+def test_a_tests_expected_duration_comes_from_its_runs_that_recorded_no_evidence():
+    """A nightly that records evidence runs a test slower than it is: its duration counts only
+    while no run without evidence has measured the test."""
+    a = f"{TEST_A[0]}::{TEST_A[1]}"
+    store = Store()
+    feed(SelectionProcessor(), store, [result(a, "nightly-1", duration_s=9.0, repo=REPO, traced=True)])
+    (entry,) = _catalog(store, REPO).values()
+    assert entry.mean_s == 9.0  # all there is
+    feed(SelectionProcessor(), store, [result(a, "presubmit-2", duration_s=3.0, repo=REPO)])
+    feed(SelectionProcessor(), store, [result(a, "nightly-3", duration_s=9.5, repo=REPO, traced=True)])
+    (entry,) = _catalog(store, REPO).values()
+    assert entry.mean_s == 3.0 and entry.traced == ("nightly-1", "nightly-3")

@@ -372,3 +372,20 @@ def test_a_cpu_form_run_does_not_make_a_model_test_free_of_chips():
     ]
     (entry,) = plan_of(events).entries
     assert entry.chips == 8
+
+
+def test_a_tests_expected_duration_comes_from_runs_that_recorded_no_evidence():
+    from fastci.planning.processor import TestRecord
+
+    record = TestRecord(
+        test_id="tests/test_a.py::test_x",
+        runs={"nightly-1": ("passed", 9.0), "presubmit-2": ("passed", 3.0), "presubmit-3": ("skipped", 0.0)},
+        traced=("nightly-1",),
+    )
+    assert record.expected_s == 3.0
+    assert record.model_copy(update={"traced": ("nightly-1", "presubmit-2")}).expected_s == 6.0  # all traced
+    store = Store()
+    feed(TestPlanProcessor(), store, [result("tests/test_a.py::test_x", "n1", duration_s=9.0, traced=True)])
+    feed(TestPlanProcessor(), store, [result("tests/test_a.py::test_x", "p2", duration_s=3.0)])
+    (recorded,) = [v.record for v in store.values.values() if v.record is not None]
+    assert recorded.traced == ("n1",) and recorded.expected_s == 3.0

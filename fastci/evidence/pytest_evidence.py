@@ -458,6 +458,10 @@ class EvidenceCollector:
             yield
             return
         self.fixtures.setdefault(item.nodeid, self._fixtures_of(item))
+        if self.method == "tracing":
+            from fastci.producer.pytest_results import TRACED_KEY
+
+            item.stash[TRACED_KEY] = True  # its result's duration includes what recording cost
         self.reads.test = index
         workload = item.get_closest_marker(WORKLOAD_MARKER)
         if self.method == "tracing":

@@ -33,7 +33,7 @@ from fastci.planning.events import KNOWN_PAGE_SIZE, PAGE_SIZE, PlanMetrics, Plan
 from fastci.planning.shrink import Dimension, scale_of, smallest_config
 from fastci.selection.events import MAX_FUNCTIONS, Selection
 from fastci.selection.graph import short_id
-from fastci.selection.processor import DEFAULT_DURATION_S, removed_test_ids
+from fastci.selection.processor import DEFAULT_DURATION_S, removed_test_ids, untraced
 from fastci.selection.units import BODY, MODULE
 
 BUCKETS = 64
@@ -49,6 +49,7 @@ class TestRecord(Record):
     runs: dict[str, tuple[str, float]] = Field(
         default_factory=dict, description="run id -> (status, full-config seconds)"
     )
+    traced: tuple[str, ...] = Field(default=(), description="runs measured while evidence was recorded")
     chips: int = 0
 
     @property
@@ -57,7 +58,8 @@ class TestRecord(Record):
 
     @property
     def expected_s(self) -> float | None:
-        durations = [seconds for status, seconds in self.runs.values() if status != "skipped"][-RECENT_DURATIONS:]
+        ran = {run: seconds for run, (status, seconds) in self.runs.items() if status != "skipped"}
+        durations = untraced(ran, self.traced)[-RECENT_DURATIONS:]
         return sum(durations) / len(durations) if durations else None
 
 
@@ -137,8 +139,9 @@ def _record_result(state: StateReader[PlanState], event: ResultEvent) -> dict[st
     seconds = event.duration_s / _config_scale(profile, event.config)
     runs = {**before.runs, event.run_id: (event.status, seconds)}
     runs = dict(list(runs.items())[-RECENT_RUNS:])
+    traced = tuple(run for run in runs if run in before.traced or (event.traced and run == event.run_id))
     # A model also runs in a CPU/simulator form (0 chips); its chips are those of its latest run that held chips.
-    record = before.model_copy(update={"runs": runs, "chips": event.chips or before.chips})
+    record = before.model_copy(update={"runs": runs, "traced": traced, "chips": event.chips or before.chips})
     return {key: PlanState(record=record), **_catalog_writes(state, event.repo, event.test_id)}
 
 

@@ -48,6 +48,7 @@ class TestRecord:
 RECORD_KEY = pytest.StashKey[TestRecord]()
 # Set by --fastci-select on each item it decided about: whether its selection kept the test.
 SELECTED_KEY = pytest.StashKey[bool]()
+TRACED_KEY = pytest.StashKey[bool]()  # set by --fastci-evidence for a test it records
 
 
 def addoption(group: Any) -> None:
@@ -203,6 +204,7 @@ class ResultsPublisher:
                 seed=seed if isinstance(seed, int) else None,
                 config={**_parameters(item), **{k: config_value(v) for k, v in record.config.items()}},
                 selected=item.stash.get(SELECTED_KEY, None),
+                traced=item.stash.get(TRACED_KEY, False),
             )
             self.published += 1
         except ValidationError as error:  # a test recorded something the contract refuses

@@ -66,12 +66,21 @@ RECENT_RUNS = 8  # durations kept per test; their mean is its expected duration
 class CatalogEntry(Record):
     test_id: str
     recent_s: dict[str, float] = Field(default_factory=dict, description="run id -> duration, latest runs")
+    traced: tuple[str, ...] = Field(default=(), description="runs of recent_s measured while evidence was recorded")
     chips: int = 0
     evidence: bool = False
 
     @property
     def mean_s(self) -> float:
-        return sum(self.recent_s.values()) / len(self.recent_s) if self.recent_s else DEFAULT_DURATION_S
+        durations = untraced(self.recent_s, self.traced)
+        return sum(durations) / len(durations) if durations else DEFAULT_DURATION_S
+
+
+def untraced(durations: dict[str, float], traced: tuple[str, ...]) -> list[float]:
+    """The durations of runs that recorded no evidence, or all of them when every run did: recording
+    makes a run longer than the test is, and an estimate is of the test."""
+    own = [seconds for run, seconds in durations.items() if run not in traced]
+    return own or list(durations.values())
 
 
 DEFAULT_WIDEN_COMMITS = 5  # clean audited commits a selection stays widened after a miss (SelectionPolicy)
@@ -438,8 +447,9 @@ def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> di
     # partition key, whose dedup window would catch it).
     recent = {**entry.recent_s, event.run_id: event.duration_s}
     recent = dict(list(recent.items())[-RECENT_RUNS:])
+    traced = tuple(run for run in recent if run in entry.traced or (event.traced and run == event.run_id))
     # A hardware test run in its CPU/simulator form holds no chips; that says nothing of what it needs.
-    updated = entry.model_copy(update={"recent_s": recent, "chips": event.chips or entry.chips})
+    updated = entry.model_copy(update={"recent_s": recent, "traced": traced, "chips": event.chips or entry.chips})
     return {key: _catalog_state(_with(catalog, tid, updated))}
 
 
