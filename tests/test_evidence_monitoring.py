@@ -1,4 +1,4 @@
-"""The first-call collector on sys.monitoring (3.12+) against itself on sys.settrace (3.11) and
+"""The first-call collector on sys.monitoring (3.12+) against itself on sys.setprofile (3.11) and
 against the per-call tracer: byte-identical evidence events from real pytest sessions on 3.11 and
 3.12+; the same units, contexts and points from both collectors in one process; the same tests
 selected from its evidence as from the per-call tracer's stacks; and what sys.monitoring buys: code
@@ -152,7 +152,7 @@ def traced_session(python: str, root: Path, data: Path) -> tuple[list[bytes], st
     return [orjson.dumps({k: v for k, v in p.items() if k != "time"}) for p in payloads], run.stdout
 
 
-def test_settrace_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_evidence(project, tmp_path):
+def test_setprofile_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_evidence(project, tmp_path):
     other = other_python()
     probe = [other, "-c", "import sys; print(hasattr(sys, 'monitoring'), sys.version.split()[0])"]
     has_monitoring, version = subprocess.run(probe, capture_output=True, text=True, check=True).stdout.split()
@@ -161,14 +161,14 @@ def test_settrace_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_evid
         python: traced_session(python, project, tmp_path / f"data-{number}")
         for number, python in enumerate((sys.executable, other))
     }
-    settrace, monitoring = (sessions[other], sessions[sys.executable])[:: 1 if MONITORING else -1]
-    assert "tracing, sys.settrace, 2 context(s) per unit)" in settrace[1]
+    setprofile, monitoring = (sessions[other], sessions[sys.executable])[:: 1 if MONITORING else -1]
+    assert "tracing, sys.setprofile, 2 context(s) per unit)" in setprofile[1]
     assert "tracing, sys.monitoring, 2 context(s) per unit)" in monitoring[1]
-    tests = [payload for payload in settrace[0] if b'"kind":"test"' in payload]
+    tests = [payload for payload in setprofile[0] if b'"kind":"test"' in payload]
     assert len(tests) == 11  # every test, the two parametrized ones included
-    assert len(settrace[0]) > len(tests)  # and what ran while modules were imported, per module
-    assert monitoring[0] == settrace[0]
-    events = {event["test_id"]: event for event in map(orjson.loads, settrace[0])}
+    assert len(setprofile[0]) > len(tests)  # and what ran while modules were imported, per module
+    assert monitoring[0] == setprofile[0]
+    events = {event["test_id"]: event for event in map(orjson.loads, setprofile[0])}
     more, mod = "tests/test_more.py::", "pkg/mod.py::"
 
     def ran(test: str) -> set[str]:
@@ -180,7 +180,7 @@ def test_settrace_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_evid
     assert {f"{more}fetch", f"{mod}Model.forward"} <= ran("test_coroutine")
     assert {f"{more}Worker.run", f"{mod}helper", f"{mod}prepare"} <= ran("test_threads")  # threads it started
     assert f"{more}test_nested.<locals>.add" in ran("test_nested[2]")
-    assert b'"at":[{"steps":4}]' in b"".join(settrace[0])  # the workload's points
+    assert b'"at":[{"steps":4}]' in b"".join(setprofile[0])  # the workload's points
 
 
 def load(path: Path, name: str):

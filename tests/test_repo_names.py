@@ -11,7 +11,7 @@ import pytest
 
 from fastci.cli.main import main
 from fastci.producer.context import load_context
-from fastci.selection.changes import repo_name_of
+from fastci.selection.repos import repo_name_of
 
 
 def git(cwd: Path, *args: str) -> str:

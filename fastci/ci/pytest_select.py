@@ -254,7 +254,7 @@ def _grouped_risk_order(items: list[Any], rank: dict[str, int]) -> Any:
 
 
 def _work_tree(path: Path) -> Path:
-    from fastci.selection.changes import git_line
+    from fastci.selection.repos import git_line
 
     top = git_line(path, "rev-parse", "--show-toplevel")
     return Path(top) if top else path

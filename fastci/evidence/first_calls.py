@@ -14,12 +14,12 @@ CALLS_PER_CONTEXT`` calls, and is then left alone for the rest of the test:
   start anywhere (global PY_START), arms project code for the *recorder* and disables everything
   for good; the recorder sees project code (local PY_START and PY_RESUME, and PY_THROW, which is
   global only and cannot be disabled, but is rare).
-- On 3.11 there is a callback on every call: ``sys.settrace``'s, which is called once per call (the
-  profile function is called four times: call, return and each C call's two), or ``sys.setprofile``'s
-  when another tool already traces (coverage, a debugger). It returns at once for code outside the
-  project and for units done in this test, by two dict lookups keyed by the frame's module file and
-  line. It never reads ``frame.f_code`` there: that is an audit event, and the reads recorder's audit
-  hook would then run on every call.
+- On 3.11 there is only ``sys.setprofile``, a callback on every call and return. It returns at once
+  for code outside the project and for units done in this test, by two lookups keyed by the frame's
+  module file and line, and never reads ``frame.f_code`` there: that is an audit event, and the reads
+  recorder's audit hook would then run on every call. (``sys.settrace`` calls back only at calls,
+  but on 3.11 a trace function makes the interpreter look for a new line at every instruction: a
+  loop-bound suite ran 2.5x slower under it, against 1.6x under the profile function.)
 
 The context of a call is what ``fastci.selection.graph`` reads of it: the units on the stack above
 (project frames only, below the frame the test phase started in), as the innermost test-code unit
@@ -100,10 +100,9 @@ def kept_context(callers: Iterable[tuple[str, bool]], unit: str) -> Context:
 
 
 class FirstCalls:
-    """The 3.11 collector, on ``sys.settrace`` (or ``sys.setprofile`` when a trace function is set
-    already); ``new_collector`` picks the cheapest one."""
+    """The 3.11 collector, on ``sys.setprofile``; ``new_collector`` picks the cheapest one."""
 
-    MECHANISM = "sys.settrace"
+    MECHANISM = "sys.setprofile"
 
     def __init__(self, units: ProjectUnits, contexts: int = DEFAULT_CONTEXTS) -> None:
         if contexts < 1:
@@ -112,8 +111,12 @@ class FirstCalls:
         self.dimensions = False  # record every call's point (fastci.evidence.dimensions) in this test
         self.points: dict[tuple[str, int, bool], list[dict[str, int]]] = {}  # of the last test ended, by frame
         self._resolved: dict[tuple[str, int, bool], Resolved] = {}
-        self._module_project: dict[Any, bool | None] = {}  # module __file__ -> project? (None: ask the code)
+        # A module's __file__ -> False: not the project's; a dict: a project module, the lines whose
+        # code is done in this test (True, or the code objects done on a line where a lambda starts);
+        # None: globals naming no file (exec'd code), the code tells.
+        self._modules: dict[Any, bool | dict[int, Any] | None] = {}
         self._shared: dict[tuple[str, int], bool] = {}  # (module file, line) -> may code of two units start there?
+        self._profile = self._profiler()
         self._boundary: Any = None
         self._recording = False
         self._lock = threading.Lock()
@@ -122,7 +125,9 @@ class FirstCalls:
     def _reset(self) -> None:
         self._calls: dict[str, list[Context]] = {}  # unit -> its distinct contexts in this test
         self._counts: dict[str, int] = {}  # unit -> calls seen while it still shows contexts
-        self._done: dict[str, set[int]] = {}  # module file -> lines done in this test (the 3.11 fast path)
+        for state in self._modules.values():
+            if state.__class__ is dict:
+                state.clear()  # type: ignore[union-attr]
         self._points: dict[tuple[str, int, bool], list[dict[str, int]]] = {}
         self._last_point: dict[tuple[str, int, bool], Any] = {}
 
@@ -142,22 +147,17 @@ class FirstCalls:
     def run(self, func: Callable[[], T]) -> T:
         """Run ``func`` (a test phase) recorded into the current test."""
         self._boundary = sys._getframe()
-        if sys.gettrace() is None:
-            install, install_threads = sys.settrace, threading.settrace
-        else:  # coverage or a debugger traces: leave it its trace function
-            install, install_threads = sys.setprofile, threading.setprofile
-            self.MECHANISM = "sys.setprofile"
-        install_threads(self._profile)
-        install(self._profile)
+        threading.setprofile(self._profile)
+        sys.setprofile(self._profile)
         try:
             return func()
         finally:
-            install(None)
-            install_threads(None)  # type: ignore[arg-type]
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
             self._boundary = None
 
     def close(self) -> None:
-        """Nothing to release: the trace or profile function is only set inside ``run``."""
+        """Nothing to release: the profile function is only set inside ``run``."""
 
     def __enter__(self) -> FirstCalls:
         return self
@@ -167,36 +167,52 @@ class FirstCalls:
 
     # ----- recording
 
-    def _profile(self, frame: Any, event: str, arg: Any) -> None:
-        if event != "call":
-            return
+    def _profiler(self) -> Callable[[Any, str, Any], None]:
+        """The profile function: its fast path in locals, as it runs at every call and return."""
+        modules, called = self._modules, self._called
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event != "call":
+                return
+            state = modules.get(frame.f_globals.get("__file__"), _UNKNOWN)
+            if state is False:
+                return
+            if state.__class__ is dict:
+                done = state.get(frame.f_lineno)  # type: ignore[union-attr]
+                if done is True or (done is not None and frame.f_code in done):
+                    return
+            called(frame, state)
+
+        return profile
+
+    def _called(self, frame: Any, state: Any) -> None:
+        """A call the fast path could not answer: of a module not seen yet, of exec'd code, or of a
+        project line not done in this test."""
         module = frame.f_globals.get("__file__")
-        project = self._module_project.get(module, _UNKNOWN)
-        if project is _UNKNOWN:
-            project = self._module_project[module] = self._module_is_project(module)
-        if project is False:
-            return
-        if project is None:  # globals naming no file (exec'd code): the code itself tells
-            self._first(frame, frame.f_code)
-            return
-        line = frame.f_lineno
-        done = self._done.get(module)
-        if done is not None and line in done:
-            return
-        if self._first(frame, frame.f_code) and not self._shared_line(module, line):
-            self._done.setdefault(module, set()).add(line)
+        if state is _UNKNOWN:
+            state = self._modules[module] = self._module_state(module)
+            if state is False:
+                return
+        code, line = frame.f_code, frame.f_lineno
+        if self._first(frame, code) and state is not None:
+            if self._shared_line(module, line):  # a lambda starts there: done code by code
+                state.setdefault(line, set()).add(code)
+            else:
+                state[line] = True
 
     def _shared_line(self, module: str, line: int) -> bool:
         """Whether code of more than one unit can start at this line (a lambda spans it): then the
-        line is never done, and each call there is judged by its code."""
+        line is done code object by code object, not as a whole."""
         key = (module, line)
         shared = self._shared.get(key)
         if shared is None:
             shared = self._shared[key] = self.units.lambda_at(module, line)
         return shared
 
-    def _module_is_project(self, module: Any) -> bool | None:
-        return self.units.is_project(module) if module.__class__ is str else None
+    def _module_state(self, module: Any) -> bool | dict[int, Any] | None:
+        if module.__class__ is not str:
+            return None
+        return {} if self.units.is_project(module) else False
 
     def _resolve(self, filename: str, line: int, in_lambda: bool) -> Resolved:
         key = (filename, line, in_lambda)
@@ -237,14 +253,14 @@ class FirstCalls:
     def _callers(self, frame: Any) -> Iterator[tuple[str, bool]]:
         """The project units on the stack above ``frame``, innermost first, below the phase's frame;
         walked only as far as they are asked for."""
-        module_project, boundary = self._module_project, self._boundary
+        modules, boundary = self._modules, self._boundary
         caller = frame.f_back
         while caller is not None and caller is not boundary:
             module = caller.f_globals.get("__file__")
-            project = module_project.get(module, _UNKNOWN)
-            if project is _UNKNOWN:
-                project = module_project[module] = self._module_is_project(module)
-            if project is not False:  # else a library's frame, told apart without reading f_code
+            state = modules.get(module, _UNKNOWN)
+            if state is _UNKNOWN:
+                state = modules[module] = self._module_state(module)
+            if state is not False:  # else a library's frame, told apart without reading f_code
                 code = caller.f_code
                 resolved = self._resolve(code.co_filename, _line(caller, code), code.co_name == LAMBDA)
                 if resolved is not None:

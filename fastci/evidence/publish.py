@@ -23,7 +23,7 @@ class NoCommit(ValueError):
 def code_under_test(root: Path) -> tuple[str, str]:
     """(repo, commit) as results carry them: ``$FASTCI_REPO`` / ``$FASTCI_COMMIT``, else git's
     ``origin`` remote (or the work tree's name) and ``HEAD`` of the work tree at ``root``."""
-    from fastci.selection.changes import git_line, repo_name_of  # one definition of "the code under test"
+    from fastci.selection.repos import git_line, repo_name_of  # one definition of "the code under test"
 
     repo = os.environ.get("FASTCI_REPO") or repo_name_of(root)
     commit = os.environ.get("FASTCI_COMMIT") or git_line(root, "rev-parse", "HEAD")

@@ -264,7 +264,7 @@ def configure(config: Any) -> None:
 
 @functools.cache  # asked for before the conftests load and again at configure: one git call
 def _work_tree(path: Path) -> Path:
-    from fastci.selection.changes import git_line
+    from fastci.selection.repos import git_line
 
     top = git_line(path, "rev-parse", "--show-toplevel")
     return Path(top) if top else path

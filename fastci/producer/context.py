@@ -37,7 +37,7 @@ from pydantic import ValidationError
 
 from fastci.core.events import Name, Record, Sha
 from fastci.inputs import BUNDLE_LAYERS, Bundle, Trigger
-from fastci.selection.changes import git_line, repo_name_of
+from fastci.selection.repos import git_line, repo_name_of
 
 _TOP_LEVEL = ("node_id", "hardware_revision", "bundle")
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import orjson
 
+from fastci import topology
 from fastci.core.codec import InvalidEvent
 from fastci.core.dead_letters import FieldError
 from fastci.core.events import Event
-from fastci.topology import INPUT_TOPICS, TOPICS, decode
+from fastci.topology import INPUT_TOPICS, decode
 
 SOURCE = "publish"
 _NO_TOPIC = "(none)"
@@ -70,7 +71,7 @@ def _check_line(line: bytes, topic: str | None) -> Event:
 def check_event(topic: str, raw: bytes) -> Event:
     if topic not in INPUT_TOPICS:
         known = ", ".join(INPUT_TOPICS)
-        if topic in TOPICS:
+        if topic in topology.TOPICS:  # the decisions' models, imported for this message only
             reason = f"'{topic}' is written by its processor; producers publish to: {known}"
         else:
             reason = f"unknown topic (producers publish to: {known})"

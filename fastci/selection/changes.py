@@ -17,13 +17,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from fastci.inputs import LAYERS, MAX_DISTRIBUTIONS, Change, ChangedFile, ChangedFunction, CommitEvent, Layer
 from fastci.selection import statements
 from fastci.selection.config_changes import judge
+from fastci.selection.repos import git_line, remote_path, repo_name_of  # noqa: F401  (their home before)
 from fastci.selection.settings import RepoSettings, SettingsError, from_text
 from fastci.selection.units import BODY, MODULE, Units, is_test_file
 
@@ -426,39 +426,3 @@ def _run(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.Compl
 
 def _stderr(run: subprocess.CompletedProcess[bytes]) -> str:
     return run.stderr.decode("utf-8", "replace").strip() or f"exit status {run.returncode}"
-
-
-def git_line(cwd: Path | None, *args: str) -> str | None:
-    """One line of ``git`` output in ``cwd``, or None when git fails or says nothing."""
-    try:
-        run = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return run.stdout.strip() if run.returncode == 0 and run.stdout.strip() else None
-
-
-def repo_name_of(cwd: Path | None) -> str:
-    """The repository's name as commits, results and evidence carry it: the ``origin`` remote's whole path
-    (``group/sub/lib``: a GitLab subgroup's project never collides with another group's ``lib``), else, for
-    a clone of a local path or no remote at all, the work tree's directory name. Callers let
-    ``$FASTCI_REPO`` (or a ``--repo-name``) override it."""
-    url = git_line(cwd, "remote", "get-url", "origin")
-    name = remote_path(url) if url else None
-    if name:
-        return name
-    top = git_line(cwd, "rev-parse", "--show-toplevel")
-    return Path(top).name if top else Path(cwd or Path.cwd()).resolve().name
-
-
-def remote_path(url: str) -> str | None:
-    """The path a hosted remote names, without ``.git`` (``https://gitlab.com/group/sub/lib.git`` and
-    ``git@gitlab.com:group/sub/lib.git`` both give ``group/sub/lib``); None for a local path or a
-    ``file://`` URL, whose folders say where a copy lives, not what the repository is."""
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", url):
-        parts = urlsplit(url)
-        path = "" if parts.scheme == "file" else parts.path
-    else:
-        scp = re.fullmatch(r"(?:[^@/]+@)?[^/:]+:(.+)", url)  # git's scp-like syntax: a colon before any slash
-        path = scp.group(1) if scp else ""
-    path = path.strip("/").removesuffix(".git").strip("/")
-    return path or None
