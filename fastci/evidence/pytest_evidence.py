@@ -524,9 +524,9 @@ class EvidenceCollector:
             self.reads.fixture = outer
 
     def pytest_sessionfinish(self, session: Any) -> None:
-        from fastci.evidence.pyspy import PySpyError
-
         if self._recording is not None:
+            from fastci.evidence.pyspy import PySpyError
+
             try:
                 self._collect_samples(self._recording.stop())
             except PySpyError as error:

@@ -4,7 +4,6 @@ acknowledged every event (fsynced to the log; ``acks=all`` from the broker) and 
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from dataclasses import astuple
 from pathlib import Path
@@ -88,13 +87,15 @@ class KafkaTarget:
 
     def send(self, events: list[Event]) -> None:
         try:
-            _run(asyncio.wait_for(self._send(events), self.timeout_s))
+            _run(self._send(events), self.timeout_s)
         except TimeoutError as error:
             raise TargetUnavailable(f"{self.description}: no acknowledgement within {self.timeout_s:g} s") from error
         except Exception as error:  # aiokafka raises many kinds; all mean "not acknowledged"
             raise TargetUnavailable(f"{self.description}: {type(error).__name__}: {error}") from error
 
     async def _send(self, events: list[Event]) -> None:
+        from asyncio import gather
+
         from aiokafka import AIOKafkaProducer
 
         from fastci.runtime.kafka_io import ensure_topics, refused_as, time_headers
@@ -117,13 +118,18 @@ class KafkaTarget:
                     await producer.send(self.settings.topic(e.TOPIC), value=encode(e), key=e.key.encode(), headers=h)
                     for e, h in zip(events, time_headers(events), strict=True)
                 ]
-                await asyncio.gather(*pending)
+                await gather(*pending)
             finally:
                 await producer.stop()
 
 
-def _run(coroutine: Any) -> Any:
-    """Run a coroutine to completion, also from code that is itself inside a running event loop."""
+def _run(coroutine: Any, timeout_s: float | None = None) -> Any:
+    """Run a coroutine to completion (within ``timeout_s``), also from code that is itself inside a
+    running event loop. asyncio is imported here: only Kafka needs it, not the embedded target."""
+    import asyncio
+
+    if timeout_s is not None:
+        coroutine = asyncio.wait_for(coroutine, timeout_s)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -5,26 +5,27 @@ signed by this producer's principal when one is configured (``fastci.core.proven
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from fastci.core.codec import encode
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event, record_times
 from fastci.core.provenance import Signer, sign_all
-from fastci.runtime.embedded import DataDir, now_ms
+from fastci.runtime.log import Log
 
 
 def publish_embedded(data_dir: Path, events: list[Event]) -> None:
     """Append events to the embedded log, grouped by topic, in their given order per topic."""
     events = sign_all(events, Signer.from_env())
-    data = DataDir(data_dir)
+    log = Log(Path(data_dir) / "log")  # DataDir's log, without importing the runtime that applies it
     by_topic: dict[str, tuple[list[bytes], list[int]]] = {}
-    for event, time_ms in zip(events, record_times(events, now_ms()), strict=True):
+    for event, time_ms in zip(events, record_times(events, time.time_ns() // 1_000_000), strict=True):
         payloads, times = by_topic.setdefault(event.TOPIC, ([], []))
         payloads.append(encode(event))
         times.append(time_ms)
     for topic, (payloads, times) in by_topic.items():
-        data.log.topic(topic).append(payloads, times)
+        log.topic(topic).append(payloads, times)
 
 
 def publish_kafka(settings: KafkaSettings, events: list[Event]) -> None:
