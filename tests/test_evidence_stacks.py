@@ -475,3 +475,63 @@ def test_on_3_11_the_collector_leaves_a_trace_function_in_place(tmp_path):
             sys.settrace(None)
     assert found[0] == found[1] and "calc.py::leaf" in found[0]
     assert "call" in seen  # the other tool went on tracing meanwhile
+
+
+def test_the_import_window_profiles_a_project_modules_code_and_not_the_libraries_it_imports(tmp_path):
+    """pytest's rewriting of test modules and the imports of libraries run without the profile
+    function; what a project module's code calls at import is traced."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "lib_import_gate.py").write_text("import sys\n\nPROFILED = sys.getprofile() is not None\n")
+    (tmp_path / "proj" / "helpers_gate.py").write_text("def bump(x):\n    return x + 1\n")
+    (tmp_path / "proj" / "mod_gate.py").write_text(
+        "import sys\n\nimport lib_import_gate\nfrom helpers_gate import bump\n\n"
+        "PROFILED = sys.getprofile() is not None\nVALUE = bump(1)\n"
+    )
+    cache = UnitsCache()
+    tracer = Tracer(lambda filename: cache.relpath(filename, tmp_path / "proj") is not None)
+    sys.path[:0] = [str(tmp_path / "proj"), str(tmp_path / "lib")]
+    try:
+        tracer.start()
+        import mod_gate  # imports lib_import_gate from inside its own code
+
+        lib_import_gate = sys.modules["lib_import_gate"]
+
+        stacks = {to_project_stack([Frame("", f, n) for f, n, _ in s], tmp_path / "proj", cache) for s in tracer.stop()}
+        assert mod_gate.PROFILED and not lib_import_gate.PROFILED
+    finally:
+        del sys.path[:2]
+        for name in ("mod_gate", "helpers_gate", "lib_import_gate"):
+            sys.modules.pop(name, None)
+    assert sys.getprofile() is None
+    import builtins
+
+    assert builtins.exec.__module__ == "builtins"  # the gate closed
+    assert stacks >= {"<module> (mod_gate.py:0)", "<module> (mod_gate.py:0);bump (helpers_gate.py:1)"}
+
+
+def test_exec_behaves_as_the_builtin_while_the_import_window_is_open():
+    from fastci.evidence.tracing import ExecGate
+
+    gate = ExecGate(lambda filename: False, lambda *args: None)
+    gate.open()
+    try:
+        namespace: dict = {}
+        exec("x = 1", namespace)
+        local: dict = {}
+        exec("y = x + 1", namespace, local)
+        exec(compile("z = 3", "<test>", "exec"), namespace)
+        assert (namespace["x"], local["y"], namespace["z"]) == (1, 2, 3)
+
+        def inner():
+            exec("global EXECUTED_IN_THE_CALLERS_GLOBALS; EXECUTED_IN_THE_CALLERS_GLOBALS = 1")
+            seen: dict = {}
+            exec("value = 7", None, seen)
+            return seen
+
+        assert inner() == {"value": 7} and globals().pop("EXECUTED_IN_THE_CALLERS_GLOBALS") == 1
+    finally:
+        gate.close()
+    import builtins
+
+    assert builtins.exec.__module__ == "builtins"

@@ -23,6 +23,7 @@ With ``dimensions=True`` it also keeps, per called (filename, line), the minimal
 
 from __future__ import annotations
 
+import builtins
 import sys
 import threading
 from collections.abc import Callable
@@ -103,15 +104,19 @@ class Tracer:
         return stacks
 
     def start(self) -> None:
-        """Trace every project call from here until ``stop``, with no boundary frame: the window in
-        which modules are imported (conftests, collection), where no test phase wraps the calls."""
+        """Trace every project call from here until ``stop`` that runs while a project module's own
+        code runs, with no boundary frame: the window in which modules are imported (conftests,
+        collection), where no test phase wraps the calls. The profile function is on only inside
+        those modules' code (``ExecGate``): the imports of other modules, and pytest's rewriting of
+        each test module, run at full speed."""
         self.begin_test()
         self._boundary = None
-        sys.setprofile(self._profile)
+        self._gate = ExecGate(self.is_project, self._profile)
+        self._gate.open()
 
     def stop(self) -> set[RawStack]:
         """End ``start``'s window; its distinct stacks, root first."""
-        sys.setprofile(None)
+        self._gate.close()
         return self.end_test()
 
     def run(self, func: Callable[[], T]) -> T:
@@ -212,6 +217,58 @@ class Tracer:
             leaves.add(leaf)
 
 
+class ExecGate:
+    """A profile function switched on while a project module's code runs, and off while another
+    module's does. A module's import runs its code through ``exec`` (importlib, pytest's assertion
+    rewriter, runpy, zipimport alike), with the module's namespace as globals: ``builtins.exec`` is
+    wrapped while the gate is open, and the module's ``__file__`` tells whose code it runs. Code run
+    by a project module (the functions it calls) is traced; a library it imports is not."""
+
+    def __init__(self, is_project: ProjectTest, profile: Callable[..., Any]) -> None:
+        self.is_project, self.profile = is_project, profile
+        self._real: Callable[..., Any] = builtins.exec
+        self._wrapper = self._exec  # one bound method, to put in place and to find there again
+        self._on = False  # whether the profile function is set now
+        self._judged: dict[str, bool] = {}
+
+    def open(self) -> None:
+        builtins.exec = self._wrapper  # type: ignore[assignment]
+
+    def close(self) -> None:
+        if builtins.exec is self._wrapper:  # type: ignore[comparison-overlap]
+            builtins.exec = self._real
+        if self._on:
+            sys.setprofile(None)
+            self._on = False
+
+    def _exec(self, source: Any, *args: Any, **kwargs: Any) -> None:
+        __tracebackhide__ = True  # noqa: F841  (pytest leaves this frame out of tracebacks)
+        given = args[0] if args else kwargs.get("globals")
+        if given is None:  # exec(code): the caller's namespaces, as the builtin would take them
+            caller = sys._getframe(1)
+            local = args[1] if len(args) > 1 else kwargs.get("locals")
+            given = caller.f_globals
+            args = (given, caller.f_locals if local is None else local)
+            kwargs = {k: v for k, v in kwargs.items() if k not in ("globals", "locals")}
+        module = given.get("__file__") if given.__class__ is dict else None
+        wanted = module.__class__ is str and self._project(module)
+        if wanted is self._on:
+            return self._real(source, *args, **kwargs)
+        self._on = wanted
+        sys.setprofile(self.profile if wanted else None)
+        try:
+            return self._real(source, *args, **kwargs)
+        finally:
+            self._on = not wanted
+            sys.setprofile(None if wanted else self.profile)
+
+    def _project(self, module: str) -> bool:
+        judged = self._judged.get(module)
+        if judged is None:
+            judged = self._judged[module] = self.is_project(module)
+        return judged
+
+
 def _line(frame: Any, code: Any) -> int:
     """The frame's line, except 0 for a module's own code: its lines run inside a decorator or a
     class statement as often as not, and a module frame must read as ``<module>`` (import time), not
@@ -242,7 +299,7 @@ class MonitoredImports(Tracer):
         if tool is None or not self._recording or self.tool is not None:
             return
         self.tool = tool
-        sys.setprofile(None)
+        self._gate.close()
         monitoring.use_tool_id(self.tool, "fastci evidence (imports)")
         self._thread = threading.get_ident()
         self._disable = monitoring.DISABLE
