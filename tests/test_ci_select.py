@@ -142,7 +142,8 @@ def test_bad_options_and_settings_stop_the_job_naming_the_option(tmp_path):
 
 def test_fastci_plan_prints_json_and_node_ids_with_documented_exit_codes(tmp_path):
     repo, data = make_repo(tmp_path), tmp_path / "data"
-    root = fastci_in(repo, data, "--data-dir", str(data), "--create", "plan", "--format", "lines")
+    # A job's first ask on a cold cache: the named data dir is made, and the answer is to run everything.
+    root = fastci_in(repo, data, "--data-dir", str(data), "plan", "--format", "lines")
     assert root.returncode == 3 and root.stdout == "", root.stderr  # the first commit adds a data file
     assert "run everything: data file changed: pkg/data/table.json (no evidence yet records" in root.stderr
     edit(repo, "pkg/text.py", 'return word.upper() + "!"', 'return word.upper() + "!!"[:1]', "shout")

@@ -43,7 +43,9 @@ def register(commands: Any) -> None:
     )
     plan.add_argument("--kafka", action="store_true", help="ask the Kafka worker instead of the embedded runtime")
     plan.set_defaults(func=cmd_plan)
-    uses_data_dir(plan, "write")  # the change's commits are published there
+    # A CI job's first ask on a cold cache has no history: it runs everything (exit 3) and says why, as
+    # pytest --fastci-select does, rather than stop the job with a usage error.
+    uses_data_dir(plan, "create")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
