@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import numpy as np
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from fastci.core.events import Event
@@ -609,7 +609,9 @@ def print_summary(report: NightlyReport, out: Console) -> None:
         f"{report.pending_requests} run request(s) unanswered"
     )
     if report.regressions:
-        table = Table("stage", "test", "what", "culprit", "owners", "steps", title="regressions")
+        # A test id folds onto more lines rather than lose its end: the end names the test.
+        test = Column("test", overflow="fold")
+        table = Table("stage", test, "what", "culprit", "owners", "steps", title="regressions")
         for reg in report.regressions:
             latest = reg.latest
             culprit = latest.culprit
