@@ -18,8 +18,8 @@ CALLS_PER_CONTEXT`` calls, and is then left alone for the rest of the test:
   for code outside the project and for units done in this test, by two lookups keyed by the frame's
   module file and line, and never reads ``frame.f_code`` there: that is an audit event, and the reads
   recorder's audit hook would then run on every call. (``sys.settrace`` calls back only at calls,
-  but on 3.11 a trace function makes the interpreter look for a new line at every instruction: a
-  loop-bound suite ran 2.5x slower under it, against 1.6x under the profile function.)
+  but on 3.11 a trace function makes the interpreter look for a new line at every instruction,
+  which costs loop-bound code far more: docs/benchmarks.md.)
 
 The context of a call is what ``fastci.selection.graph`` reads of it: the units on the stack above
 (project frames only, below the frame the test phase started in), as the innermost test-code unit
