@@ -41,7 +41,7 @@ from typing import Any
 
 from fastci.evidence import dimensions as _dimensions
 from fastci.evidence.stacks import UnitsCache
-from fastci.evidence.tracing import T, _line
+from fastci.evidence.tracing import T, _line, profiled
 from fastci.planning.shrink import add_point
 from fastci.selection.units import LAMBDA, Units, is_test_file
 
@@ -146,15 +146,7 @@ class FirstCalls:
 
     def run(self, func: Callable[[], T]) -> T:
         """Run ``func`` (a test phase) recorded into the current test."""
-        self._boundary = sys._getframe()
-        threading.setprofile(self._profile)
-        sys.setprofile(self._profile)
-        try:
-            return func()
-        finally:
-            sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
-            self._boundary = None
+        return profiled(self, func)
 
     def close(self) -> None:
         """Nothing to release: the profile function is only set inside ``run``."""

@@ -121,15 +121,7 @@ class Tracer:
 
     def run(self, func: Callable[[], T]) -> T:
         """Run ``func`` (a test phase) traced into the current test's stacks."""
-        self._boundary = sys._getframe()
-        threading.setprofile(self._profile)
-        sys.setprofile(self._profile)
-        try:
-            return func()
-        finally:
-            sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
-            self._boundary = None
+        return profiled(self, func)
 
     def _record_point(self, filename: str, line: int) -> None:
         point = _dimensions.POINT
@@ -215,6 +207,20 @@ class Tracer:
                 self.overflowed = True
                 return
             leaves.add(leaf)
+
+
+def profiled(collector: Any, func: Callable[[], T]) -> T:
+    """Run ``func`` (a test phase) with ``collector``'s profile function set, in this thread and in
+    the threads it starts, and this call's frame as the collector's boundary (stacks start below it)."""
+    collector._boundary = sys._getframe()
+    threading.setprofile(collector._profile)
+    sys.setprofile(collector._profile)
+    try:
+        return func()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+        collector._boundary = None
 
 
 class ExecGate:
