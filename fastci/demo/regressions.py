@@ -18,16 +18,14 @@ from pathlib import Path
 from rich.console import Console
 
 from fastci.core.events import Event
+from fastci.demo import refresh_and_report
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario
-from fastci.regression.tickets import open_tickets, read_alerts_embedded
-from fastci.report.nightly import build_report, print_summary, render_html
+from fastci.report.nightly import print_summary
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.publish import publish_embedded
 from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM, decode
-from fastci.views.refresh import refresh_embedded
-from fastci.views.store import Views
 
 MARKER = ".fastci-regressions-demo"
 OWNERS = """\
@@ -104,15 +102,8 @@ def run_demo(data_dir: Path, out: Console) -> None:
             runs += 1
     out.print(f"2. processed it; answered {runs} run requests (confirmations and bisect steps) in {rounds} rounds")
 
-    views = Views(data_dir / "views.duckdb")
-    try:
-        refresh_embedded(data_dir, views)
-    finally:
-        views.close()
-    tickets = open_tickets(read_alerts_embedded(data_dir), data_dir / "tickets")
+    tickets, report, _ = refresh_and_report(data_dir)
     out.print(f"3. opened {len(tickets.written)} tickets in {data_dir / 'tickets'}")
-    report = build_report(data_dir / "views.duckdb")
-    (data_dir / "nightly.html").write_text(render_html(report), encoding="utf-8")
     out.print(
         f"4. wrote the nightly report to {data_dir / 'nightly.html'} ({time.perf_counter() - started:.1f} s in all)\n"
     )

@@ -115,11 +115,9 @@ def run(data_dir: Path, world: World, extra: Sequence[Event] = ()) -> DemoRun:
 def demo(data_dir: Path, commits: int, out: Console) -> None:
     """The demo, into an empty ``data_dir``: the history played and published, applied by every processor,
     the views refreshed, the tickets opened, the nightly report written; and what fastci found, printed."""
+    from fastci.demo import refresh_and_report
     from fastci.producer.lines import check_lines
-    from fastci.regression.tickets import open_tickets, read_alerts_embedded
-    from fastci.report.nightly import build_report, headlines, render_html
-    from fastci.views.refresh import refresh_embedded
-    from fastci.views.store import Views
+    from fastci.report.nightly import headlines
 
     started = time.perf_counter()
     world = World(commits=commits)
@@ -155,15 +153,7 @@ def demo(data_dir: Path, commits: int, out: Console) -> None:
         ),
         markup=False,
     )
-    views = Views(data_dir / "views.duckdb")
-    try:
-        refresh_embedded(data_dir, views)
-    finally:
-        views.close()
-    tickets = open_tickets(read_alerts_embedded(data_dir), data_dir / "tickets")
-    report = build_report(data_dir / "views.duckdb")
-    page = data_dir / "nightly.html"
-    page.write_text(render_html(report), encoding="utf-8")
+    tickets, report, page = refresh_and_report(data_dir)
     out.print(
         f"3. refreshed the views ({data_dir / 'views.duckdb'}), opened {len(tickets.written)} ticket(s) in "
         f"{data_dir / 'tickets'}, wrote the nightly report: {page}",
