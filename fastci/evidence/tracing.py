@@ -1,23 +1,21 @@
-"""Exact evidence: every project function a test calls, with its calling context.
+"""The per-call tracer: every project function called, with its stack, once per distinct stack.
 
-``sys.setprofile`` (Python 3.11 has no ``sys.monitoring``) reports each Python call; for a call
-into a project file the tracer records the stack of project frames, root first, as (filename,
-line) pairs, once per distinct stack, resolved to units at the end (``fastci.evidence.stacks``);
-the innermost ``max_depth`` frames are kept. Stacks start below the frame tracing started in,
-so they hold only what the test's phase ran, never pytest's or fastci's own frames.
+It records what runs while modules are imported (``fastci.evidence.pytest_evidence.ImportWindow``),
+where a unit's every caller matters (which module's import ran it), and serves the tests as the
+reference the first-call collector (``fastci.evidence.first_calls``) is held to.
 
-Walking up the stack on every call was most of the cost (16 frames a call on this project's
-suite: 2.3x its wall time, 1.8x now), so stacks are kept as a tree: a call's stack is its
-nearest project caller's stack (the node recorded when that caller was called, plus the line it
-is at now) plus itself; finding that caller is usually one step up. What remains is CPython's:
-with any profile function set, 3.11 runs every bytecode on its slow path (pure-Python loops
-about 2x slower), which ``sys.monitoring`` (3.12) ends: ``fastci.evidence.monitoring`` records the
-same calls there, and its ``new_tracer`` picks it wherever the interpreter has it.
+``sys.setprofile`` reports each Python call; for a call into a project file the tracer records the
+stack of project frames, root first, as (filename, line, runs a lambda), resolved to units at the
+end (``fastci.evidence.stacks``); the innermost ``max_depth`` frames are kept. Stacks start below
+the frame tracing started in. Stacks are kept as a tree: a call's stack is its nearest project
+caller's stack (the node recorded when that caller was called, plus the line it is at now) plus
+itself; finding that caller is usually one step up, where walking the whole stack on every call
+cost most of a traced run. On 3.12+ the import window goes on ``sys.monitoring`` once collection
+starts (``MonitoredImports``); before that, and on 3.11, the profile function is on only while a
+project module's own code runs (``ExecGate``).
 
-setprofile rather than settrace: it leaves ``sys.settrace`` to coverage and debuggers. Threads
-a test starts are traced too (``threading.setprofile``) and count for that test.
-
-With ``dimensions=True`` it also keeps, per called (filename, line), the minimal points of
+setprofile rather than settrace: it leaves ``sys.settrace`` to coverage and debuggers. With
+``dimensions=True`` it also keeps, per called (filename, line), the minimal points of
 ``fastci.evidence.dimensions`` (step, layer...) it was called at: ``points`` after ``end_test``.
 """
 
