@@ -179,7 +179,7 @@ def test_the_producer_writes_no_decision_reads_nothing_and_creates_no_topic(clus
     with pytest.raises(AccessDenied, match="topic acl-surprise does not exist, and User:producer may not CREATE"):
         asyncio.run(ensure_topics(settings(broker, "producer"), ["surprise"]))
     views = cluster.fastci("producer", "--data-dir", str(broker.data / "producer-views"), "views", "refresh", "--kafka")
-    assert views.returncode == 2 and "error: User:producer may not READ topic acl-" in views.stderr
+    assert views.returncode == 2 and "error: User:producer may not READ topic acl-" in views.stderr, views.stderr
     assert "Traceback" not in views.stderr
 
 

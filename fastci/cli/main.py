@@ -182,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as error:  # a file or folder the system refused, e.g. a full disk: one line, not a traceback
+        if _access_denied(error):  # the cluster's refusal (a PermissionError too): a usage error, exit 2
+            _error(str(error))
+            return 2
         _error(f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error))
         return 1
     except Exception as error:
