@@ -414,3 +414,22 @@ def test_a_tests_expected_duration_comes_from_its_runs_that_recorded_no_evidence
     feed(SelectionProcessor(), store, [result(a, "nightly-3", duration_s=9.5, repo=REPO, traced=True)])
     (entry,) = _catalog(store, REPO).values()
     assert entry.mean_s == 3.0 and entry.traced == ("nightly-1", "nightly-3")
+
+
+def test_a_changed_lambda_no_test_ran_selects_the_tests_that_ran_the_function_making_it():
+    """``getattr(math, "isqrt", lambda x: ...)``'s fallback never runs: its change can reach only the
+    tests that ran the function making it, not every test importing the module."""
+    a, b = (f"{p}::{q}" for p, q in (TEST_A, TEST_B))
+    events = [
+        *history(),
+        exact(a, {name(FORWARD): [(a, name(FORWARD))]}),
+        exact(b, {name(ATTN): [(b, name(ATTN))]}),
+    ]
+    change = commit(("fw/model.py", "Model.forward.<locals>.<lambda>", "modified"))
+    selection = selection_for(events, change)
+    assert [(k.test_id, k.reason) for k in selection.kept] == [(a, "runs-enclosing-code")]
+    assert selection.metrics.unevidenced == ()  # not a blind spot: its maker's tests are known
+    deeper = commit(("fw/model.py", "Model.forward.<locals>.helper.<locals>.<lambda>", "modified"))
+    assert kept_ids(selection_for(events, deeper)) == [a]  # through an inner def no test ran either
+    nobody = commit(("fw/other.py", "build.<locals>.<lambda>", "modified"))  # no test ran build either
+    assert selection_for(events, nobody).metrics.unevidenced == ("fw/other.py::build.<locals>.<lambda>",)

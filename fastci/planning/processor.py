@@ -212,7 +212,8 @@ def plan(
     functions = {
         t: names
         for t, (reason, names, _) in kept.items()
-        if reason in ("executes-changed-code", "module-code", "import-time", "uses-changed-fixture")
+        if reason
+        in ("executes-changed-code", "module-code", "import-time", "uses-changed-fixture", "runs-enclosing-code")
     }
     exposure = riskmath.exposures(functions)
     unknown = sum(exposure.values()) / len(exposure) if exposure else NO_EVIDENCE_EXPOSURE

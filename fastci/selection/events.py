@@ -32,6 +32,7 @@ Reason = Literal[
     "uses-changed-fixture",
     "dependency-changed",
     "native-code-changed",
+    "runs-enclosing-code",
 ]
 MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)

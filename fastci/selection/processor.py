@@ -620,6 +620,14 @@ def select(
             # A unit the test ran in no recorded context: a context of its own, so no other test covers it.
             pairs.setdefault(tid, set()).update((uid, context) for context in contexts or (f"test:{tid}",))
         if not posting and not is_test_file(change.path) and not _evidenced_elsewhere(state, repo, uid):
+            makers = _tests_running_enclosing(state, repo, change.path, change.qualname, importers)
+            if makers:
+                # A lambda or inner def no test ran: only its enclosing unit makes it, so only the tests
+                # that ran that unit can ever run it (a fallback never called, a key never used).
+                for tid in sorted(makers - gone_ids):
+                    _mark(reasons, tid, "runs-enclosing-code")
+                    functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
+                continue
             # A blind spot: no test's evidence ran it, at test time, at import or as a fixture. It is
             # named, counts against coverage, and every test whose imports reach its module runs.
             unevidenced.append(unit_name(change.path, change.qualname))
@@ -741,6 +749,27 @@ class _Importers:
             for tid, entry in self.catalog.items():
                 self._by_file.setdefault(entry.test_id.split("::", 1)[0], set()).add(tid)
         return set().union(*(self._by_file.get(path, set()) for path in files))
+
+
+def _tests_running_enclosing(
+    state: StateReader[SelectionState], repo: str, path: str, qualname: str, importers: _Importers
+) -> set[str]:
+    """The tests that ran the innermost unit enclosing a nested one (``f.<locals>.<lambda>`` is made
+    by ``f``, and runs only after ``f`` ran), at test time, as a fixture or at import; none for a unit
+    nested in no function (a module's or a class body's lambdas: their maker is module code)."""
+    while LOCALS in qualname:
+        qualname = qualname.rsplit(LOCALS, 1)[0]
+        uid = short_id(unit_name(path, qualname))
+        found = set((state.get(unit_key(repo, uid)) or _EMPTY).tests or {})
+        found |= set((state.get(fixture_key(repo, uid)) or _EMPTY).file_tests or ())
+        for module in (state.get(import_unit_key(repo, uid)) or _EMPTY).modules or ():
+            found |= importers.tests_of_module(module)
+        if found:
+            return found
+    return set()
+
+
+LOCALS = ".<locals>."
 
 
 def _evidenced_elsewhere(state: StateReader[SelectionState], repo: str, uid: str) -> bool:
