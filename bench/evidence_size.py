@@ -1,7 +1,7 @@
 """Evidence size: what one traced run stores, how the data dir grows over nightly runs, and what
 ``fastci compact`` leaves.
 
-Traces a real suite once (``pytest --fastci-evidence --fastci-evidence-method tracing``), then
+Traces a real suite once (``pytest --fastci-evidence``, the default collector), then
 publishes that run's evidence again as each night's (new run ids and times: what a nightly that
 re-traces every test stores; with ``--retrace-share`` below 1, an incremental nightly re-tracing
 that share of the tests), running the embedded runtime and refreshing the views after each night,
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from evidence_overhead import DEFAULT_MIRROR, autograd, more_itertools, run
+from evidence_overhead import DEFAULT_MIRROR, MORE_ITERTOOLS_BASE, Suite, autograd, checkout, run
 
 from fastci.inputs import EvidenceEvent
 from fastci.runtime.compaction import disk_bytes
@@ -39,9 +39,13 @@ T0 = datetime(2026, 11, 1, 2, tzinfo=UTC)
 
 
 def traced_run(suite_name: str, mirror: Path, scratch: Path) -> list[EvidenceEvent]:
-    suite = more_itertools(mirror, scratch) if suite_name == "more-itertools" else autograd(None, scratch)
+    if suite_name == "more-itertools":
+        work = checkout(mirror, scratch, "more-itertools", MORE_ITERTOOLS_BASE)
+        suite = Suite(f"more-itertools {MORE_ITERTOOLS_BASE[:12]}", work, ["tests"])
+    else:
+        suite = autograd(None, scratch)
     data = scratch / "traced"
-    seconds = run(sys.executable, suite, ["--fastci-evidence", "--fastci-evidence-method", "tracing"], data, {})
+    seconds = run(sys.executable, suite, ["--fastci-evidence"], data, scratch / "cache", cold=False)
     events = [EvidenceEvent.model_validate_json(r.payload) for r in DataDir(data).log.topic("evidence").read()]
     tests = sum(1 for e in events if e.kind == "test")
     modules = len(events) - tests
