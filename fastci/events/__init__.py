@@ -1,20 +1,36 @@
 """The public event contract, in one import: every event model fastci moves and the codec.
 
 Each model is defined beside the capability that owns it (``fastci/<capability>/events.py``) and
-registered in ``SYSTEM`` (``fastci/topology.py``); this package hands every registered model on by
-its class name, for producers and analysts, so a new event needs no line here. fastci's own code
-imports from the defining modules.
+registered in ``SYSTEM`` (``fastci/topology.py``); this package names each one, for producers,
+analysts, editors and type checkers (``tests/test_topology.py`` holds it to ``SYSTEM``). fastci's own
+code imports from the defining modules.
 """
 
 from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
-from fastci.core.dead_letters import FieldError
+from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event, derive_id
-from fastci.inputs import Bundle, ChangedFile, ChangedFunction, FoldedStack
-from fastci.topology import DEAD_LETTERS, INPUT_TOPICS, SYSTEM, TOPICS, decode, model_for
+from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
+from fastci.inputs import (
+    Bundle,
+    ChangedFile,
+    ChangedFunction,
+    CommitEvent,
+    EvidenceEvent,
+    FoldedStack,
+    NodeHealthEvent,
+    ResultEvent,
+)
+from fastci.planning.events import TestPlan
+from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
+from fastci.regression.references import GoldenReference, OwnerMap
+from fastci.release.events import ReleaseEvent
+from fastci.scheduling.events import ClockTick, PoolConfig, ScheduleEvent
+from fastci.scheduling.runs import RunRequested
+from fastci.selection.events import Selection, SelectionAudit, SelectionPolicy
+from fastci.topology import DEAD_LETTERS, INPUT_TOPICS, TOPICS, decode, model_for
 
-# Every topic's model (DeadLetter, CommitEvent, ResultEvent, Selection, TestPlan...), by class name.
-MODELS: dict[str, type[Event]] = {model.__name__: model for model in SYSTEM.topics.values()}
-globals().update(MODELS)
+# Every topic's model, by class name.
+MODELS: dict[str, type[Event]] = {model.__name__: model for model in TOPICS.values()}
 
 __all__ = [
     "DEAD_LETTERS",
@@ -22,16 +38,41 @@ __all__ = [
     "MAX_EVENT_BYTES",
     "MODELS",
     "TOPICS",
+    "BaselineExclusion",
+    "BisectPlan",
+    "BisectStep",
     "Bundle",
     "ChangedFile",
     "ChangedFunction",
+    "ClockTick",
+    "CommitEvent",
+    "DeadLetter",
     "Event",
+    "EvidenceEvent",
     "FieldError",
+    "FlakyTest",
+    "FlakyVerdict",
     "FoldedStack",
+    "GateResult",
+    "GoldenReference",
     "InvalidEvent",
+    "NodeAttribution",
+    "NodeHealthEvent",
+    "NodeStateChanged",
+    "OwnerMap",
+    "PoolConfig",
+    "RegressionAlert",
+    "ReleaseEvent",
+    "ResultEvent",
+    "RunRequested",
+    "ScheduleEvent",
+    "Selection",
+    "SelectionAudit",
+    "SelectionPolicy",
+    "TestPlan",
+    "TestStatusChanged",
     "decode",
     "derive_id",
     "encode",
     "model_for",
-    *MODELS,
 ]
