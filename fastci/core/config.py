@@ -13,6 +13,9 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:19092"  # docker/kafka/kafka.sh starts the local 
 DEFAULT_BATCH = 2000  # records a processor applies at a time
 COMMIT_EVERY = 50_000  # records a processor applies between commits while it has more to apply
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
+# Calling contexts the evidence collector keeps per unit per test (--fastci-evidence-contexts): what
+# pruning reads, and what more of them buys, in docs/selection.md.
+EVIDENCE_CONTEXTS = 1
 
 
 class ConfigError(ValueError):

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fastci.core.config import EVIDENCE_CONTEXTS
 from fastci.evidence import dimensions as _dimensions
 from fastci.evidence.stacks import UnitsCache
 from fastci.evidence.tracing import T, _line, profiled
@@ -47,7 +48,7 @@ from fastci.selection.units import LAMBDA, Units, is_test_file
 
 CALLERS = 4  # non-test callers kept per context: the graph reads 3, and whether there is more than 1
 CALLS_PER_CONTEXT = 4  # calls a unit may take to show each of its contexts before it is left alone
-DEFAULT_CONTEXTS = 1  # contexts per unit per test (docs/selection.md: what more of them buys)
+DEFAULT_CONTEXTS = EVIDENCE_CONTEXTS
 MAX_UNITS = 100_000  # per test: a bound on memory, far above any test's code
 TOOL_NAME = "fastci evidence"
 

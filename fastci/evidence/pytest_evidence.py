@@ -50,12 +50,13 @@ from typing import Any
 
 import pytest
 
+from fastci.core.config import EVIDENCE_CONTEXTS as DEFAULT_CONTEXTS
+
 METHODS = ("tracing", "sampling")
 TARGETS = ("embedded", "kafka")
 PHASES = frozenset({"setup", "call", "teardown"})
 MODULE_FRAME = "<module>"  # fastci.selection.units.MODULE: a module's own top-level code
 DEFAULT_RATE_HZ = 200.0  # see bench/evidence_overhead.py: the overhead and recall of each rate
-DEFAULT_CONTEXTS = 1  # fastci.evidence.first_calls.DEFAULT_CONTEXTS, kept here to keep the plugin's import light
 
 
 def addoption(group: Any) -> None:
