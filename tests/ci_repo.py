@@ -162,8 +162,6 @@ def fastci_in(repo: Path, data: Path, *args: str, env: dict[str, str] | None = N
 
 
 def collect_evidence(repo: Path, data: Path, env: dict[str, str] | None = None) -> None:
-    """A nightly's evidence and results at HEAD: exact tracing, every test."""
-    run = pytest_in(
-        repo, data, "-q", "--fastci-evidence", "--fastci-evidence-method", "tracing", "--fastci-results", env=env
-    )
+    """A nightly's evidence and results at HEAD: the default (exact) collector, every test."""
+    run = pytest_in(repo, data, "-q", "--fastci-evidence", "--fastci-results", env=env)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -193,10 +193,12 @@ def test_the_examples_run_against_the_fastci_service(kafka, tmp_path):
 
 
 def test_collect_evidence_helper_is_what_the_nightly_example_does(tmp_path):
-    """The CI-loop tests seed evidence as the nightly example does (tracing, every test, results)."""
+    """The CI-loop tests seed evidence as the nightly example does (the default collector, every test,
+    results)."""
     steps = github_steps("nightly.yml", {"FASTCI_KAFKA_BOOTSTRAP": "x"})
     (_, script, env), *_ = steps
-    assert "--fastci-evidence-method tracing" in script and "--fastci-results" in script
+    assert re.search(r"--fastci-evidence(\s|$)", script) and "--fastci-results" in script
+    assert "--fastci-evidence-method" not in script  # the default method is the exact one
     assert env["FASTCI_TRIGGER"] == "nightly"
     repo = make_repo(tmp_path)
     collect_evidence(repo, tmp_path / "data")
