@@ -204,6 +204,14 @@ def amend_with(checkout: Path, path: str, source: bytes) -> None:
     )
 
 
+def interpreter(given: str) -> str:
+    """An absolute path: the jobs run in the checkout, where a relative one names nothing."""
+    found = shutil.which(given)
+    if found is None:
+        raise argparse.ArgumentTypeError(f"{given}: no such interpreter")
+    return str(Path(found).absolute())  # not resolve(): a venv's python is a link to its base interpreter
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mirror", type=Path, default=DEFAULT_MIRROR)
@@ -214,7 +222,9 @@ def main() -> None:
     parser.add_argument("--data-mutants", action="store_true", help="also mutate a value of a changed data file")
     parser.add_argument("--package", default="more_itertools", help="the library's package (mutants go there)")
     parser.add_argument("--repo-name", default=REPO)
-    parser.add_argument("--python", default=sys.executable, help="interpreter with the repo's test deps and fastci")
+    parser.add_argument(
+        "--python", type=interpreter, default=sys.executable, help="interpreter with the repo's test deps and fastci"
+    )
     parser.add_argument("--pytest-arg", action="append", default=[], help="passed to every pytest run")
     args = parser.parse_args()
     import selection_replay
