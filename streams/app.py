@@ -78,8 +78,7 @@ AGENT = "fastci"
 BATCH = 2000  # records per take; one Table write per key per batch
 WITHIN_S = 0.05  # longest a record waits for its batch to fill (bounds latency when traffic is light)
 # faust hands records to a take() buffer one at a time and stops while the batch is processed; deeper
-# buffers and bigger polls keep it fed. Measured on 45,824 results (2 busy cores): 1,400 events/s with
-# faust's defaults and a 0.2 s window, 4,500/s with these.
+# buffers and bigger polls keep it fed (the figures: docs/benchmarks.md, "Throughput").
 STREAM_BUFFER = 16_384
 ORIGIN_HEADER = "fastci-origin"  # on repartitioned records: "<topic>/<partition>/<offset>" they came from
 MAX_POLL_RECORDS = 10_000
@@ -500,9 +499,8 @@ class GaplessConsumer(faust_aiokafka.Consumer):
     markers) and adds their offsets to the acknowledged ones at commit time. Our inputs have no
     such holes: a jump is records skipped around a rebalance, which the routes seek back for, and
     faust then acknowledges them a second time. Counted twice, they cut its runs of consecutive
-    offsets to one or two, so its commit advanced about one offset per commit interval: measured,
-    a two-worker run had applied every record, and 14 minutes after its start 63,138 records of
-    one partition were still uncommitted.
+    offsets to one or two, so its commit advances about one offset per commit interval and falls
+    behind by minutes (docs/kafka.md, "Guarantees on Kafka").
     Without the gap, faust commits up to the first record not yet acknowledged, which is exact.
     """
 

@@ -1,7 +1,7 @@
 """Run the Kafka runtime: ``fastci worker`` (or ``faust -A streams.worker worker``).
 
 Topics are created before faust starts: a worker that starts before its source
-topic exists ignores that topic until it is restarted (measured, see KAFKA.md).
+topic exists ignores that topic until it is restarted.
 """
 
 from __future__ import annotations
