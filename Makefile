@@ -19,9 +19,9 @@ demo: $(STAMP)
 
 # The whole suite, after what its tests need: the broker's jars, Chromium, and the evidence tests on
 # Python 3.12 in their own venv. Uses the broker in $$FASTCI_KAFKA_BOOTSTRAP, or starts (and stops) one
-# with docker/kafka/kafka.sh.
+# with docker/kafka/kafka.sh. PYTEST_ARGS goes to that pytest (CI: the slowest tests' durations).
 test: $(STAMP) kafka-jars chromium test-evidence-312
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # Kafka's jars from Maven Central into ~/.cache/fastci/kafka (needs Java 17 and Maven); a no-op once there.
 kafka-jars:
