@@ -28,7 +28,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -523,11 +523,7 @@ def select(
     gone_ids = {short_id(test) for test in gone}
     known_tests = _catalog(state, repo) if catalog is None else catalog
     catalog = {tid: entry for tid, entry in known_tests.items() if tid not in gone_ids}
-    reasons: dict[str, Reason] = {}
-    names: dict[str, str] = {}  # test ids of tests the catalog does not know yet (new tests)
-    functions: dict[str, list[str]] = {}
-    pairs: dict[str, set[tuple[str, str]]] = {}
-
+    affected = _Affected(gone_ids)
     importers = _Importers(state, repo, catalog)
     widening = (state.get(widening_key(repo)) or _EMPTY).widening
     widened = ""
@@ -538,119 +534,147 @@ def select(
             f"{len(widening.files)} file(s) the missed change touched, for {widening.remaining} more clean "
             "audited commit(s)"
         )
-    run_all_reason = "every test runs on every commit (selection off)" if run_everything else None
-    for changed in commit.changed_files if run_all_reason is None else ():
-        effect, why = effect_of(changed)
-        if effect == "suite":
-            run_all_reason = why
-            break
-        if effect == "extensions":
-            known = (state.get(extensions_key(repo)) or _EMPTY).importers or ()
-            built = [m for m in known if any(fnmatch.fnmatchcase(m, pattern) for pattern in changed.extensions)]
-            if not built:
-                run_all_reason = f"{why}: no evidence yet of a test importing {', '.join(changed.extensions)}"
-                break
-            for module in built:
-                for tid in sorted(importers.tests_of_module(module) - gone_ids):
-                    _mark(reasons, tid, "native-code-changed")
-            continue
-        if effect == "dependencies":
-            if not (state.get(dists_tracked_key(repo)) or _EMPTY).reads_tracked:
-                run_all_reason = f"{why} (no evidence yet records which tests import which distributions)"
-                break
-            for distribution in changed.distributions:
-                files = (state.get(dist_key(repo, distribution)) or _EMPTY).importers or ()
-                for tid in sorted(importers.tests_of_files(files) - gone_ids):
-                    _mark(reasons, tid, "dependency-changed")
-            continue
-        if effect != "readers":
-            continue
-        if not (state.get(reads_tracked_key(repo)) or _EMPTY).reads_tracked:
-            run_all_reason = f"data file changed: {changed.path} (no evidence yet records which tests read files)"
-            break
-        for path in {changed.path, changed.old_path or changed.path}:
-            readers = set((state.get(reads_key(repo, path)) or _EMPTY).file_tests or ())
-            for module in (state.get(import_reads_key(repo, path)) or _EMPTY).modules or ():
-                readers |= importers.tests_of_module(module)
-            for tid in sorted(readers - gone_ids):
-                _mark(reasons, tid, "reads-changed-file")
-    unevidenced: list[str] = []  # changed units no evidence shows running
-    for change in commit.changed_functions:
-        if change.qualname.endswith(f".{BODY}") and change.change == "added":
-            continue  # a new class: no test ran it yet (its new tests are changed tests)
-        if change.qualname.endswith(f".{BODY}") and change.change == "deleted" and is_test_file(change.path):
-            continue  # a deleted test class: its tests went with it; what named it is listed as changed
-        if change.qualname == MODULE or change.qualname.endswith(f".{BODY}"):
-            # Module code runs at import: the tests that ran code of the file, and every test whose
-            # imports reach it (a registration made at import is used by code elsewhere).
-            found = set((state.get(file_key(repo, change.path)) or _EMPTY).file_tests or ())
-            for tid in sorted(found | importers.tests_of_module(change.path)):
-                if tid in gone_ids:
-                    continue
-                _mark(reasons, tid, "module-code")
-                functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
-            continue
-        if change.change != "added":
-            uid = short_id(unit_name(change.path, change.qualname))
-            # A fixture: every test whose closure uses it (a wider-scoped one ran for the first only).
-            for tid in (state.get(fixture_key(repo, uid)) or _EMPTY).file_tests or ():
-                if tid not in gone_ids:
-                    _mark(reasons, tid, "uses-changed-fixture")
-                    functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
-            # A function that ran while a module was imported: every test importing that module.
-            for module in (state.get(import_unit_key(repo, uid)) or _EMPTY).modules or ():
-                for tid in sorted(importers.tests_of_module(module)):
-                    if tid not in gone_ids:
-                        _mark(reasons, tid, "import-time")
-                        functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
-        test = test_of(change.path, change.qualname) if change.change != "deleted" else None
-        if test is not None:
-            tid = short_id(test)
-            _mark(reasons, tid, "changed-test")
-            names[tid] = test
-        if change.change == "added":
-            continue  # nothing ran it yet: the tests that call it changed too (or are new), and select
-        uid = short_id(unit_name(change.path, change.qualname))
-        posting = (state.get(unit_key(repo, uid)) or _EMPTY).tests or {}
-        for tid, contexts in posting.items():
-            if tid in gone_ids:
-                continue
-            _mark(reasons, tid, "executes-changed-code")
-            functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
-            # A unit the test ran in no recorded context: a context of its own, so no other test covers it.
-            pairs.setdefault(tid, set()).update((uid, context) for context in contexts or (f"test:{tid}",))
-        if not posting and not is_test_file(change.path) and not _evidenced_elsewhere(state, repo, uid):
-            makers = _tests_running_enclosing(state, repo, change.path, change.qualname, importers)
-            if makers:
-                # A lambda or inner def no test ran: only its enclosing unit makes it, so only the tests
-                # that ran that unit can ever run it (a fallback never called, a key never used).
-                for tid in sorted(makers - gone_ids):
-                    _mark(reasons, tid, "runs-enclosing-code")
-                    functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
-                continue
-            # A blind spot: no test's evidence ran it, at test time, at import or as a fixture. It is
-            # named, counts against coverage, and every test whose imports reach its module runs.
-            unevidenced.append(unit_name(change.path, change.qualname))
-            for tid in sorted(importers.tests_of_module(change.path) - gone_ids):
-                _mark(reasons, tid, "import-time")
-                functions.setdefault(tid, []).append(unit_name(change.path, change.qualname))
+    run_all_reason = (
+        "every test runs on every commit (selection off)"
+        if run_everything
+        else _affected_by_files(state, commit, importers, affected)
+    )
+    _affected_by_units(state, commit, importers, affected)
     for tid, entry in catalog.items():
         if not entry.evidence:
-            reasons[tid] = "no-evidence"
+            affected.reasons[tid] = "no-evidence"
     # A doctest is the one test a docstring is code to: a changed library file keeps its doctests.
     changed_modules = tuple(
         f"{f.path}::" for f in commit.changed_files if f.path.endswith(".py") and not is_test_file(f.path)
     )
     if changed_modules:
-        for tid, entry in catalog.items():
-            if entry.test_id.startswith(changed_modules):
-                _mark(reasons, tid, "changed-test")
+        affected.keep(
+            (tid for tid, entry in catalog.items() if entry.test_id.startswith(changed_modules)), "changed-test"
+        )
     if widened:
         for path in widening.files:  # type: ignore[union-attr]
             for tid in (state.get(file_key(repo, path)) or _EMPTY).file_tests or ():
                 if tid not in gone_ids:
-                    reasons.setdefault(tid, "widened")
+                    affected.reasons.setdefault(tid, "widened")
+    return _selection(commit, catalog, affected, pruning, run_all_reason, widened)
 
+
+class _Affected:
+    """What a commit's changes reach, gathered rule by rule: each test's reason, the changed units it
+    is kept for, its (unit, context) pairs for pruning, and the changed units no evidence contains."""
+
+    def __init__(self, gone_ids: set[str]) -> None:
+        self.gone_ids = gone_ids  # tests the commit removes: never kept
+        self.reasons: dict[str, Reason] = {}
+        self.names: dict[str, str] = {}  # test ids of tests the catalog does not know yet (new tests)
+        self.functions: dict[str, list[str]] = {}
+        self.pairs: dict[str, set[tuple[str, str]]] = {}
+        self.unevidenced: list[str] = []  # changed units no evidence shows running
+
+    def keep(self, tids: Iterable[str], reason: Reason, unit: str | None = None) -> None:
+        """Keep these tests (but those the commit removes) for ``reason``, naming ``unit`` if given."""
+        for tid in sorted(set(tids) - self.gone_ids):
+            _mark(self.reasons, tid, reason)
+            if unit is not None:
+                self.functions.setdefault(tid, []).append(unit)
+
+
+def _affected_by_files(
+    state: StateReader[SelectionState], commit: CommitEvent, importers: _Importers, affected: _Affected
+) -> str | None:
+    """Keep the tests the commit's changed files reach by their kind (native code, dependency pins,
+    data files); a file whose effect fastci cannot bound returns why every test must run."""
+    repo = commit.repo
+    for changed in commit.changed_files:
+        effect, why = effect_of(changed)
+        if effect == "suite":
+            return why
+        if effect == "extensions":
+            known = (state.get(extensions_key(repo)) or _EMPTY).importers or ()
+            built = [m for m in known if any(fnmatch.fnmatchcase(m, pattern) for pattern in changed.extensions)]
+            if not built:
+                return f"{why}: no evidence yet of a test importing {', '.join(changed.extensions)}"
+            for module in built:
+                affected.keep(importers.tests_of_module(module), "native-code-changed")
+        elif effect == "dependencies":
+            if not (state.get(dists_tracked_key(repo)) or _EMPTY).reads_tracked:
+                return f"{why} (no evidence yet records which tests import which distributions)"
+            for distribution in changed.distributions:
+                files = (state.get(dist_key(repo, distribution)) or _EMPTY).importers or ()
+                affected.keep(importers.tests_of_files(files), "dependency-changed")
+        elif effect == "readers":
+            if not (state.get(reads_tracked_key(repo)) or _EMPTY).reads_tracked:
+                return f"data file changed: {changed.path} (no evidence yet records which tests read files)"
+            for path in {changed.path, changed.old_path or changed.path}:
+                readers = set((state.get(reads_key(repo, path)) or _EMPTY).file_tests or ())
+                for module in (state.get(import_reads_key(repo, path)) or _EMPTY).modules or ():
+                    readers |= importers.tests_of_module(module)
+                affected.keep(readers, "reads-changed-file")
+    return None
+
+
+def _affected_by_units(
+    state: StateReader[SelectionState], commit: CommitEvent, importers: _Importers, affected: _Affected
+) -> None:
+    """Keep the tests the commit's changed code units reach: module code, fixtures, code run at
+    import, changed tests, and the tests whose evidence ran a changed unit (with their contexts)."""
+    repo = commit.repo
+    for change in commit.changed_functions:
+        if change.qualname.endswith(f".{BODY}") and change.change == "added":
+            continue  # a new class: no test ran it yet (its new tests are changed tests)
+        if change.qualname.endswith(f".{BODY}") and change.change == "deleted" and is_test_file(change.path):
+            continue  # a deleted test class: its tests went with it; what named it is listed as changed
+        name = unit_name(change.path, change.qualname)
+        if change.qualname == MODULE or change.qualname.endswith(f".{BODY}"):
+            # Module code runs at import: the tests that ran code of the file, and every test whose
+            # imports reach it (a registration made at import is used by code elsewhere).
+            found = set((state.get(file_key(repo, change.path)) or _EMPTY).file_tests or ())
+            affected.keep(found | importers.tests_of_module(change.path), "module-code", name)
+            continue
+        uid = short_id(name)
+        if change.change != "added":
+            # A fixture: every test whose closure uses it (a wider-scoped one ran for the first only).
+            affected.keep((state.get(fixture_key(repo, uid)) or _EMPTY).file_tests or (), "uses-changed-fixture", name)
+            # A function that ran while a module was imported: every test importing that module.
+            for module in (state.get(import_unit_key(repo, uid)) or _EMPTY).modules or ():
+                affected.keep(importers.tests_of_module(module), "import-time", name)
+        test = test_of(change.path, change.qualname) if change.change != "deleted" else None
+        if test is not None:
+            tid = short_id(test)
+            _mark(affected.reasons, tid, "changed-test")
+            affected.names[tid] = test
+        if change.change == "added":
+            continue  # nothing ran it yet: the tests that call it changed too (or are new), and select
+        posting = (state.get(unit_key(repo, uid)) or _EMPTY).tests or {}
+        affected.keep(posting, "executes-changed-code", name)
+        for tid, contexts in posting.items():
+            if tid not in affected.gone_ids:
+                # A unit the test ran in no recorded context: a context of its own, so no other test covers it.
+                affected.pairs.setdefault(tid, set()).update((uid, context) for context in contexts or (f"test:{tid}",))
+        if not posting and not is_test_file(change.path) and not _evidenced_elsewhere(state, repo, uid):
+            makers = _tests_running_enclosing(state, repo, change.path, change.qualname, importers)
+            if makers:
+                # A lambda or inner def no test ran: only its enclosing unit makes it, so only the tests
+                # that ran that unit can ever run it (a fallback never called, a key never used).
+                affected.keep(makers, "runs-enclosing-code", name)
+                continue
+            # A blind spot: no test's evidence ran it, at test time, at import or as a fixture. It is
+            # named, counts against coverage, and every test whose imports reach its module runs.
+            affected.unevidenced.append(name)
+            affected.keep(importers.tests_of_module(change.path), "import-time", name)
+
+
+def _selection(
+    commit: CommitEvent,
+    catalog: dict[str, CatalogEntry],
+    affected: _Affected,
+    pruning: bool,
+    run_all_reason: str | None,
+    widened: str,
+) -> Selection:
+    """The selection event: the affected tests pruned by their pairs (unless a reason runs every
+    known test), with what they cost and what they cover against every known test."""
+    reasons, pairs, unevidenced = affected.reasons, affected.pairs, affected.unevidenced
     duration = _durations(catalog)
     cost = {tid: duration(tid) for tid in reasons}
     forced = frozenset(tid for tid, reason in reasons.items() if reason != "executes-changed-code" or not pruning)
@@ -663,7 +687,7 @@ def select(
     if run_all_reason is None and not known:
         # Nothing known of this repo (no results, no evidence yet, or a repo name that does not
         # match theirs): selecting nothing would run nothing.
-        run_all_reason = f"no test of {repo} is known yet"
+        run_all_reason = f"no test of {commit.repo} is known yet"
     if run_all_reason is None and len(pruned.kept) > MAX_KEPT:
         run_all_reason = f"more than {MAX_KEPT} tests are affected"
     run_all = run_all_reason is not None
@@ -673,7 +697,7 @@ def select(
     kept_s = math.fsum(duration(t) for t in kept_ids)
     all_gpu = math.fsum(duration(t) * _chips(catalog.get(t)) for t in known)
     kept_gpu = math.fsum(duration(t) * _chips(catalog.get(t)) for t in kept_ids)
-    name = {tid: (catalog[tid].test_id if tid in catalog else names.get(tid, tid)) for tid in known}
+    name = {tid: (catalog[tid].test_id if tid in catalog else affected.names.get(tid, tid)) for tid in known}
     metrics = SelectionMetrics(
         tests_known=len(known),
         selected=len(reasons) if not run_all else len(known),
@@ -702,7 +726,7 @@ def select(
             KeptTest(
                 test_id=name[tid],
                 reason=reasons[tid],
-                functions=tuple(sorted(set(functions.get(tid, ()))))[:MAX_FUNCTIONS],
+                functions=tuple(sorted(set(affected.functions.get(tid, ()))))[:MAX_FUNCTIONS],
                 estimated_s=duration(tid),
             )
             for tid in kept_ids
@@ -718,7 +742,7 @@ def select(
     )
     return Selection(
         commit_id=commit.id,
-        repo=repo,
+        repo=commit.repo,
         sha=commit.sha,
         base=commit.parents[0] if commit.parents else None,
         hardware_path=commit.hardware_path,
@@ -751,6 +775,9 @@ class _Importers:
         return set().union(*(self._by_file.get(path, set()) for path in files))
 
 
+LOCALS = ".<locals>."  # how a nested unit's qualname spells its enclosing one
+
+
 def _tests_running_enclosing(
     state: StateReader[SelectionState], repo: str, path: str, qualname: str, importers: _Importers
 ) -> set[str]:
@@ -767,9 +794,6 @@ def _tests_running_enclosing(
         if found:
             return found
     return set()
-
-
-LOCALS = ".<locals>."
 
 
 def _evidenced_elsewhere(state: StateReader[SelectionState], repo: str, uid: str) -> bool:
