@@ -31,7 +31,7 @@ from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent, WorkloadEvide
 from fastci.planning import risk as riskmath
 from fastci.planning.events import KNOWN_PAGE_SIZE, PAGE_SIZE, PlanMetrics, PlannedTest, TestPlan
 from fastci.planning.shrink import Dimension, scale_of, smallest_config
-from fastci.selection.events import MAX_FUNCTIONS, Selection
+from fastci.selection.events import MAX_FUNCTIONS, UNIT_REASONS, Selection
 from fastci.selection.graph import short_id
 from fastci.selection.processor import DEFAULT_DURATION_S, removed_test_ids, untraced
 from fastci.selection.units import BODY, MODULE
@@ -209,12 +209,7 @@ def plan(
     else:
         kept = {k.test_id: (k.reason, k.functions, k.estimated_s) for k in selection.kept}
 
-    functions = {
-        t: names
-        for t, (reason, names, _) in kept.items()
-        if reason
-        in ("executes-changed-code", "module-code", "import-time", "uses-changed-fixture", "runs-enclosing-code")
-    }
+    functions = {t: names for t, (reason, names, _) in kept.items() if reason in UNIT_REASONS}
     exposure = riskmath.exposures(functions)
     unknown = sum(exposure.values()) / len(exposure) if exposure else NO_EVIDENCE_EXPOSURE
     records = {t: (state.get(test_key(repo, t)) or _EMPTY).record for t in kept}
@@ -224,10 +219,6 @@ def plan(
     typical_s = measured[len(measured) // 2] if measured else None
     entries: dict[str, PlannedTest] = {}
     for test_id, (reason, names, selection_s) in kept.items():
-        record = records[test_id]
-        counts = riskmath.weighted_counts(record.statuses if record else ())
-        history = riskmath.history_risk(counts)
-        flaky = riskmath.flaky_rate(counts)
         share = {
             "changed-test": 1.0,
             "reads-changed-file": 1.0,
@@ -236,29 +227,15 @@ def plan(
             "no-evidence": unknown,
             "run-all": 0.0,
         }.get(reason, exposure.get(test_id, 0.0))
+        record = records[test_id]
         expected_s = next(
             s
             for s in (record.expected_s if record else None, typical_s, selection_s, DEFAULT_DURATION_S)
             if s is not None
         )
-        chips = record.chips if record else 0
         profile = (state.get(workload_key(repo, test_id)) or _EMPTY).workload
-        config, shrunk, scale = _workload(profile, reason, names, shrink)
-        estimated_s = expected_s * scale
-        entries[test_id] = PlannedTest(
-            test_id=test_id,
-            reason=reason,
-            risk=_unit(riskmath.combined_risk(history, share, flaky)),
-            history_risk=_unit(history),
-            exposure=_unit(share),
-            flaky_rate=_unit(flaky),
-            expected_s=expected_s,
-            estimated_s=estimated_s,
-            chips=chips,
-            config=config,
-            shrunk=shrunk,
-            saved_chip_s=max(0.0, (expected_s - estimated_s) * chips),
-        )
+        workload = _workload(profile, reason, names, shrink)
+        entries[test_id] = _planned_test(test_id, reason, record, share, expected_s, workload)
 
     risks = {t: e.risk for t, e in entries.items()}
     costs = {t: riskmath.cost(e.estimated_s, e.chips) for t, e in entries.items()}
@@ -294,6 +271,38 @@ def plan(
         )
         for page in range(pages)
     ]
+
+
+def _planned_test(
+    test_id: str,
+    reason: str,
+    record: TestRecord | None,
+    share: float,
+    expected_s: float,
+    workload: tuple[dict, dict[str, int], float],
+) -> PlannedTest:
+    """One test's plan entry: its risk from its history, its exposure ``share`` and its flakiness,
+    and its cost on the config the workload rule chose (``_workload``: config, shrunk, time scale)."""
+    counts = riskmath.weighted_counts(record.statuses if record else ())
+    history = riskmath.history_risk(counts)
+    flaky = riskmath.flaky_rate(counts)
+    config, shrunk, scale = workload
+    estimated_s = expected_s * scale
+    chips = record.chips if record else 0
+    return PlannedTest(
+        test_id=test_id,
+        reason=reason,
+        risk=_unit(riskmath.combined_risk(history, share, flaky)),
+        history_risk=_unit(history),
+        exposure=_unit(share),
+        flaky_rate=_unit(flaky),
+        expected_s=expected_s,
+        estimated_s=estimated_s,
+        chips=chips,
+        config=config,
+        shrunk=shrunk,
+        saved_chip_s=max(0.0, (expected_s - estimated_s) * chips),
+    )
 
 
 def _unit(value: float) -> float:

@@ -34,6 +34,10 @@ Reason = Literal[
     "native-code-changed",
     "runs-enclosing-code",
 ]
+# The reasons a kept test's ``functions`` name the changed units it reaches (its exposure to them).
+UNIT_REASONS: frozenset[Reason] = frozenset(
+    {"executes-changed-code", "module-code", "import-time", "uses-changed-fixture", "runs-enclosing-code"}
+)
 MAX_KEPT = 5000  # tests listed per selection; more means run_all (the event stays under Kafka's 1 MiB)
 MAX_PRUNED_LISTED = 2000  # pruned tests explained per selection (metrics.pruned counts them all)
 MAX_COVERED_BY = 8  # kept tests named per pruned test
