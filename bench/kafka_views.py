@@ -36,12 +36,12 @@ from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
 from fastci.demo.history import Workload, in_time_order, per_topic
 from fastci.runtime.embedded import EmbeddedRuntime
-from fastci.runtime.kafka_io import drop_namespace, ensure_topics, publish, time_headers
+from fastci.runtime.kafka.broker import drop_namespace, ensure_topics, publish, time_headers
+from fastci.runtime.kafka.progress import unapplied
+from fastci.runtime.kafka.routes import internal_topics
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS, build_processors
 from fastci.views.refresh import refreshed_kafka_views, refreshed_views
-from streams.app import internal_topics
-from streams.progress import unapplied
 
 ORDERS = ("generated", "blocks", "reversed")
 

@@ -45,10 +45,10 @@ from fastci.core.events import Event
 from fastci.demo.history import REPO, Workload
 from fastci.inputs import ChangedFunction, CommitEvent, EvidenceEvent, FoldedStack
 from fastci.runtime.embedded import EmbeddedRuntime, RunStats
-from fastci.runtime.kafka_io import drop_namespace, ensure_topics, group_lag, publish, topic_partitions
+from fastci.runtime.kafka.broker import drop_namespace, ensure_topics, group_lag, publish, topic_partitions
+from fastci.runtime.kafka.routes import internal_topics
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import ALL_PROCESSORS, SYSTEM, TOPICS
-from streams.app import internal_topics
 
 INPUTS = ["commits", "results", "evidence", "node-health"]
 PARTS = ("raw", "naive", "worker1", "worker2", "embedded", "replay", "replay-worker")
@@ -217,7 +217,7 @@ def faust_rate(
 
 
 def batch_times(log: Path) -> str | None:
-    """The account a worker logs when it stops (``streams.app.BatchTimes``), if it logged one."""
+    """The account a worker logs when it stops (``fastci.runtime.kafka.runtime.BatchTimes``), if it logged one."""
     lines = [line for line in log.read_text(errors="replace").splitlines() if "batch times:" in line]
     return lines[-1][lines[-1].index("batch times:") :].strip() if lines else None
 

@@ -17,9 +17,10 @@ import faust
 
 from fastci.core.config import KafkaSettings
 from fastci.core.processor import Processor
-from fastci.runtime.kafka_io import ensure_topics
+from fastci.runtime.kafka.broker import ensure_topics
+from fastci.runtime.kafka.routes import internal_topics
 from fastci.topology import TOPICS, build_processors
-from streams.app import create_app, internal_topics
+from streams.app import create_app
 
 SHUTDOWN_S = 30.0  # how long a stopping worker may take before it exits anyway
 

@@ -16,9 +16,9 @@ from aiokafka.errors import KafkaError
 
 from fastci.core.config import KafkaSettings
 from fastci.core.processor import Processor
-from fastci.runtime.kafka_io import read_to_end, topic_partitions
+from fastci.runtime.kafka.broker import read_to_end, topic_partitions
+from fastci.runtime.kafka.progress import unapplied
 from fastci.topology import build_processors, decode
-from streams.progress import unapplied
 
 
 def start_worker(
@@ -147,9 +147,9 @@ def load_with_librdkafka(settings, events) -> int:
     from confluent_kafka import Producer
 
     from fastci.core.codec import encode
-    from fastci.runtime.kafka_io import ensure_topics
+    from fastci.runtime.kafka.broker import ensure_topics
+    from fastci.runtime.kafka.routes import partition_of
     from fastci.topology import TOPICS
-    from streams.app import partition_of
 
     asyncio.run(ensure_topics(settings, TOPICS))
     delivered: list[tuple[bytes, int]] = []

@@ -26,7 +26,7 @@ from fastci.topology import SYSTEM
 
 
 class DictStore(dict):
-    def get(self, key: str) -> bytes | None:  # the RawStore protocol
+    def get(self, key: str) -> bytes | None:  # the Store protocol (fastci.runtime.contract)
         return super().get(key)
 
 

@@ -1,5 +1,5 @@
 """faust's commit bookkeeping, on faust's own Consumer: what a jump in offsets does to the commits,
-with faust's gap handling and without it (streams.app.GaplessConsumer). No broker: the consumer is
+with faust's gap handling and without it (fastci.runtime.kafka.runtime.GaplessConsumer). No broker: the consumer is
 built, never started, and driven through the methods its fetch loop and acks call."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import faust
 from faust.types import TP
 
 from fastci.core.config import KafkaSettings
-from streams.app import GaplessConsumer, create_app
+from fastci.runtime.kafka.runtime import GaplessConsumer
+from streams.app import create_app
 
 TP0 = TP("results", 0)
 COMMITTED = 100

@@ -1,17 +1,17 @@
-"""The forwarders' progress markers (``streams.forwarded``): what a worker tells the readers of its
+"""The forwarders' progress markers (``fastci.runtime.kafka.markers``): what a worker tells the readers of its
 own topics about the source partitions it forwards, and when. The merge that reads them is tested
 in ``test_kafka_ordering.py``; the two-worker kill they exist for in ``bench/kafka_views.py``."""
 
 from __future__ import annotations
 
-from streams.forwarded import (
+from fastci.runtime.kafka.markers import (
     WRITER_HEADER,
+    ForwarderProgress,
     Forwarding,
     ForwardMarks,
-    Said,
-    Spread,
+    ScatteredWriter,
     WriterMarks,
-    WriterSaid,
+    WriterProgress,
     parse,
     parse_writer,
 )
@@ -75,11 +75,11 @@ def test_no_marker_when_every_reader_of_the_topic_is_on_this_worker():
 
 
 def test_a_marker_header_this_worker_could_not_have_written_is_ignored():
-    assert parse(b"3/120") == Said(3, 120)
-    assert parse(b"3/behind") == Said(3, None)
-    assert parse(b"3/120/1700000000000") == Said(3, 120, 1_700_000_000_000)
-    assert parse(b"3/120/inf") == Said(3, 120, float("inf"))
-    assert parse(b"3/120/-inf") == Said(3, 120, float("-inf"))
+    assert parse(b"3/120") == ForwarderProgress(3, 120)
+    assert parse(b"3/behind") == ForwarderProgress(3, None)
+    assert parse(b"3/120/1700000000000") == ForwarderProgress(3, 120, 1_700_000_000_000)
+    assert parse(b"3/120/inf") == ForwarderProgress(3, 120, float("inf"))
+    assert parse(b"3/120/-inf") == ForwarderProgress(3, 120, float("-inf"))
     for raw in (b"", b"3", b"x/120", b"3/later", b"\xff/1", b"3/behind/12", b"3/120/soon"):
         assert parse(raw) is None, raw
 
@@ -108,7 +108,7 @@ def test_a_caught_up_marker_carries_the_writers_frontier_when_it_can_tell_it():
     assert marks.due(assigned, at(highwaters), frontier=frontier) == []
     frontiers[0] = float("inf")
     assert [parse(m.header) for m in marks.due(assigned, at(highwaters), frontier=frontier)] == [
-        Said(0, 4, float("inf"))
+        ForwarderProgress(0, 4, float("inf"))
     ] * 2
     # a forwarding with no colocated writer is never asked
     plain, plain_positions = marks_of()
@@ -119,7 +119,7 @@ def test_a_caught_up_marker_carries_the_writers_frontier_when_it_can_tell_it():
 
 def test_a_writer_whose_outputs_go_anywhere_tells_the_other_workers_its_frontier_and_ends():
     marks = WriterMarks(partitions=3)
-    marks.add(Spread("node-state", "run-requested", "run-requested-by-pool"))
+    marks.add(ScatteredWriter("node-state", "run-requested", "run-requested-by-pool"))
     assigned = {("run-requested-by-pool", 0)}  # partitions 1 and 2 of the readers are elsewhere
     known: dict[str, tuple[tuple[int, ...], float] | None] = {"node-state": None}
     ends = {("run-requested", 2): 12}
@@ -133,7 +133,7 @@ def test_a_writer_whose_outputs_go_anywhere_tells_the_other_workers_its_frontier
     assert [(m.topic, m.partition, m.name) for m in made] == [
         ("run-requested-by-pool", q, WRITER_HEADER) for q in (1, 2)
     ]
-    assert parse_writer(made[0].header) == WriterSaid("node-state", (0,), 1_500, {2: 12})
+    assert parse_writer(made[0].header) == WriterProgress("node-state", (0,), 1_500, {2: 12})
     assert due() == []  # said already
     ends[("run-requested", 0)] = 3
     assert due(tell=False) and parse_writer(due()[0].header).ends == {0: 3, 2: 12}
@@ -147,6 +147,6 @@ def test_a_writer_whose_outputs_go_anywhere_tells_the_other_workers_its_frontier
 
 
 def test_a_writer_marker_this_worker_could_not_have_written_is_ignored():
-    assert parse_writer(b"node-state/0,2/-inf/") == WriterSaid("node-state", (0, 2), float("-inf"), {})
+    assert parse_writer(b"node-state/0,2/-inf/") == WriterProgress("node-state", (0, 2), float("-inf"), {})
     for raw in (b"", b"node-state/0/5", b"/0/5/", b"node-state/x/5/", b"node-state/0/soon/", b"node-state/0/5/1"):
         assert parse_writer(raw) is None, raw

@@ -34,10 +34,10 @@ from fastci.producer.targets import KafkaTarget
 from fastci.regression import webhook
 from fastci.regression.events import Endpoint, RegressionAlert
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
-from fastci.runtime.kafka_acls import describe_acls
-from fastci.runtime.kafka_io import AccessDenied, ensure_topics, publish, read_to_end
+from fastci.runtime.kafka.acls import describe_acls
+from fastci.runtime.kafka.broker import AccessDenied, ensure_topics, publish, read_to_end
+from fastci.runtime.kafka.roles import all_acls
 from fastci.runtime.publish import publish_embedded
-from fastci.runtime.roles import all_acls
 from fastci.selection.events import Selection, SelectionMetrics
 from fastci.topology import ALL_PROCESSORS, DEAD_LETTERS, INPUT_TOPICS, SYSTEM, TOPICS, decode
 from fastci.views.refresh import refresh_embedded

@@ -13,7 +13,7 @@ from kafka_helpers import read_events, start_worker, stop_worker, wait_until_con
 from fastci.core.events import Event
 from fastci.demo.history import Workload
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
-from fastci.runtime.kafka_io import ensure_topics, publish
+from fastci.runtime.kafka.broker import ensure_topics, publish
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS
 from fastci.views.refresh import refresh_embedded, refresh_kafka

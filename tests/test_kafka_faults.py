@@ -26,7 +26,7 @@ from kafka_helpers import (
 
 from fastci.demo.history import Workload
 from fastci.runtime.embedded import EmbeddedRuntime
-from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
+from fastci.runtime.kafka.broker import ensure_topics, publish, read_to_end
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS
 from fastci.views.refresh import refreshed_kafka_views, refreshed_views

@@ -1,4 +1,4 @@
-"""The worker's merge of a processor's input streams (``streams.ordering``), logic only: which held
+"""The worker's merge of a processor's input streams (``fastci.runtime.kafka.ordering``), logic only: which held
 record goes when, given what each stream may still hold. The Kafka runs of the same rule are
 ``bench/kafka_views.py`` and the Kafka equivalence tests."""
 
@@ -9,27 +9,27 @@ from types import SimpleNamespace
 
 from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS
 from fastci.runtime.driver import Origin
-from streams.forwarded import Forwarding, Said, WriterSaid
-from streams.ordering import (
+from fastci.runtime.kafka.markers import ForwarderProgress, Forwarding, WriterProgress
+from fastci.runtime.kafka.ordering import (
     ANYTHING,
     NOTHING_LEFT,
-    Consumed,
-    Feed,
-    Held,
+    HeldRecord,
+    InputPaths,
     Merge,
     Ordering,
     Stalls,
     Wait,
+    WireReading,
     describe,
     limit_after,
 )
 
 
-def held(time_ms: int, index: int, origin: str, name: str = "", offset: int = 0) -> Held:
-    return Held((time_ms, index, name), lambda h: [], None, None, Origin(origin, offset))
+def held(time_ms: int, index: int, origin: str, name: str = "", offset: int = 0) -> HeldRecord:
+    return HeldRecord((time_ms, index, name), lambda h: [], None, None, Origin(origin, offset))
 
 
-def fill(merge: Merge, *records: tuple[str, Held]) -> None:
+def fill(merge: Merge, *records: tuple[str, HeldRecord]) -> None:
     for topic, record in records:
         merge.stream(topic, record.origin.stream).push(record)
 
@@ -49,8 +49,8 @@ def test_the_least_head_goes_first_while_every_empty_stream_has_nothing_left():
     assert merge.held() == 0
 
 
-def timed(time_ms: int, index: int, stream: str, offset: int) -> Held:
-    return Held((time_ms, index, f"id{offset}", offset), lambda h: [], None, None, Origin(stream, offset))
+def timed(time_ms: int, index: int, stream: str, offset: int) -> HeldRecord:
+    return HeldRecord((time_ms, index, f"id{offset}", offset), lambda h: [], None, None, Origin(stream, offset))
 
 
 def test_an_input_topic_is_released_in_time_order_within_the_lateness_bound():
@@ -136,8 +136,10 @@ def ordering_of(highwaters: dict[tuple[str, int], int]) -> tuple[Ordering, FakeP
     own = FakePositions({})
     back = FakePositions({})
 
-    def feed(index: int, topic: str, writers: tuple[str, ...] = ()) -> Feed:
-        return Feed(index, Consumed(own, topic), Consumed(back, f"{topic}-back"), Consumed(own, topic), writers)
+    def feed(index: int, topic: str, writers: tuple[str, ...] = ()) -> InputPaths:
+        return InputPaths(
+            index, WireReading(own, topic), WireReading(back, f"{topic}-back"), WireReading(own, topic), writers
+        )
 
     feeds = {
         "writer": {"commits": feed(0, "commits")},
@@ -173,12 +175,12 @@ def test_readers_wait_for_what_their_writer_still_holds_and_for_what_it_is_sendi
     own.next[("commits", 0)] = 2
     sent = []
 
-    def writer_apply(h: Held) -> list:
+    def writer_apply(h: HeldRecord) -> list:
         send = SimpleNamespace(topic="selection", partition=0, time=h.key[0])
         sent.append(send)
         return [send]
 
-    ordering.hold("writer", 0, "commits", Held((20, 0, "c20"), writer_apply, None, None, Origin("commits/0", 0)))
+    ordering.hold("writer", 0, "commits", HeldRecord((20, 0, "c20"), writer_apply, None, None, Origin("commits/0", 0)))
     ordering.hold("reader", 0, "commits", held(20, 0, "commits/0", "c20"))
     ordering.hold("reader", 0, "commits", held(40, 0, "commits/0", "c40"))
     made = ordering.release([])
@@ -202,7 +204,7 @@ def test_readers_wait_for_what_their_writer_still_holds_and_for_what_it_is_sendi
 
 
 def test_a_record_is_ordered_at_its_time_header_else_its_timestamp():
-    from streams.app import _record_time
+    from fastci.runtime.kafka.routes import record_time as _record_time
 
     def message(headers):
         return SimpleNamespace(headers=headers, timestamp=1_700_000_000.123)
@@ -215,7 +217,7 @@ def test_a_record_is_ordered_at_its_time_header_else_its_timestamp():
 def test_a_rewind_goes_back_to_faust_s_committed_offset_when_it_is_earlier_even_at_zero():
     from faust.types import TP
 
-    from streams.app import _rewinds
+    from fastci.runtime.kafka.runtime import _rewinds
 
     tp = TP("results", 0)
 
@@ -235,11 +237,11 @@ def test_a_source_partition_another_worker_forwards_is_read_to_its_end_when_its_
     stream = ordering.merges["reader"][0].streams["commits/1"]  # commits' partition 1: another worker forwards it
     # its forwarded records are all read here, but the forwarder may not have sent them all yet
     assert ordering.limit("reader", 0, stream) == ANYTHING
-    ordering.forwarded("commits-back", 0, Said(1, None))
+    ordering.forwarded("commits-back", 0, ForwarderProgress(1, None))
     assert ordering.limit("reader", 0, stream) == ANYTHING
-    ordering.forwarded("commits-back", 0, Said(1, 0))
+    ordering.forwarded("commits-back", 0, ForwarderProgress(1, 0))
     assert ordering.limit("reader", 0, stream) == NOTHING_LEFT
-    ordering.forwarded("commits-back", 1, Said(1, None))  # another partition's marker says nothing here
+    ordering.forwarded("commits-back", 1, ForwarderProgress(1, None))  # another partition's marker says nothing here
     assert ordering.limit("reader", 0, stream) == NOTHING_LEFT
     highwaters[("commits-back", 0)] = 4  # the marker's records are not all read yet
     assert ordering.limit("reader", 0, stream) == ANYTHING
@@ -254,22 +256,26 @@ def rekeyed_ordering(highwaters: dict[tuple[str, int], int]) -> tuple[Ordering, 
     pool reading 'test-plan' rekeyed by pool through 'plans-by-pool', with a second writer of the
     topic, 'other', whose outputs go anywhere; two partitions, this worker has partition 0."""
     positions = FakePositions({})
-    plans = Consumed(positions, "test-plan")
-    commits = Feed(
-        0, Consumed(positions, "commits"), Consumed(positions, "commits-back"), Consumed(positions, "commits"), ()
+    plans = WireReading(positions, "test-plan")
+    commits = InputPaths(
+        0,
+        WireReading(positions, "commits"),
+        WireReading(positions, "commits-back"),
+        WireReading(positions, "commits"),
+        (),
     )
     feeds = {
         "planner": {"commits": commits},
         "other": {"commits": commits},
         "pool": {
-            "test-plan": Feed(
-                0, None, Consumed(positions, "plans-by-pool"), plans, ("planner", "other"), colocated=("planner",)
+            "test-plan": InputPaths(
+                0, None, WireReading(positions, "plans-by-pool"), plans, ("planner", "other"), colocated=("planner",)
             )
         },
     }
     ordering = Ordering(["planner", "other", "pool"], feeds, 2, lambda t, p: highwaters.get((t, p)))
     ordering.assign({(t, 0) for t in ("commits", "commits-back", "test-plan", "plans-by-pool")})
-    ordering.forwarded("commits-back", 0, Said(1, 0))  # the other worker's commits: all forwarded
+    ordering.forwarded("commits-back", 0, ForwarderProgress(1, 0))  # the other worker's commits: all forwarded
     return ordering, positions
 
 
@@ -278,28 +284,28 @@ def test_a_stream_another_worker_forwards_is_bounded_by_what_that_worker_says_of
     ordering, positions = rekeyed_ordering(highwaters)
     remote = ordering.merges["pool"][0].streams["test-plan/1"]  # its planner runs on the other worker
     ordering.frontier.update(planner=50, other=float("inf"))  # this worker's partitions of the writers
-    ordering.forwarded("plans-by-pool", 0, Said(1, 7))
+    ordering.forwarded("plans-by-pool", 0, ForwarderProgress(1, 7))
     # 'other' may write into any partition: its partition on the other worker has not said where it is
     assert ordering.limit("pool", 0, remote) == ANYTHING
-    ordering.writer_marked("plans-by-pool", 0, WriterSaid("other", (1,), 60, {1: 9}))
+    ordering.writer_marked("plans-by-pool", 0, WriterProgress("other", (1,), 60, {1: 9}))
     assert ordering.limit("pool", 0, remote) == ANYTHING  # what it wrote ends at 9; forwarded through 7
-    ordering.forwarded("plans-by-pool", 0, Said(1, 9))
+    ordering.forwarded("plans-by-pool", 0, ForwarderProgress(1, 9))
     assert ordering.limit("pool", 0, remote) == limit_after(50, 0)  # no planner frontier told: this worker's
-    ordering.forwarded("plans-by-pool", 0, Said(1, 9, 20))
+    ordering.forwarded("plans-by-pool", 0, ForwarderProgress(1, 9, 20))
     assert ordering.limit("pool", 0, remote) == limit_after(20, 0)  # the planner there holds a plan at 20
-    ordering.forwarded("plans-by-pool", 0, Said(1, 9, float("inf")))
+    ordering.forwarded("plans-by-pool", 0, ForwarderProgress(1, 9, float("inf")))
     assert ordering.limit("pool", 0, remote) == limit_after(60, 0)  # 'other' there, at 60
-    ordering.writer_marked("plans-by-pool", 0, WriterSaid("other", (1,), float("inf"), {1: 9}))
+    ordering.writer_marked("plans-by-pool", 0, WriterProgress("other", (1,), float("inf"), {1: 9}))
     assert ordering.limit("pool", 0, remote) == NOTHING_LEFT
     ordering.frontier["other"] = 30  # and 'other' here, at 30
     assert ordering.limit("pool", 0, remote) == limit_after(30, 0)
     # what this worker wrote into the other worker's partition must come back through its forwarder first
     ordering.sent({("test-plan", 1): 11})
     assert ordering.limit("pool", 0, remote) == ANYTHING
-    ordering.forwarded("plans-by-pool", 0, Said(1, 11, float("inf")))
+    ordering.forwarded("plans-by-pool", 0, ForwarderProgress(1, 11, float("inf")))
     assert ordering.limit("pool", 0, remote) == limit_after(30, 0)
     ordering.feeds["pool"]["test-plan"] = replace(ordering.feeds["pool"]["test-plan"], writers=("planner",))
-    ordering.forwarded("plans-by-pool", 0, Said(1, 11, 25))
+    ordering.forwarded("plans-by-pool", 0, ForwarderProgress(1, 11, 25))
     assert ordering.limit("pool", 0, remote) == limit_after(25, 0)  # its only writer told there
     local = ordering.merges["pool"][0].streams["test-plan/0"]
     positions.next.update({("test-plan", 0): 0, ("plans-by-pool", 0): 0})
@@ -346,7 +352,7 @@ def test_a_merge_that_waits_says_what_for():
     positions.next.update({("test-plan", 0): 0, ("plans-by-pool", 0): 0})
     assert ordering.waits() == []  # nothing held
     ordering.hold("pool", 0, "test-plan", held(70, 0, "test-plan/0", "p70"))
-    ordering.forwarded("plans-by-pool", 0, Said(1, 0))
+    ordering.forwarded("plans-by-pool", 0, ForwarderProgress(1, 0))
     # the other worker's partition of 'other' (which writes anywhere) has not said where it is
     (wait,) = ordering.waits()
     assert (wait.processor, wait.partition, wait.stream, wait.held, wait.head) == (
@@ -359,10 +365,10 @@ def test_a_merge_that_waits_says_what_for():
     assert "no writer marker yet from the worker holding partition 1 of other" in wait.reason
     assert "one version" in wait.reason
     assert [h.key[2] for h in ordering.merges["pool"][0].release(lambda s: ordering.limit("pool", 0, s))] == []
-    ordering.writer_marked("plans-by-pool", 0, WriterSaid("other", (1,), 60, {1: 9}))
+    ordering.writer_marked("plans-by-pool", 0, WriterProgress("other", (1,), 60, {1: 9}))
     (wait,) = ordering.waits()
     assert "not read yet (up to offset 9)" in wait.reason
-    ordering.forwarded("plans-by-pool", 0, Said(1, 9))
+    ordering.forwarded("plans-by-pool", 0, ForwarderProgress(1, 9))
     (wait,) = ordering.waits()  # told, read: 'other' there may still emit a plan at 60, before p70
     assert wait.reason == (
         "other on the worker holding its partition 1, which writes it, may still emit records timed from "
@@ -371,7 +377,7 @@ def test_a_merge_that_waits_says_what_for():
     ordering.frontier["other"] = float("-inf")  # this worker's 'other' is stuck itself
     assert ordering.waits()[0].reason == "other, which writes it, waits itself"
     ordering.frontier["other"] = float("inf")
-    ordering.writer_marked("plans-by-pool", 0, WriterSaid("other", (1,), float("inf"), {1: 9}))
+    ordering.writer_marked("plans-by-pool", 0, WriterProgress("other", (1,), float("inf"), {1: 9}))
     assert ordering.waits() == []
     highwaters[("plans-by-pool", 0)] = 5  # five forwarded plans not taken yet: either origin's, maybe
     (wait,) = ordering.waits()
@@ -380,7 +386,7 @@ def test_a_merge_that_waits_says_what_for():
     ordering.forwarders_said.clear()  # the other worker's forwarder has not said it is caught up
     (wait,) = ordering.waits()
     assert wait.reason == "no progress marker yet from the worker forwarding test-plan/1"
-    ordering.forwarded("plans-by-pool", 0, Said(1, None))
+    ordering.forwarded("plans-by-pool", 0, ForwarderProgress(1, None))
     assert ordering.waits()[0].reason == "the worker forwarding test-plan/1 says it is behind"
     assert str(ordering.waits()[0]).startswith("pool[0] holds 1, waiting on test-plan/1: ")
 
@@ -420,9 +426,9 @@ def test_a_feedback_stream_runs_at_most_the_lead_ahead_of_its_writer():
     highwaters = {(t, p): 0 for t in ("results", "results-back", "states", "states-back") for p in (0, 1)}
     positions = FakePositions({})
 
-    def feed(index: int, topic: str, feedback: tuple[str, ...] = ()) -> Feed:
-        consumed = Consumed(positions, topic)
-        return Feed(index, consumed, Consumed(positions, f"{topic}-back"), consumed, (), (), feedback)
+    def feed(index: int, topic: str, feedback: tuple[str, ...] = ()) -> InputPaths:
+        consumed = WireReading(positions, topic)
+        return InputPaths(index, consumed, WireReading(positions, f"{topic}-back"), consumed, (), (), feedback)
 
     feeds = {
         "guard": {"results": feed(0, "results"), "states": feed(1, "states", ("node-state",))},

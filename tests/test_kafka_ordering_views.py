@@ -1,7 +1,7 @@
 """The ordering rule on Kafka: one history appended to the broker in three cross-topic orders, each
 applied by one faust worker, gives the embedded runtime's views, decisions included: every view. So
 does the first order applied by two workers, where a processor's inputs are written and forwarded
-on the other worker too (the progress markers of ``streams.forwarded``), and the first order
+on the other worker too (the progress markers of ``fastci.runtime.kafka.markers``), and the first order
 published by librdkafka, whose partitioner cuts each topic into other partitions. And after a
 SIGKILL mid-stream: of a lone worker, started again, and of one of two workers, with each producer.
 
@@ -23,11 +23,12 @@ from kafka_helpers import kill_mid_stream, load_with_librdkafka, start_worker, s
 from fastci.core.events import Event
 from fastci.demo.history import Workload, in_time_order, per_topic
 from fastci.runtime.embedded import EmbeddedRuntime
-from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
+from fastci.runtime.kafka.broker import ensure_topics, publish, read_to_end
+from fastci.runtime.kafka.routes import internal_topics
+from fastci.runtime.kafka.runtime import CRASH_AFTER_OUTPUTS_TO
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS, build_processors
 from fastci.views.refresh import refreshed_kafka_views, refreshed_views
-from streams.app import CRASH_AFTER_OUTPUTS_TO, internal_topics
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

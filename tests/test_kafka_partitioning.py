@@ -20,11 +20,11 @@ from fastci.demo.history import Workload
 from fastci.inputs import ResultEvent
 from fastci.runtime.driver import decode_entry
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
-from fastci.runtime.kafka_io import ensure_topics, publish, read_to_end
-from fastci.runtime.positions import position_partition
+from fastci.runtime.kafka.broker import ensure_topics, publish, read_to_end
+from fastci.runtime.kafka.positions import position_partition
+from fastci.runtime.kafka.routes import partition_of
 from fastci.runtime.publish import publish_embedded
 from fastci.topology import SYSTEM, TOPICS
-from streams.app import partition_of
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

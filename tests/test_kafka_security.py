@@ -17,7 +17,7 @@ from factories import result
 from kafka_helpers import read_events, stop_worker, wait_until_consumed
 
 from fastci.core.config import KafkaSettings
-from fastci.runtime.kafka_io import ensure_topics, publish
+from fastci.runtime.kafka.broker import ensure_topics, publish
 from fastci.topology import TOPICS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -14,7 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from fastci.cli.main import main
 from fastci.core.config import KafkaSettings
-from fastci.runtime.kafka_io import drop_namespace, topic_partitions
+from fastci.runtime.kafka.broker import drop_namespace, topic_partitions
 
 pytestmark = pytest.mark.kafka
 

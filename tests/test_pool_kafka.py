@@ -12,7 +12,7 @@ from kafka_helpers import read_events, start_worker, stop_worker, wait_until_con
 from processor_helpers import Store, feed
 from test_pool_embedded import CONFIG, T0, request, results_of, running_now
 
-from fastci.runtime.kafka_io import ensure_topics, publish
+from fastci.runtime.kafka.broker import ensure_topics, publish
 from fastci.scheduling.events import ClockTick, ScheduleEvent
 from fastci.scheduling.processor import PoolSchedulerProcessor
 from fastci.topology import TOPICS

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fastci.runtime.positions import Positions, Verdict, position_key, position_partition
+from fastci.runtime.kafka.positions import Positions, Verdict, position_key, position_partition
 
 
 class DictStore(dict):

@@ -10,7 +10,7 @@ from test_rerun import MODEL, environment
 
 from fastci.cli.main import main
 from fastci.reproduce.request import rerun_request
-from fastci.runtime.kafka_io import ensure_topics, publish
+from fastci.runtime.kafka.broker import ensure_topics, publish
 from fastci.scheduling.runs import RunRequested
 
 pytestmark = pytest.mark.kafka

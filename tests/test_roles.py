@@ -8,7 +8,7 @@ import pytest
 from fastci.cli.kafka import role_users
 from fastci.cli.main import main
 from fastci.core.config import KafkaSettings
-from fastci.runtime.roles import all_acls, decision_topics, role_acls
+from fastci.runtime.kafka.roles import all_acls, decision_topics, role_acls
 from fastci.topology import ALL_PROCESSORS, INPUT_TOPICS
 
 SETTINGS = KafkaSettings(namespace="t-")

@@ -1,4 +1,4 @@
-"""One contract for the driver's raw store (``fastci.runtime.driver.RawStore``), run on every backend.
+"""One contract for the driver's raw store (``fastci.runtime.contract.Store``), run on every backend.
 
 The driver reads a store only through ``get(key) -> bytes | None`` and never writes to it: it hands
 its encoded entries to the runtime (``Driver.drain_writes``), which commits them to the store its
@@ -49,11 +49,13 @@ from faust.types import Message
 from fastci.core.config import KafkaSettings
 from fastci.core.processor import compound_key
 from fastci.runtime.checkpoint import READ_KEYS_AFTER, Checkpoint
-from fastci.runtime.driver import APPLIED_MARK, RawStore, applied_key
+from fastci.runtime.contract import Store
+from fastci.runtime.driver import APPLIED_MARK, applied_key
+from fastci.runtime.kafka.positions import position_key
+from fastci.runtime.kafka.routes import TableStore
 from fastci.runtime.memory import MemoryRuntime
-from fastci.runtime.positions import position_key
 from fastci.topology import SYSTEM
-from streams.app import TableStore, create_app
+from streams.app import create_app
 
 # Two real processors: every backend keys its stores by processor name.
 FIRST, SECOND = "test-selection", "node-state"
@@ -70,7 +72,7 @@ class MemoryBackend:
         runtime = MemoryRuntime(SYSTEM)
         self.stores = {processor.name: store for processor, _, store in runtime.drivers}
 
-    def store(self, processor: str) -> RawStore:
+    def store(self, processor: str) -> Store:
         return self.stores[processor]
 
     def commit(self, processor: str, writes: dict[str, bytes]) -> None:
@@ -106,7 +108,7 @@ class SqliteBackend:
         self.checkpoint = Checkpoint(path)
         self.primed: set[str] = set()
 
-    def store(self, processor: str) -> RawStore:
+    def store(self, processor: str) -> Store:
         store = self.checkpoint.store(processor)
         if self.keys_held and processor not in self.primed:
             # As the embedded runtime does on reload; then enough misses that the store reads its keys.
@@ -144,7 +146,7 @@ class FaustBackend:
         self.app = create_app(self.settings)
         self.acknowledged: list[tuple[str, int, bytes, bytes]] = []  # (changelog topic, partition, key, value)
 
-    def store(self, processor: str) -> RawStore:
+    def store(self, processor: str) -> Store:
         return TableStore(self.app.tables[processor])
 
     def _write(self, processor: str, writes: dict[str, bytes]) -> list[tuple[str, int, bytes, bytes]]:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from aiokafka.errors import MessageSizeTooLargeError
 
-from streams.app import BROKER_BATCH_BYTES, PRODUCE_BATCH_BYTES, Send, send_batched, whole_batch
+from fastci.runtime.kafka.sends import BROKER_BATCH_BYTES, PRODUCE_BATCH_BYTES, Send, send_batched, whole_batch
 
 
 class FakeBatch:
@@ -113,7 +113,7 @@ def test_a_partition_the_broker_refuses_whole_is_sent_in_several_batches_with_a_
             batch.append(timestamp=None, key=send.key, value=send.value, headers=send.headers or [])
         return batch
 
-    monkeypatch.setattr("streams.app.whole_batch", unbounded)
+    monkeypatch.setattr("fastci.runtime.kafka.sends.whole_batch", unbounded)
     app = FakeApp(capacity=2, refuse_over=2)
     small = [Send("changelog", 1, b"a", b"1")]
     big = [Send("changelog", 0, f"k{n}".encode(), f"v{n}".encode()) for n in range(5)]

@@ -466,12 +466,12 @@ def ask_kafka(
 async def _ask_kafka(settings: KafkaSettings, commits: list[CommitEvent], say: Say) -> Found:
     from aiokafka import AIOKafkaConsumer
 
-    from fastci.runtime import kafka_io
+    from fastci.runtime.kafka import broker
 
     wanted = {c.id for c in commits}
     names = [settings.topic(Selection.TOPIC), settings.topic(TestPlan.TOPIC)]
-    await kafka_io.ensure_topics(settings, [CommitEvent.TOPIC, Selection.TOPIC, TestPlan.TOPIC])
-    tps = await kafka_io.topic_partitions(settings, names)
+    await broker.ensure_topics(settings, [CommitEvent.TOPIC, Selection.TOPIC, TestPlan.TOPIC])
+    tps = await broker.topic_partitions(settings, names)
     consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **settings.client_options())
     await consumer.start()
     try:
@@ -496,7 +496,7 @@ async def _ask_kafka(settings: KafkaSettings, commits: list[CommitEvent], say: S
             if caught_up and not asked:
                 new = [c for c in commits if not found.complete(c.id)]
                 say(f"asking the fastci worker for {len(new)} plan(s) at Kafka {settings.bootstrap}")
-                await kafka_io.publish(settings, new)  # known ones are dropped by id: this changes nothing
+                await broker.publish(settings, new)  # known ones are dropped by id: this changes nothing
                 asked = True
     finally:
         await consumer.stop()

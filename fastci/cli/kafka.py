@@ -43,9 +43,9 @@ def register(commands: Any) -> None:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    from fastci.runtime.kafka_io import ensure_topics, topic_partitions
+    from fastci.runtime.kafka.broker import ensure_topics, topic_partitions
+    from fastci.runtime.kafka.routes import internal_topics
     from fastci.topology import ALL_PROCESSORS, TOPICS
-    from streams.app import internal_topics
 
     settings = kafka_settings(args)
     names = sorted({*TOPICS, *internal_topics(settings, ALL_PROCESSORS)})
@@ -91,7 +91,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
 def role_users(given: list[str]) -> dict[str, list[str]]:
     """ROLE=NAME options -> role -> users; a role not given is held by a user of its own name."""
-    from fastci.runtime.roles import ROLES
+    from fastci.runtime.kafka.roles import ROLES
 
     users: dict[str, list[str]] = {}
     for item in given:
@@ -105,8 +105,8 @@ def role_users(given: list[str]) -> dict[str, list[str]]:
 
 
 def cmd_acls(args: argparse.Namespace) -> int:
-    from fastci.runtime.kafka_acls import AclError, create_acls, describe_acls
-    from fastci.runtime.roles import all_acls
+    from fastci.runtime.kafka.acls import AclError, create_acls, describe_acls
+    from fastci.runtime.kafka.roles import all_acls
     from fastci.topology import ALL_PROCESSORS
 
     settings = kafka_settings(args)

@@ -239,7 +239,7 @@ def _settle_data_dir(args: argparse.Namespace) -> None:
 def _access_denied(error: BaseException) -> bool:
     """A refusal to report in one line: the cluster's (an ACL) or a signing misconfiguration."""
     from fastci.core.provenance import ProvenanceError
-    from fastci.runtime.kafka_io import AccessDenied  # only once something failed
+    from fastci.runtime.kafka.broker import AccessDenied  # only once something failed
 
     return isinstance(error, AccessDenied | ProvenanceError)
 

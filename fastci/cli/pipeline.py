@@ -231,7 +231,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from fastci.runtime.kafka_io import TopicMismatch
+    from fastci.runtime.kafka.broker import TopicMismatch
     from streams.worker import run_worker
 
     settings = kafka_settings(args)
@@ -246,8 +246,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_lag(args: argparse.Namespace) -> int:
+    from fastci.runtime.kafka.progress import unapplied
     from fastci.topology import build_processors
-    from streams.progress import unapplied
 
     settings = kafka_settings(args)
     behind = asyncio.run(unapplied(settings, build_processors(args.processor)))

@@ -21,7 +21,8 @@ from fastci.core.processor import Processor
 # How far (event time) a feedback pipe's reader may run ahead of its writer's low watermark. Without
 # a bound, a backlog let baseline-guard run days ahead of node-state, and a late quarantine found the
 # runs it reaches back over already forgotten (it keeps its lookback and this lead of a node's runs).
-# Each turn of the loop moves this far: a short lead costs a backlog many turns (docs/topology.md).
+# Each turn of the loop moves this far: a short lead costs a backlog many turns (docs/benchmarks.md,
+# "The ordering rule: what each part fixed").
 FEEDBACK_LEAD_MS = 24 * 3600 * 1000
 
 # How much earlier than the latest record before it an input topic's record may be timed and still be

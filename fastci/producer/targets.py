@@ -98,7 +98,7 @@ class KafkaTarget:
 
         from aiokafka import AIOKafkaProducer
 
-        from fastci.runtime.kafka_io import ensure_topics, refused_as, time_headers
+        from fastci.runtime.kafka.broker import ensure_topics, refused_as, time_headers
 
         topics = {e.TOPIC for e in events} - self._topics_ready
         if topics:

@@ -29,7 +29,7 @@ from fastci.core.codec import InvalidEvent, decode_as
 from fastci.regression.events import RegressionAlert
 from fastci.regression.webhook import SECRET_ENV, signed_headers
 from fastci.runtime.embedded import DataDir
-from fastci.runtime.kafka_io import read_to_end
+from fastci.runtime.kafka.broker import read_to_end
 
 FINAL_STAGES = ("culprit", "unresolved")
 TRIAGE_TEAM = "ci-triage"  # who gets a regression nobody owns

@@ -216,7 +216,7 @@ class KafkaRunner:
         from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
         from fastci.core.codec import encode
-        from fastci.runtime.kafka_io import ensure_topics
+        from fastci.runtime.kafka.broker import ensure_topics
 
         settings = self.settings
         await ensure_topics(settings, [RunRequested.TOPIC, ResultEvent.TOPIC])

@@ -171,7 +171,7 @@ class _Transaction:
 
 
 class ProcessorStore:
-    """One processor's committed entries, read by key (the driver's ``RawStore``)."""
+    """One processor's committed entries, read by key (a ``fastci.runtime.contract.Store``)."""
 
     def __init__(self, db: sqlite3.Connection, processor: str) -> None:
         self.db = db

@@ -20,7 +20,7 @@ Both live inside the same value as the state, so one store write records them
 atomically: a Kafka changelog record or a row in the embedded checkpoint.
 
 Runtimes make outputs durable *before* they persist the writes from
-``drain_writes``. After a crash, an event whose state write was persisted is
+``drain_writes`` (``fastci.runtime.contract.commit``). After a crash, an event whose state write was persisted is
 recognised and skipped (its outputs were already durable); an event whose write
 was lost is processed again and re-emits outputs with the same ids, which
 consumers drop as duplicates.
@@ -50,7 +50,7 @@ from __future__ import annotations
 import traceback
 from bisect import bisect_right, insort
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import orjson
 from pydantic import BaseModel
@@ -59,6 +59,7 @@ from fastci.core.codec import InvalidEvent, encode
 from fastci.core.dead_letters import FieldError
 from fastci.core.events import Event, Record
 from fastci.core.processor import KEY_SEPARATOR, Processor, compound_key
+from fastci.runtime.contract import Store
 
 _CACHE_LIMIT = 200_000  # decoded entries kept between batches
 SEEN_ID_CHARS = 16
@@ -84,10 +85,6 @@ class Origin(NamedTuple):
     stream: str
     offset: int
     floor: int | None = None
-
-
-class RawStore(Protocol):
-    def get(self, key: str) -> bytes | None: ...
 
 
 @dataclass(slots=True)
@@ -176,7 +173,7 @@ class Driver:
     def __init__(
         self,
         processor: Processor[Any],
-        store: RawStore,
+        store: Store,
         reports: frozenset[str] | None = None,
         remember: frozenset[str] = frozenset(),
     ) -> None:

@@ -24,7 +24,7 @@ import fcntl
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,11 +39,17 @@ from fastci.core.processor import Processor
 from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS, SortKey, System, merge_key
 from fastci.runtime.checkpoint import Checkpoint
 from fastci.runtime.collector import PauseControl
+from fastci.runtime.contract import commit
 from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.log import Log, LogRecord, Position
-from fastci.runtime.release import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
+from fastci.runtime.ordering import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
+from fastci.runtime.publish import publish_embedded
 
 Progress = Callable[[str, int, int], None]  # (processor, events done, events pending at start)
+
+
+def _nothing(outputs: list) -> None:
+    """Outputs already durable."""
 
 
 def now_ms() -> int:
@@ -344,11 +350,22 @@ class _ProcessorRunner:
                 window.unsaved = False
                 positions[(self.consumer, topic)] = window.position
                 released[(self.consumer, topic)] = window.released
-        self.checkpoint.commit(
-            self.processor.name, self.driver.drain_writes(), {**positions, **self.produced}, released
-        )
+        # The outputs were appended (and synced) at each step: nothing is left to make durable.
+        for _ in commit([], [(self.processor.name, self.driver)], _nothing, self._persist(positions, released)):
+            pass
         self.produced = {}
         self.uncommitted = 0
+
+    def _persist(
+        self, positions: dict[tuple[str, str], Position], released: dict[tuple[str, str], set[int]]
+    ) -> Callable[[list[tuple[str, Mapping[str, bytes]]]], None]:
+        """The commit's last step: the state, positions and outputs' ends in one checkpoint transaction."""
+
+        def persist(writes: list[tuple[str, Mapping[str, bytes]]]) -> None:
+            state = writes[0][1] if writes else {}
+            self.checkpoint.commit(self.processor.name, state, {**positions, **self.produced}, released)
+
+        return persist
 
     def _merged(self) -> Iterator[tuple[_Window, _Pending, int]]:
         """Up to a batch of input records in event-time order across topics (ties: ``sort_key``), each
@@ -445,6 +462,20 @@ class EmbeddedRuntime:
 
     def close(self) -> None:
         self.checkpoint.close()
+
+    # The contract's ``Runtime`` (fastci.runtime.contract): what a caller that only publishes and reads uses.
+
+    def publish(self, events: Iterable[Event]) -> None:
+        """Append ``events`` to the log, as ``fastci publish`` does."""
+        publish_embedded(self.data.root, list(events))
+
+    def apply(self) -> None:
+        """Apply everything published so far, and what it causes."""
+        self.run()
+
+    def events(self, topic: str) -> list[Event]:
+        """Every event of ``topic``, in log order."""
+        return [self.shared.system.decode(topic, record.payload) for record in self.data.log.topic(topic).read()]
 
     def pending(self) -> int:
         """Records still to apply, summed over the processors (each reads its inputs)."""

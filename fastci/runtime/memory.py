@@ -1,8 +1,11 @@
 """The in-memory runtime: the real processors through the same ``Driver`` as the durable runtimes,
-with no log. Tests, the simulators and the regression benchmarks drive it.
+with no log. Tests of processors, the simulators and the regression benchmarks drive it.
 
-Each published event goes to every processor of the system that reads its topic (in system order),
-and what they emit is delivered in turn, breadth first, before ``publish`` returns. The driver gives
+It does not apply the ordering rule (``fastci.runtime.contract``, promise 2): each published event
+goes to every processor of the system that reads its topic (in system order), and what they emit is
+delivered in turn, breadth first, before ``publish`` returns. So a caller decides the order events
+are applied in by the order it publishes them; a test of the ordering rule runs on the embedded or
+the Kafka runtime (``tests/test_runtime_contract.py``). The driver gives
 it the runtimes' guarantees: an event redelivered to a key changes nothing, a processor that fails
 dead-letters the event and keeps its state. State lives in a dict per processor, written from the
 driver's buffered writes every ``drain_every`` deliveries (the embedded runtime's fsync and SQLite
@@ -22,6 +25,7 @@ from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
 from fastci.core.processor import Processor
 from fastci.core.system import System
+from fastci.runtime.contract import commit
 from fastci.runtime.driver import Driver
 
 Listener = Callable[[Event], None]
@@ -99,17 +103,31 @@ class MemoryRuntime:
         self.outputs += produced
         return produced
 
+    def apply(self) -> None:
+        """Nothing to do: ``publish`` applies what it delivers before it returns (the contract's
+        ``Runtime.apply``)."""
+
+    def events(self, topic: str) -> list[Event]:
+        """The events of ``topic`` the processors emitted or the responders published, in order (the
+        contract's ``Runtime.events``; the events a caller published are the caller's to keep)."""
+        return [e for e in (*self.outputs, *self.responses) if e.TOPIC == topic]
+
     def of_topic(self, topic: str) -> list[Any]:
         """The processors' outputs of one topic, in order."""
         return [e for e in self.outputs if e.TOPIC == topic]
 
     def drain(self) -> None:
-        for processor, driver, store in self.drivers:
-            writes = driver.drain_writes()
-            if writes:
-                biggest = max(len(value) for value in writes.values())
-                self.largest[processor.name] = max(self.largest.get(processor.name, 0), biggest)
-            store.update(writes)
+        """Write what the drivers buffered to their stores, in the commit order (nothing is durable
+        here: the outputs were delivered already)."""
+        stores = {processor.name: store for processor, _, store in self.drivers}
+        drains = [(processor.name, driver) for processor, driver, _ in self.drivers]
+        for _ in commit([], drains, lambda outputs: None, lambda writes: self._store(stores, writes)):
+            pass
+
+    def _store(self, stores: dict[str, BytesStore], writes: list[tuple[str, Mapping[str, bytes]]]) -> None:
+        for name, changed in writes:
+            self.largest[name] = max(self.largest.get(name, 0), max(map(len, changed.values())))
+            stores[name].update(changed)
 
     def state(self, processor_name: str) -> tuple[Driver, dict[str, Any]]:
         """A processor's driver (its reads see unflushed writes) and its store."""

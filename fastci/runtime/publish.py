@@ -29,12 +29,12 @@ def publish_embedded(data_dir: Path, events: list[Event]) -> None:
 
 
 def publish_kafka(settings: KafkaSettings, events: list[Event]) -> None:
-    from fastci.runtime import kafka_io  # aiokafka: not for a producer to the embedded log
+    from fastci.runtime.kafka import broker  # aiokafka: not for a producer to the embedded log
 
     events = sign_all(events, Signer.from_env())
 
     async def send() -> None:
-        await kafka_io.ensure_topics(settings, {e.TOPIC for e in events})
-        await kafka_io.publish(settings, events)
+        await broker.ensure_topics(settings, {e.TOPIC for e in events})
+        await broker.publish(settings, events)
 
     asyncio.run(send())

@@ -16,9 +16,9 @@ from fastci.core.codec import InvalidEvent, encode
 from fastci.core.config import KafkaSettings
 from fastci.runtime.driver import decode_state, is_applied_mark
 from fastci.runtime.embedded import DataDir
-from fastci.runtime.kafka_io import read_to_end
+from fastci.runtime.kafka.broker import read_to_end
+from fastci.runtime.kafka.positions import position_partition
 from fastci.runtime.log import Position
-from fastci.runtime.positions import position_partition
 from fastci.topology import ALL_PROCESSORS, TOPICS, decode
 from fastci.views.schema import TableSpec, state_table, topic_table
 from fastci.views.store import StoredPosition, Views, state_row, with_position

@@ -16,7 +16,7 @@ from aiokafka.protocol.admin import CreateAclsRequest_v1, DescribeAclsRequest_v1
 from aiokafka.protocol.api import Request
 
 from fastci.core.config import KafkaSettings
-from fastci.runtime.roles import Acl
+from fastci.runtime.kafka.roles import Acl
 
 # Kafka's wire codes (org.apache.kafka.common.acl / resource).
 RESOURCE = {"TOPIC": 2, "GROUP": 3, "CLUSTER": 4}

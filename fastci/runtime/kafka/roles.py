@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 from fastci.core.config import KafkaSettings
 from fastci.core.processor import Processor
+from fastci.runtime.kafka.routes import FORWARDERS
 from fastci.topology import DEAD_LETTERS, INPUT_TOPICS, SYSTEM, TOPICS
 
 ROLES = ("producer", "worker", "analyst", "operator")
-FORWARDERS_TABLE = "forwarders"  # the worker's Table of forwarder positions (streams.app.FORWARDERS)
+
 TOPIC_ADMIN = ("CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS")
 
 
@@ -55,7 +56,7 @@ def decision_topics() -> list[str]:
 
 
 def changelog_tables(processors: Iterable[type[Processor] | Processor]) -> list[str]:
-    return sorted({p.name for p in processors} | {FORWARDERS_TABLE})
+    return sorted({p.name for p in processors} | {FORWARDERS})
 
 
 def role_acls(

@@ -1,7 +1,7 @@
 """How far each route of a running worker is behind the end of what it consumes.
 
 faust's committed offsets are not the answer: faust can commit past records it
-skipped (see ``fastci.runtime.positions``). The positions every route stores next
+skipped (see ``fastci.runtime.kafka.positions``). The positions every route stores next
 to its state are, so this reads them back from the Table changelogs.
 """
 
@@ -11,9 +11,9 @@ from aiokafka import AIOKafkaConsumer
 
 from fastci.core.config import KafkaSettings
 from fastci.core.processor import Processor
-from fastci.runtime.kafka_io import read_to_end, topic_partitions
-from fastci.runtime.positions import position_key, position_partition
-from streams.app import route_names
+from fastci.runtime.kafka.broker import read_to_end, topic_partitions
+from fastci.runtime.kafka.positions import position_key, position_partition
+from fastci.runtime.kafka.routes import route_names
 
 
 async def unapplied(settings: KafkaSettings, processors: list[Processor]) -> dict[str, int]:

@@ -2,10 +2,10 @@
 
 A processor that reads a topic through the worker's own topic (repartitioned, or its misplaced
 records) merges one stream per source partition. When this worker reads that source partition, it
-knows how far its forwarder is (``streams.ordering``). When another worker reads it, the records
+knows how far its forwarder is (``fastci.runtime.kafka.ordering``). When another worker reads it, the records
 still to be forwarded are invisible here: counting the stream complete once its forwarded records
 ran out let a merge apply commits before results the other worker had yet to forward (two workers,
-one SIGKILLed: docs/topology.md, "Several workers").
+one SIGKILLed: docs/benchmarks.md, "The ordering rule: what each part fixed").
 
 So each forwarder tells the readers of its worker topic, in every partition of it, where it is in
 each source partition it reads: caught up through offset N (it has forwarded every record before N,
@@ -47,7 +47,7 @@ UNBOUNDED = ("inf", "-inf")  # a writers' frontier: they hold nothing; they may 
 
 
 @dataclass(frozen=True, slots=True)
-class Mark:
+class Marker:
     """One marker: a record with no key and no value, in one partition of a worker topic."""
 
     topic: str  # the worker topic (its wire name)
@@ -57,7 +57,7 @@ class Mark:
 
 
 @dataclass(frozen=True, slots=True)
-class Said:
+class ForwarderProgress:
     """What a marker says of one source partition."""
 
     partition: int
@@ -69,7 +69,7 @@ def _frontier_text(earliest: float) -> str:
     return str(earliest) if abs(earliest) == float("inf") else str(int(earliest))
 
 
-def parse(raw: bytes) -> Said | None:
+def parse(raw: bytes) -> ForwarderProgress | None:
     """A marker header -> what it says; None when it is not one this worker could have written (the
     reader ignores it, and keeps waiting)."""
     partition, _, rest = raw.decode(errors="replace").partition("/")
@@ -79,7 +79,7 @@ def parse(raw: bytes) -> Said | None:
     if frontier and (where == BEHIND or not (frontier in UNBOUNDED or frontier.isdigit())):
         return None
     told = float(frontier) if frontier else None
-    return Said(int(partition), None if where == BEHIND else int(where), told)
+    return ForwarderProgress(int(partition), None if where == BEHIND else int(where), told)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ class Forwarding:
 
     source: str  # wire names
     sink: str
-    positions: Any  # fastci.runtime.positions.Positions
+    positions: Any  # fastci.runtime.kafka.positions.Positions
     writers: tuple[str, ...] = ()  # the source topic's writers whose frontier its markers carry (colocated)
 
 
@@ -118,12 +118,12 @@ class ForwardMarks:
         highwater: Callable[[str, int], int | None],
         tell: bool = True,
         frontier: Frontier | None = None,
-    ) -> list[Mark]:
+    ) -> list[Marker]:
         """The markers whose state changed since they were last sent, for the source partitions
         this worker reads; ``highwater``: the last high-water mark fetched for a partition;
         ``frontier``: the writers' frontier in a source partition, or None when it cannot be told.
         With ``tell`` false, only looks: the markers stay due."""
-        marks: list[Mark] = []
+        marks: list[Marker] = []
         for forwarding in self.forwardings:
             if all((forwarding.sink, q) in assigned for q in range(self.partitions)):
                 continue  # every reader of the worker topic is here, and knows its forwarders
@@ -142,12 +142,12 @@ class ForwardMarks:
                 if tell:
                     self.told[(forwarding.sink, partition)] = state
                 header = f"{partition}/{state}".encode()
-                marks.extend(Mark(forwarding.sink, q, header) for q in range(self.partitions))
+                marks.extend(Marker(forwarding.sink, q, header) for q in range(self.partitions))
         return marks
 
 
 @dataclass(frozen=True, slots=True)
-class WriterSaid:
+class WriterProgress:
     """What a writer marker says: the sending worker's partitions of ``writer``, the earliest time
     they may still emit a record at, and where its records end in each partition of the topic."""
 
@@ -157,7 +157,7 @@ class WriterSaid:
     ends: dict[int, int]
 
 
-def parse_writer(raw: bytes) -> WriterSaid | None:
+def parse_writer(raw: bytes) -> WriterProgress | None:
     """A writer marker header -> what it says; None when this worker could not have written it."""
     fields = raw.decode(errors="replace").split("/")
     if len(fields) != 4:
@@ -170,11 +170,11 @@ def parse_writer(raw: bytes) -> WriterSaid | None:
         at = {int(q): int(end) for q, end in pairs}
     except ValueError:
         return None
-    return WriterSaid(writer, held, told, at) if writer else None
+    return WriterProgress(writer, held, told, at) if writer else None
 
 
 @dataclass(frozen=True, slots=True)
-class Spread:
+class ScatteredWriter:
     """A writer whose outputs to ``topic`` may land in any partition, read through ``sink``."""
 
     writer: str  # the processor
@@ -192,10 +192,10 @@ class WriterMarks:
 
     def __init__(self, partitions: int) -> None:
         self.partitions = partitions
-        self.spreads: set[Spread] = set()
-        self.told: dict[Spread, str] = {}
+        self.spreads: set[ScatteredWriter] = set()
+        self.told: dict[ScatteredWriter, str] = {}
 
-    def add(self, spread: Spread) -> None:
+    def add(self, spread: ScatteredWriter) -> None:
         self.spreads.add(spread)
 
     def reset(self) -> None:
@@ -208,11 +208,11 @@ class WriterMarks:
         frontier: WriterFrontier,
         ends: Callable[[str, int], int],
         tell: bool = True,
-    ) -> list[Mark]:
+    ) -> list[Marker]:
         """The writer markers whose state changed since they were last sent, to the partitions of
         each worker topic that other workers read; ``ends``: where this worker's acknowledged
         records of a topic partition end. With ``tell`` false, only looks."""
-        marks: list[Mark] = []
+        marks: list[Marker] = []
         for spread in sorted(self.spreads, key=lambda s: (s.writer, s.topic, s.sink)):
             elsewhere = [q for q in range(self.partitions) if (spread.sink, q) not in assigned]
             known = frontier(spread.writer) if elsewhere else None
@@ -225,5 +225,5 @@ class WriterMarks:
                 continue
             if tell:
                 self.told[spread] = state
-            marks.extend(Mark(spread.sink, q, state.encode(), WRITER_HEADER) for q in elsewhere)
+            marks.extend(Marker(spread.sink, q, state.encode(), WRITER_HEADER) for q in elsewhere)
         return marks

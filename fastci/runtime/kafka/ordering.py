@@ -8,7 +8,7 @@ partition (a repartitioned topic interleaves its source partitions in delivery o
 source partition is its own stream), and the least head goes first, but only while every stream
 that is empty, or released in time order, is known to hold nothing still to come that would sort
 before it. A topic processors write is released in log order (its writers append it in time
-order); a producer's topic in time order within ``LATENESS_MS`` (``fastci.runtime.release``: the
+order); a producer's topic in time order within ``LATENESS_MS`` (``fastci.runtime.ordering``: the
 queue and the merge both runtimes use). What a stream may still hold is its *limit*, given by the
 runtime: nothing when it has been read to its end and its writer has nothing left; only records
 after its writer's low watermark when the writer still holds some; for a producer's topic not read
@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS, SortKey
-from fastci.runtime.release import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
-from streams.forwarded import Forwarding, Said, WriterSaid
+from fastci.runtime.kafka.markers import ForwarderProgress, Forwarding, WriterProgress
+from fastci.runtime.ordering import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
 
 
 def limit_after(time_ms: float, index: int) -> SortKey:
@@ -39,11 +39,11 @@ def limit_after(time_ms: float, index: int) -> SortKey:
 
 
 @dataclass(slots=True)
-class Held:
+class HeldRecord:
     """A delivered record waiting for its turn."""
 
     key: SortKey
-    apply: Callable[[Held], list[Any]]  # applies it; returns the records to send
+    apply: Callable[[HeldRecord], list[Any]]  # applies it; returns the records to send
     message: Any
     decoded: Any
     origin: Any  # a ``fastci.runtime.driver.Origin``; its stream's floor is set when it is released
@@ -59,7 +59,7 @@ class Stream:
     topic: str
     origin: str  # "<topic>/<partition>" where the records were first appended
     in_time_order: bool = False
-    waiting: ReleaseQueue[Held] = field(init=False)
+    waiting: ReleaseQueue[HeldRecord] = field(init=False)
     latest: float = float("-inf")  # the latest time delivered
 
     def __post_init__(self) -> None:
@@ -68,7 +68,7 @@ class Stream:
     def __len__(self) -> int:
         return len(self.waiting)
 
-    def push(self, held: Held) -> None:
+    def push(self, held: HeldRecord) -> None:
         self.waiting.push(held)
         if self.in_time_order and held.key[0] > self.latest:
             self.latest = held.key[0]
@@ -76,7 +76,7 @@ class Stream:
     def head(self) -> SortKey:
         return self.waiting.head()
 
-    def pop(self) -> Held:
+    def pop(self) -> HeldRecord:
         """The least record; in time order, its origin given the stream's floor: the first offset not
         released yet (in log order, the floor is its own offset)."""
         held = self.waiting.pop()
@@ -169,7 +169,7 @@ class Merge:
     def held(self) -> int:
         return sum(len(s) for s in self.streams.values())
 
-    def release(self, limit: Callable[[Stream], SortKey]) -> Iterator[Held]:
+    def release(self, limit: Callable[[Stream], SortKey]) -> Iterator[HeldRecord]:
         """The held records that may go now, least first: a head goes when it sorts before the limit of
         every stream that is empty or released in time order (what it may still be delivered).
         ``limit`` is asked only about those."""
@@ -195,8 +195,8 @@ class Merge:
         self.streams.clear()
 
 
-class Consumed:
-    """A route's reading of one wire topic: its positions (``fastci.runtime.positions``), which say
+class WireReading:
+    """A route's reading of one wire topic: its positions (``fastci.runtime.kafka.positions``), which say
     how far it has read each partition."""
 
     __slots__ = ("positions", "wire")
@@ -207,14 +207,14 @@ class Consumed:
 
 
 @dataclass(frozen=True, slots=True)
-class Feed:
+class InputPaths:
     """Where one processor reads one input topic from: straight from the topic (records in the
     partition of their key) and/or through the worker's own topic, fed by a forwarder of the topic."""
 
     index: int  # the topic's place among the processor's inputs: ties in time go by it
-    direct: Consumed | None  # the topic itself, when the processor reads it by its own key
-    internal: Consumed  # the worker's topic the topic's (misplaced or rekeyed) records come back through
-    source: Consumed  # the forwarder reading the topic
+    direct: WireReading | None  # the topic itself, when the processor reads it by its own key
+    internal: WireReading  # the worker's topic the topic's (misplaced or rekeyed) records come back through
+    source: WireReading  # the forwarder reading the topic
     writers: tuple[str, ...]  # the processors writing the topic (not through a feedback pipe)
     colocated: tuple[str, ...] = ()  # those of them whose frontier a forwarder's marker carries
     feedback: tuple[str, ...] = ()  # the processors writing it through a feedback pipe (run after it)
@@ -230,7 +230,7 @@ class Ordering:
     worker is sending now counts as not read. Then its limit is its writers' low watermark (an input
     topic has no writer: nothing left). A source partition another worker reads is read to its end
     when that worker's forwarder said, in the last progress marker read here, that it was caught up
-    past every record this worker produced there (``streams.forwarded``); the marker's writers'
+    past every record this worker produced there (``fastci.runtime.kafka.markers``); the marker's writers'
     frontier, when it carries one, stands for the writers of that partition, which run there. A
     writer whose outputs land in any partition counts as far as every other worker holding a
     partition of it has said, in its last writer marker, once the stream is read past what that
@@ -239,7 +239,7 @@ class Ordering:
     def __init__(
         self,
         order: list[str],
-        feeds: dict[str, dict[str, Feed]],
+        feeds: dict[str, dict[str, InputPaths]],
         partitions: int,
         highwater: Callable[[str, int], int | None],
     ) -> None:
@@ -253,9 +253,9 @@ class Ordering:
         self.in_flight: set[tuple[str, int]] = set()
         self.assigned: set[tuple[str, int]] = set()
         # (worker topic, partition, source partition) -> what the last marker read there said of it
-        self.forwarders_said: dict[tuple[str, int, int], Said] = {}
+        self.forwarders_said: dict[tuple[str, int, int], ForwarderProgress] = {}
         # (worker topic, partition, writer) -> per partition of the writer elsewhere, its last writer marker
-        self.writers_said: dict[tuple[str, int, str], dict[int, WriterSaid]] = {}
+        self.writers_said: dict[tuple[str, int, str], dict[int, WriterProgress]] = {}
 
     def assign(self, assigned: set[tuple[str, int]]) -> None:
         """Partitions moved: forget what was held (its positions make the consumer deliver it again)
@@ -278,7 +278,7 @@ class Ordering:
             for merge in merges.values():
                 merge.clear()
 
-    def hold(self, name: str, partition: int, topic: str, held: Held) -> None:
+    def hold(self, name: str, partition: int, topic: str, held: HeldRecord) -> None:
         merges = self.merges[name]
         merge = merges.get(partition)
         if merge is None:
@@ -292,11 +292,11 @@ class Ordering:
     def held(self) -> int:
         return sum(merge.held() for merges in self.merges.values() for merge in merges.values())
 
-    def forwarded(self, wire: str, partition: int, said: Said) -> None:
+    def forwarded(self, wire: str, partition: int, said: ForwarderProgress) -> None:
         """A forwarder's progress marker, read in ``partition`` of the worker topic ``wire``."""
         self.forwarders_said[(wire, partition, said.partition)] = said
 
-    def writer_marked(self, wire: str, partition: int, said: WriterSaid) -> None:
+    def writer_marked(self, wire: str, partition: int, said: WriterProgress) -> None:
         """Another worker's writer marker, read in ``partition`` of the worker topic ``wire``."""
         told = self.writers_said.setdefault((wire, partition, said.writer), {})
         for held in said.partitions:
@@ -441,7 +441,7 @@ class Ordering:
             )
         return NOTHING_LEFT if earliest == float("inf") else limit_after(earliest, feed.index)
 
-    def _read_through(self, feed: Feed, partition: int, origin: int, end: int) -> bool:
+    def _read_through(self, feed: InputPaths, partition: int, origin: int, end: int) -> bool:
         """Whether this processor's stream of ``origin`` has been read past every record before
         ``end`` in that partition of the topic (the stream being read to its end already)."""
         if not end:
@@ -453,7 +453,7 @@ class Ordering:
         said = self._remote(feed, partition, origin)
         return said is not None and said.through is not None and said.through >= end
 
-    def _read_to_end(self, feed: Feed, partition: int, origin: int, why: list[str] | None = None) -> bool:
+    def _read_to_end(self, feed: InputPaths, partition: int, origin: int, why: list[str] | None = None) -> bool:
         """Whether the stream of ``origin`` is read to its end; if not, with ``why``, the reason."""
         if feed.direct is not None and origin == partition:
             return self._complete(feed.direct, partition, why)
@@ -483,13 +483,13 @@ class Ordering:
             return False
         return True
 
-    def _remote(self, feed: Feed, partition: int, origin: int) -> Said | None:
+    def _remote(self, feed: InputPaths, partition: int, origin: int) -> ForwarderProgress | None:
         """What the last marker read said of a source partition another worker forwards."""
         if (feed.direct is not None and origin == partition) or (feed.source.wire, origin) in self.assigned:
             return None
         return self.forwarders_said.get((feed.internal.wire, partition, origin))
 
-    def _complete(self, consumed: Consumed, partition: int, why: list[str] | None = None) -> bool:
+    def _complete(self, consumed: WireReading, partition: int, why: list[str] | None = None) -> bool:
         where = (consumed.wire, partition)
         if where in self.in_flight:
             if why is not None:

@@ -1,11 +1,11 @@
-"""The queue both runtimes release a stream's records from (``fastci.runtime.release``)."""
+"""The queue both runtimes release a stream's records from (``fastci.runtime.ordering``)."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
-from fastci.runtime.release import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
+from fastci.runtime.ordering import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
 
 
 @dataclass(slots=True)
