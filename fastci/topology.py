@@ -41,11 +41,11 @@ INPUTS: tuple[type[Event], ...] = (
 
 def _decisions() -> tuple[type[Event], ...]:
     """What processors emit."""
+    from fastci.contracts.runs import RunRequested
     from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
     from fastci.planning.events import TestPlan
     from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
     from fastci.scheduling.events import ScheduleEvent
-    from fastci.scheduling.runs import RunRequested
     from fastci.selection.events import Selection, SelectionAudit
 
     return (

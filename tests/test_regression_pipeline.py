@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
 from fastci.fleet.events import NodeStateChanged
 from fastci.regression.events import BaselineExclusion, RegressionAlert
@@ -13,7 +14,6 @@ from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats
 from fastci.runtime.memory import MemoryRuntime
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM, build_processors, decode
 
 OWNERS = "* @framework-team\n/fastlm/kernels/ @kernels-team\nlayer:driver @driver-team\n"

@@ -31,10 +31,10 @@ from functools import cached_property
 
 import numpy as np
 
+from fastci.contracts.runs import RunRequested
 from fastci.inputs import Bundle, ChangedFunction, CommitEvent, EvidenceEvent, FoldedStack, NodeHealthEvent, ResultEvent
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.references import GoldenReference, OwnerMap
-from fastci.scheduling.runs import RunRequested
 from fastci.selection.events import Selection
 
 REPO = "acme/llm-framework"

@@ -6,6 +6,7 @@ analysts, editors and type checkers (``tests/test_topology.py`` holds it to ``SY
 code imports from the defining modules.
 """
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
 from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event, derive_id
@@ -25,7 +26,6 @@ from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, 
 from fastci.regression.references import GoldenReference, OwnerMap
 from fastci.release.events import ReleaseEvent
 from fastci.scheduling.events import ClockTick, PoolConfig, ScheduleEvent
-from fastci.scheduling.runs import RunRequested
 from fastci.selection.events import Selection, SelectionAudit, SelectionPolicy
 from fastci.topology import DEAD_LETTERS, INPUT_TOPICS, TOPICS, decode, model_for
 

@@ -28,6 +28,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Config, Event, Record
 from fastci.core.processor import Processor, StateReader, Step
 from fastci.fleet.events import OUT_OF_SERVICE_STATES, NodeAttribution, NodeEvidence, NodeState, NodeStateChanged
@@ -35,7 +36,6 @@ from fastci.fleet.flakiness import FAILING
 from fastci.fleet.rules import RULES, Assessment, NodeRules, assess
 from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
 from fastci.regression.perfstats import seed_from
-from fastci.scheduling.runs import RunRequested
 
 NAME = "node-state"
 HELD_EVIDENCE = 64

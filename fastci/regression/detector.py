@@ -34,6 +34,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Config, Event, Record, derive_id
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.fleet.events import FlakyVerdict
@@ -50,7 +51,6 @@ from fastci.regression.events import (
     SeriesPoint,
 )
 from fastci.regression.perfstats import PerfGate, compare, metric_direction, relative_noise, seed_from, sketch
-from fastci.scheduling.runs import RunRequested
 
 GATE = PerfGate()
 POOL_SAMPLES = 1024  # the baseline: this many samples of the newest accepted nights

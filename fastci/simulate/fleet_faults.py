@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
 from fastci.fleet.events import OUT_OF_SERVICE_STATES, NodeAttribution, NodeStateChanged
 from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
@@ -60,7 +61,6 @@ from fastci.regression.owners import parse_owner_file
 from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.memory import MemoryRuntime
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM
 
 REPO = "acme/fleet-models"
