@@ -41,8 +41,9 @@ INPUTS: tuple[type[Event], ...] = (
 
 def _decisions() -> tuple[type[Event], ...]:
     """What processors emit."""
+    from fastci.contracts.node_states import NodeStateChanged
     from fastci.contracts.runs import RunRequested
-    from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
+    from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, TestStatusChanged
     from fastci.planning.events import TestPlan
     from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
     from fastci.scheduling.events import ScheduleEvent

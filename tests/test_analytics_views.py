@@ -11,7 +11,7 @@ from factories import BUNDLE, result
 from regression_factories import golden
 
 from fastci.cli.main import main
-from fastci.fleet.events import NodeStateChanged
+from fastci.contracts.node_states import NodeStateChanged
 from fastci.inputs import CommitEvent
 from fastci.regression.events import BaselineExclusion
 from fastci.reproduce.request import rerun_request

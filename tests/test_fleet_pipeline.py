@@ -8,8 +8,8 @@ from factories import BUNDLE
 from fleet_factories import at, run
 
 from fastci.cli.main import main
+from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
-from fastci.fleet.events import NodeStateChanged
 from fastci.inputs import NodeHealthEvent
 from fastci.regression.owners import parse_owner_file
 from fastci.runtime.embedded import DataDir

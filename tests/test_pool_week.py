@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 import pytest
 from factories import BUNDLE
 
+from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
-from fastci.fleet.events import NodeStateChanged
 from fastci.runtime.memory import MemoryRuntime
 from fastci.scheduling.events import ScheduleEvent
 from fastci.scheduling.processor import DEFAULT_CLASSES, PoolSchedulerProcessor, default_config

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC
 
+from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
-from fastci.fleet.events import NodeStateChanged
 from fastci.regression.events import BaselineExclusion, RegressionAlert
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha

@@ -1,16 +1,18 @@
 """The public event contract, in one import: every event model fastci moves and the codec.
 
-Each model is defined beside the capability that owns it (``fastci/<capability>/events.py``) and
-registered in ``SYSTEM`` (``fastci/topology.py``); this package names each one, for producers,
-analysts, editors and type checkers (``tests/test_topology.py`` holds it to ``SYSTEM``). fastci's own
-code imports from the defining modules.
+Each model is defined beside the capability that owns it (``fastci/<capability>/events.py``), or in
+``fastci/contracts/`` when several capabilities read or write it, and is registered in ``SYSTEM``
+(``fastci/topology.py``); this package names each one, for producers, analysts, editors and type
+checkers (``tests/test_topology.py`` holds it to ``SYSTEM``). fastci's own code imports from the
+defining modules.
 """
 
+from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
 from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
 from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event, derive_id
-from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
+from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, TestStatusChanged
 from fastci.inputs import (
     Bundle,
     ChangedFile,

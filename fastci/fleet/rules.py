@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from fastci.fleet.events import MAX_EVIDENCE, NodeEvidence
+from fastci.contracts.node_states import MAX_EVIDENCE, NodeEvidence
 from fastci.fleet.slowness import Level, SlowGate, SlowVerdict, judge
 
 # XIDs that mean the hardware (or its firmware) failed, whatever the application did.

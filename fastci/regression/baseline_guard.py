@@ -14,10 +14,10 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from fastci.contracts.node_states import UNTRUSTED_STATES, NodeStateChanged
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.core.system import FEEDBACK_LEAD_MS
-from fastci.fleet.events import UNTRUSTED_STATES, NodeStateChanged
 from fastci.inputs import ResultEvent
 from fastci.regression.events import BaselineExclusion
 

@@ -47,9 +47,10 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from fastci.contracts.node_states import OUT_OF_SERVICE_STATES, NodeStateChanged
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
-from fastci.fleet.events import OUT_OF_SERVICE_STATES, NodeAttribution, NodeStateChanged
+from fastci.fleet.events import NodeAttribution
 from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
 from fastci.qualify import golden
 from fastci.qualify.emulated import EmulatedAccelerator
