@@ -10,9 +10,10 @@ import time
 import pytest
 from kafka_helpers import read_events, start_worker, stop_worker
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
-from fastci.regression.events import BaselineExclusion, BisectStep, RegressionAlert
+from fastci.regression.events import BisectStep, RegressionAlert
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.kafka_io import ensure_topics, publish

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
-from fastci.regression.events import BaselineExclusion, RegressionAlert
+from fastci.regression.events import RegressionAlert
 from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats

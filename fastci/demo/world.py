@@ -31,10 +31,11 @@ from functools import cached_property
 
 import numpy as np
 
+from fastci.contracts.owner_maps import OwnerMap
 from fastci.contracts.runs import RunRequested
 from fastci.inputs import Bundle, ChangedFunction, CommitEvent, EvidenceEvent, FoldedStack, NodeHealthEvent, ResultEvent
 from fastci.regression.owners import parse_owner_file
-from fastci.regression.references import GoldenReference, OwnerMap
+from fastci.regression.references import GoldenReference
 from fastci.selection.events import Selection
 
 REPO = "acme/llm-framework"

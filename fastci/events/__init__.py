@@ -7,12 +7,15 @@ checkers (``tests/test_topology.py`` holds it to ``SYSTEM``). fastci's own code 
 defining modules.
 """
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.flaky_verdicts import FlakyVerdict
 from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.owner_maps import OwnerMap
 from fastci.contracts.runs import RunRequested
 from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
 from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event, derive_id
-from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, TestStatusChanged
+from fastci.fleet.events import FlakyTest, NodeAttribution, TestStatusChanged
 from fastci.inputs import (
     Bundle,
     ChangedFile,
@@ -24,8 +27,8 @@ from fastci.inputs import (
     ResultEvent,
 )
 from fastci.planning.events import TestPlan
-from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
-from fastci.regression.references import GoldenReference, OwnerMap
+from fastci.regression.events import BisectPlan, BisectStep, GateResult, RegressionAlert
+from fastci.regression.references import GoldenReference
 from fastci.release.events import ReleaseEvent
 from fastci.scheduling.events import ClockTick, PoolConfig, ScheduleEvent
 from fastci.selection.events import Selection, SelectionAudit, SelectionPolicy

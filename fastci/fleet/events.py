@@ -1,12 +1,11 @@
 """Fleet events: what the fleet decides about nodes (attribution) and tests (flakiness).
 
-Node states (``node-state-changed``), which other capabilities read, are a contract:
-``fastci/contracts/node_states.py``.
+Node states (``node-state-changed``) and flaky verdicts (``flaky-verdicts``), which other capabilities
+read, are contracts: ``fastci/contracts/node_states.py``, ``fastci/contracts/flaky_verdicts.py``.
 
 - ``node-attribution`` (key node_id): what comparing one test's results across nodes says about a
   node (``failure-attribution``, keyed by test, writes it; ``node-state`` reads it).
-- ``flaky-verdicts`` (key test_id): ``flaky-detector`` marked a test flaky (or stable again).
-- ``flaky-tests`` (key test_id): the same verdict with the test's owners from the owner map
+- ``flaky-tests`` (key test_id): a flaky verdict with the test's owners from the owner map
   (``flaky-owners``, keyed by repo, adds them).
 """
 
@@ -16,10 +15,9 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from fastci.contracts.node_states import MAX_EVIDENCE
-from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
+from fastci.contracts.owner_maps import TeamName
+from fastci.core.events import Event, FiniteFloat, Name, Sha, Text, Timestamp
 from fastci.inputs import Bundle, Status
-from fastci.regression.references import TeamName
 
 AttributionKind = Literal["failure", "cleared", "throughput"]
 
@@ -56,43 +54,6 @@ class NodeAttribution(Event):
     peer_runs: int = Field(default=0, ge=0, description="Other nodes' runs the ratio was taken against.")
     clears: str | None = Field(default=None, max_length=64, description="Id of the attribution withdrawn.")
     detail: Text = ""
-
-
-class RunOutcome(Record):
-    result_id: str = Field(max_length=64)
-    node_id: Name
-    status: Status
-    trigger: Name
-
-
-class FlakyVerdict(Event):
-    """A test was marked flaky, or stable again. Key: test_id. Id: from the deciding result's id.
-
-    ``rule``: 'outcomes-differ' (runs of the same commit, bundle, config and seed disagree, and not
-    because of one sick node), 'retries' (too many runs passed only on retry), 'stable' (long
-    enough without either), 'withdrawn' (the disagreement turned out to be a sick node's: its
-    failures were excluded after the verdict).
-    """
-
-    TOPIC: ClassVar[str] = "flaky-verdicts"
-    KEY: ClassVar[str] = "test_id"
-    IDENTITY: ClassVar[tuple[str, ...]] = ("cause_id",)
-
-    cause_id: str = Field(max_length=64)
-    test_id: Name
-    repo: Name
-    flaky: bool
-    rule: Literal["outcomes-differ", "retries", "stable", "withdrawn"]
-    reason: Text
-    time: Timestamp | None = None
-    commit: Sha | None = None
-    bundle: Bundle | None = None
-    config: Config = Field(default_factory=dict)
-    seed: int | None = None
-    chips: int = Field(default=0, ge=0)
-    outcomes: tuple[RunOutcome, ...] = Field(
-        default=(), max_length=MAX_EVIDENCE, description="The runs that disagreed."
-    )
 
 
 class FlakyTest(Event):

@@ -36,10 +36,11 @@ import numpy as np
 import orjson
 from pydantic import Field
 
+from fastci.contracts.flaky_verdicts import FlakyVerdict
 from fastci.core.events import Event, Record
 from fastci.core.lazy import scipy_stats
 from fastci.core.processor import Processor, StateReader, Step, compound_key
-from fastci.fleet.events import FlakyVerdict, NodeAttribution
+from fastci.fleet.events import NodeAttribution
 from fastci.fleet.flakiness import FAILING, PASSING
 from fastci.inputs import Bundle, ResultEvent
 from fastci.regression.perfstats import as_performance, metric_direction

@@ -17,12 +17,12 @@ from typing import ClassVar
 import orjson
 from pydantic import Field
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.flaky_verdicts import FlakyVerdict, RunOutcome
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
-from fastci.fleet.events import FlakyVerdict, RunOutcome
 from fastci.fleet.flakiness import FAILING, PASSING, RECENT, STABLE_AFTER, flaky_by_retries, outcomes_differ
 from fastci.inputs import ResultEvent
-from fastci.regression.events import BaselineExclusion
 
 NAME = "flaky-detector"
 RUNS_PER_GROUP = 32

@@ -34,22 +34,15 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.flaky_verdicts import FlakyVerdict
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Config, Event, Record, derive_id
 from fastci.core.processor import Processor, StateReader, Step, compound_key
-from fastci.fleet.events import FlakyVerdict
 from fastci.fleet.flakiness import RECENT, RETRY_LIMIT, flaky_by_retries
 from fastci.inputs import Bundle, ResultEvent
 from fastci.regression.changepoint import change_points
-from fastci.regression.events import (
-    BaselineExclusion,
-    CheckOutcome,
-    Endpoint,
-    GateResult,
-    PerfEvidence,
-    RegressionAlert,
-    SeriesPoint,
-)
+from fastci.regression.events import CheckOutcome, Endpoint, GateResult, PerfEvidence, RegressionAlert, SeriesPoint
 from fastci.regression.perfstats import PerfGate, compare, metric_direction, relative_noise, seed_from, sketch
 
 GATE = PerfGate()
