@@ -11,12 +11,12 @@ from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.flaky_verdicts import FlakyVerdict
 from fastci.contracts.runs import RunRequested
 from fastci.fleet.events import FlakyTest
-from fastci.fleet.flakiness import STABLE_AFTER
 from fastci.fleet.flaky_detector import FlakyDetectorProcessor
 from fastci.fleet.flaky_owners import FlakyOwnersProcessor
 from fastci.regression.detector import RegressionDetectorProcessor
 from fastci.regression.events import RegressionAlert
-from fastci.regression.owners import parse_owner_file
+from fastci.shared.flakiness import STABLE_AFTER
+from fastci.shared.owners import parse_owner_file
 
 TEST = "tests/dist/test_checkpoint.py::test_async_save"
 

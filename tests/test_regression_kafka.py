@@ -14,10 +14,10 @@ from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
 from fastci.regression.events import BisectStep, RegressionAlert
-from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.kafka_io import ensure_topics, publish
 from fastci.runtime.memory import MemoryRuntime
+from fastci.shared.owners import parse_owner_file
 from fastci.topology import SYSTEM, TOPICS, build_processors
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

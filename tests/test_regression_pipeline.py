@@ -10,11 +10,11 @@ from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
 from fastci.regression.events import RegressionAlert
-from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats
 from fastci.runtime.memory import MemoryRuntime
 from fastci.runtime.publish import publish_embedded
+from fastci.shared.owners import parse_owner_file
 from fastci.topology import SYSTEM, build_processors, decode
 
 OWNERS = "* @framework-team\n/fastlm/kernels/ @kernels-team\nlayer:driver @driver-team\n"

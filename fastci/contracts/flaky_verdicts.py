@@ -1,7 +1,7 @@
 """Flaky verdicts: which tests the fleet's ``flaky-detector`` marked flaky (or stable again).
 
 - ``flaky-verdicts`` (key test_id): written by ``flaky-detector`` (the rules are
-  ``fastci/fleet/flakiness.py``); read by ``flaky-owners`` and ``failure-attribution`` in the fleet
+  ``fastci/shared/flakiness.py``); read by ``flaky-owners`` and ``failure-attribution`` in the fleet
   and by ``regression-detector``, which keeps flaky tests out of baselines and regression calls.
 """
 

@@ -1,7 +1,7 @@
 """Owner maps: who owns what in a repository, as producers publish it (an input topic).
 
 - ``owner-maps`` (key repo): written by ``fastci owners publish`` (the file format and the matching
-  are ``fastci/regression/owners.py``); read by ``flaky-owners`` (the fleet) and ``bisect-planner``
+  are ``fastci/shared/owners.py``); read by ``flaky-owners`` (the fleet) and ``bisect-planner``
   (regression), which name a flaky test's or a culprit's owners.
 """
 

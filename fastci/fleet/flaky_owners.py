@@ -14,7 +14,7 @@ from fastci.contracts.owner_maps import OwnerMap
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.fleet.events import FlakyTest
-from fastci.regression.owners import owners_of_path
+from fastci.shared.owners import owners_of_path
 
 NAME = "flaky-owners"
 

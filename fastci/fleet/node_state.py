@@ -33,10 +33,10 @@ from fastci.contracts.runs import RunRequested
 from fastci.core.events import Config, Event, Record
 from fastci.core.processor import Processor, StateReader, Step
 from fastci.fleet.events import NodeAttribution
-from fastci.fleet.flakiness import FAILING
 from fastci.fleet.rules import RULES, Assessment, NodeRules, assess
 from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
-from fastci.regression.perfstats import seed_from
+from fastci.shared.flakiness import FAILING
+from fastci.shared.perfstats import seed_from
 
 NAME = "node-state"
 HELD_EVIDENCE = 64

@@ -42,7 +42,7 @@ from fastci.regression.events import (
     StepSummary,
     Verdict,
 )
-from fastci.regression.perfstats import as_performance, relative_noise
+from fastci.shared.perfstats import as_performance, relative_noise
 
 NAME = "bisect"
 CHUNK = 200  # planned changes per stored value

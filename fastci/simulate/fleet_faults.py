@@ -58,10 +58,10 @@ from fastci.qualify.models import FAMILIES
 from fastci.qualify.runner import check_inference
 from fastci.qualify.stack import HEALTHY, RuntimeConfig, with_defect
 from fastci.qualify.train import Trainer
-from fastci.regression.owners import parse_owner_file
 from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.memory import MemoryRuntime
 from fastci.runtime.publish import publish_embedded
+from fastci.shared.owners import parse_owner_file
 from fastci.topology import SYSTEM
 
 REPO = "acme/fleet-models"
