@@ -20,12 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fastci.contracts.runs import RunRequested
 from fastci.regression.events import RegressionAlert
-from fastci.regression.owners import parse_owner_file
-from fastci.regression.perfstats import repeats_needed
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.memory import MemoryRuntime
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.owners import parse_owner_file
+from fastci.shared.perfstats import repeats_needed
 from fastci.topology import SYSTEM
 
 OWNERS = (

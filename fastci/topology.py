@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastci.contracts.owner_maps import OwnerMap
 from fastci.core.codec import decode_as
 from fastci.core.dead_letters import DeadLetter
 from fastci.core.events import Event
 from fastci.core.system import System, model_in
 from fastci.inputs import CommitEvent, EvidenceEvent, NodeHealthEvent, ResultEvent
-from fastci.regression.references import GoldenReference, OwnerMap
+from fastci.regression.references import GoldenReference
 from fastci.release.events import ReleaseEvent
 from fastci.scheduling.events import ClockTick, PoolConfig
 from fastci.selection.events import SelectionPolicy
@@ -41,11 +42,14 @@ INPUTS: tuple[type[Event], ...] = (
 
 def _decisions() -> tuple[type[Event], ...]:
     """What processors emit."""
-    from fastci.fleet.events import FlakyTest, FlakyVerdict, NodeAttribution, NodeStateChanged, TestStatusChanged
+    from fastci.contracts.baseline_exclusions import BaselineExclusion
+    from fastci.contracts.flaky_verdicts import FlakyVerdict
+    from fastci.contracts.node_states import NodeStateChanged
+    from fastci.contracts.runs import RunRequested
+    from fastci.fleet.events import FlakyTest, NodeAttribution, TestStatusChanged
     from fastci.planning.events import TestPlan
-    from fastci.regression.events import BaselineExclusion, BisectPlan, BisectStep, GateResult, RegressionAlert
+    from fastci.regression.events import BisectPlan, BisectStep, GateResult, RegressionAlert
     from fastci.scheduling.events import ScheduleEvent
-    from fastci.scheduling.runs import RunRequested
     from fastci.selection.events import Selection, SelectionAudit
 
     return (

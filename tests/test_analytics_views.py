@@ -11,9 +11,9 @@ from factories import BUNDLE, result
 from regression_factories import golden
 
 from fastci.cli.main import main
-from fastci.fleet.events import NodeStateChanged
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.node_states import NodeStateChanged
 from fastci.inputs import CommitEvent
-from fastci.regression.events import BaselineExclusion
 from fastci.reproduce.request import rerun_request
 from fastci.runtime.publish import publish_embedded
 from fastci.scheduling.events import ScheduleEvent

@@ -6,12 +6,12 @@ import math
 
 import pytest
 
+from fastci.contracts.runs import RunRequested
 from fastci.inputs import ResultEvent
 from fastci.regression.events import BisectPlan, BisectStep, RegressionAlert
-from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.memory import MemoryRuntime
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.owners import parse_owner_file
 from fastci.topology import SYSTEM
 
 OWNERS = """

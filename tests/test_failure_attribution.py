@@ -6,8 +6,10 @@ from factories import BUNDLE
 from fleet_factories import run
 from processor_helpers import Store, feed, of_topic
 
+from fastci.contracts.flaky_verdicts import FlakyVerdict
+from fastci.contracts.node_states import NodeStateChanged
 from fastci.core.events import derive_id
-from fastci.fleet.events import FlakyVerdict, NodeAttribution, NodeStateChanged
+from fastci.fleet.events import NodeAttribution
 from fastci.fleet.failure_attribution import FailureAttributionProcessor
 from fastci.fleet.node_state import NodeStateProcessor
 

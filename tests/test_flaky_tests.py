@@ -7,14 +7,16 @@ from fleet_factories import run
 from processor_helpers import Store, feed, of_topic
 from regression_factories import nightly
 
-from fastci.fleet.events import FlakyTest, FlakyVerdict
-from fastci.fleet.flakiness import STABLE_AFTER
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.flaky_verdicts import FlakyVerdict
+from fastci.contracts.runs import RunRequested
+from fastci.fleet.events import FlakyTest
 from fastci.fleet.flaky_detector import FlakyDetectorProcessor
 from fastci.fleet.flaky_owners import FlakyOwnersProcessor
 from fastci.regression.detector import RegressionDetectorProcessor
-from fastci.regression.events import BaselineExclusion, RegressionAlert
-from fastci.regression.owners import parse_owner_file
-from fastci.scheduling.runs import RunRequested
+from fastci.regression.events import RegressionAlert
+from fastci.shared.flakiness import STABLE_AFTER
+from fastci.shared.owners import parse_owner_file
 
 TEST = "tests/dist/test_checkpoint.py::test_async_save"
 

@@ -8,12 +8,12 @@ from factories import BUNDLE
 from fleet_factories import at, run
 
 from fastci.cli.main import main
-from fastci.fleet.events import NodeStateChanged
+from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.runs import RunRequested
 from fastci.inputs import NodeHealthEvent
-from fastci.regression.owners import parse_owner_file
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.owners import parse_owner_file
 
 NODES = [f"node-{i:02d}" for i in range(8)]
 SICK = "node-03"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastci.fleet.events import NodeStateChanged
+from fastci.contracts.node_states import NodeStateChanged
 from fastci.simulate import fleet_faults as simulation
 from fastci.simulate.fleet_faults import (
     FleetConfig,

@@ -9,11 +9,12 @@ from factories import result
 from processor_helpers import Store, feed, of_topic
 from regression_factories import golden
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.node_states import NodeStateChanged
 from fastci.core.system import FEEDBACK_LEAD_MS
-from fastci.fleet.events import NodeStateChanged
 from fastci.regression.baseline_guard import BaselineGuardProcessor
 from fastci.regression.correctness_gates import CorrectnessGatesProcessor, GoldenHeld, golden_key
-from fastci.regression.events import BaselineExclusion, GateResult
+from fastci.regression.events import GateResult
 from fastci.runtime.driver import Driver, Entry, encode_entry
 
 TEST = "tests/test_a.py::test_x"

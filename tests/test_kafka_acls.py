@@ -22,11 +22,11 @@ from conftest import ACL_USERS
 from factories import BUNDLE, result
 from kafka_helpers import read_events, stop_worker, wait_until_consumed
 
+from fastci.contracts.node_states import NodeStateChanged
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
 from fastci.core.provenance import Signer
 from fastci.demo.history import Workload
-from fastci.fleet.events import NodeStateChanged
 from fastci.producer.client import Producer, RetryPolicy
 from fastci.producer.context import RunContext
 from fastci.producer.spool import Spool

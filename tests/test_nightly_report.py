@@ -10,12 +10,12 @@ from factories import result
 from regression_factories import golden, nightly
 
 from fastci.cli.main import main
+from fastci.contracts.runs import RunRequested
 from fastci.inputs import CommitEvent
-from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.memory import MemoryRuntime
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.owners import parse_owner_file
 from fastci.topology import SYSTEM
 
 MOE = "tests/models/test_moe_tiny.py::test_throughput"

@@ -7,11 +7,11 @@ import pytest
 from fleet_factories import NODE, at, cleared, failure, run, signal, throughput
 from processor_helpers import Store, feed, of_topic
 
+from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import derive_id
-from fastci.fleet.events import NodeStateChanged
 from fastci.fleet.node_state import RERUN_PURPOSE, NodeStateProcessor
 from fastci.runtime.driver import Driver, Origin
-from fastci.scheduling.runs import RunRequested
 
 TEST_A, TEST_B = "tests/test_a.py::test_x", "tests/test_b.py::test_y"
 

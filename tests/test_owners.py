@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastci.regression.owners import OwnerFileError, owners_of_change, owners_of_path, parse_owner_file
+from fastci.shared.owners import OwnerFileError, owners_of_change, owners_of_path, parse_owner_file
 
 OWNERS = """
 # default first, so every other rule overrides it

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from fastci.regression.changepoint import change_points
-from fastci.regression.perfstats import (
+from fastci.shared.perfstats import (
     PerfGate,
     compare,
     median_ratio_interval,

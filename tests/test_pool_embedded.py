@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 from factories import BUNDLE
 from processor_helpers import Store, feed
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
 from fastci.inputs import ResultEvent
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, sort_key
 from fastci.runtime.publish import publish_embedded
 from fastci.scheduling.events import ClockTick, PoolConfig, PoolNode, ScheduleEvent
 from fastci.scheduling.processor import DEFAULT_CLASSES, PoolSchedulerProcessor
-from fastci.scheduling.runs import RunRequested
 from fastci.topology import SYSTEM, decode
 from fastci.views.refresh import refresh_embedded
 from fastci.views.store import Views

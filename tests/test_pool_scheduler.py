@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 from factories import BUNDLE
 from processor_helpers import Store, feed
 
+from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import derive_id
-from fastci.fleet.events import NodeStateChanged
 from fastci.inputs import ResultEvent
 from fastci.planning.events import PlanMetrics, PlannedTest, TestPlan
 from fastci.scheduling.events import ClassPolicy, ClockTick, PoolConfig, PoolNode, ScheduleEvent
@@ -21,7 +22,6 @@ from fastci.scheduling.processor import (
     job_key,
     shards,
 )
-from fastci.scheduling.runs import RunRequested
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 

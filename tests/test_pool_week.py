@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 import pytest
 from factories import BUNDLE
 
-from fastci.fleet.events import NodeStateChanged
+from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.runs import RunRequested
 from fastci.runtime.memory import MemoryRuntime
 from fastci.scheduling.events import ScheduleEvent
 from fastci.scheduling.processor import DEFAULT_CLASSES, PoolSchedulerProcessor, default_config
-from fastci.scheduling.runs import RunRequested
 from fastci.simulate.loop import Loop, Runner, TestRun, at_seconds
 from fastci.topology import SYSTEM
 

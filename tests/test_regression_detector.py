@@ -6,9 +6,10 @@ import numpy as np
 from processor_helpers import Store, feed, of_topic
 from regression_factories import nightly, rerun
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.runs import RunRequested
 from fastci.regression.detector import RegressionDetectorProcessor, perf_key
-from fastci.regression.events import BaselineExclusion, GateResult, RegressionAlert
-from fastci.scheduling.runs import RunRequested
+from fastci.regression.events import GateResult, RegressionAlert
 
 TEST = "tests/test_a.py::test_x"
 REPEATS = 120  # enough for a 2% drop at 2% noise (see repeats_needed)

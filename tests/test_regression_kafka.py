@@ -10,13 +10,14 @@ import time
 import pytest
 from kafka_helpers import read_events, start_worker, stop_worker
 
-from fastci.fleet.events import NodeStateChanged
-from fastci.regression.events import BaselineExclusion, BisectStep, RegressionAlert
-from fastci.regression.owners import parse_owner_file
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.runs import RunRequested
+from fastci.regression.events import BisectStep, RegressionAlert
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.kafka.broker import ensure_topics, publish
 from fastci.runtime.memory import MemoryRuntime
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.owners import parse_owner_file
 from fastci.topology import SYSTEM, TOPICS, build_processors
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
-from fastci.fleet.events import NodeStateChanged
-from fastci.regression.events import BaselineExclusion, RegressionAlert
-from fastci.regression.owners import parse_owner_file
+from fastci.regression.events import RegressionAlert
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats
 from fastci.runtime.memory import MemoryRuntime
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.owners import parse_owner_file
 from fastci.topology import SYSTEM, build_processors, decode
 
 OWNERS = "* @framework-team\n/fastlm/kernels/ @kernels-team\nlayer:driver @driver-team\n"

@@ -9,12 +9,12 @@ import orjson
 import pytest
 
 from fastci.cli.main import main
+from fastci.contracts.runs import RunRequested
 from fastci.qualify.stack import HEALTHY, with_defect
 from fastci.reproduce.request import rerun_request
 from fastci.reproduce.runner import Runner
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
 from fastci.views.store import Views
 
 NODE_ENV = {

@@ -9,9 +9,9 @@ from kafka_helpers import read_events
 from test_rerun import MODEL, environment
 
 from fastci.cli.main import main
+from fastci.contracts.runs import RunRequested
 from fastci.reproduce.request import rerun_request
 from fastci.runtime.kafka.broker import ensure_topics, publish
-from fastci.scheduling.runs import RunRequested
 
 pytestmark = pytest.mark.kafka
 

@@ -15,14 +15,14 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from fastci.cli.main import main
+from fastci.contracts.runs import RunRequested
 from fastci.regression.events import RegressionAlert
-from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario
 from fastci.regression.tickets import open_tickets
 from fastci.regression.webhook import verify
 from fastci.runtime.memory import MemoryRuntime
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.owners import parse_owner_file
 from fastci.topology import SYSTEM
 
 

@@ -56,8 +56,8 @@ def register(commands: Any) -> None:
 
 
 def cmd_owners_publish(args: argparse.Namespace) -> int:
-    from fastci.regression.owners import OwnerFileError, parse_owner_file
     from fastci.runtime.publish import publish_embedded, publish_kafka
+    from fastci.shared.owners import OwnerFileError, parse_owner_file
 
     try:
         owner_map = parse_owner_file(args.file.read_text(encoding="utf-8"), repo=args.repo, source=str(args.file))

@@ -17,14 +17,14 @@ from pathlib import Path
 
 from rich.console import Console
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
 from fastci.demo import refresh_and_report
-from fastci.regression.owners import parse_owner_file
 from fastci.regression.synthetic import REPO, Scenario
 from fastci.report.nightly import print_summary
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.owners import parse_owner_file
 from fastci.topology import SYSTEM, decode
 
 MARKER = ".fastci-regressions-demo"

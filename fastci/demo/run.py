@@ -23,13 +23,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
 from fastci.demo.history import malformed_lines
 from fastci.demo.world import NIGHTLY_EVERY, NODES, REGRESSION_NIGHTS, REPO, World
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.memory import MemoryRuntime
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
 from fastci.selection.events import Selection
 from fastci.selection.processor import SelectionProcessor
 from fastci.topology import SYSTEM, decode

@@ -31,11 +31,12 @@ from functools import cached_property
 
 import numpy as np
 
+from fastci.contracts.owner_maps import OwnerMap
+from fastci.contracts.runs import RunRequested
 from fastci.inputs import Bundle, ChangedFunction, CommitEvent, EvidenceEvent, FoldedStack, NodeHealthEvent, ResultEvent
-from fastci.regression.owners import parse_owner_file
-from fastci.regression.references import GoldenReference, OwnerMap
-from fastci.scheduling.runs import RunRequested
+from fastci.regression.references import GoldenReference
 from fastci.selection.events import Selection
+from fastci.shared.owners import parse_owner_file
 
 REPO = "acme/llm-framework"
 START = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday: the history fills whole weeks from it

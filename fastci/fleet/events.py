@@ -1,12 +1,11 @@
-"""Fleet events: what the fleet decides about nodes (health states, attribution) and tests (flakiness).
+"""Fleet events: what the fleet decides about nodes (attribution) and tests (flakiness).
 
-- ``node-state-changed`` (key node_id): the ``node-state`` processor moved a node to a new state,
-  with the rule that fired and the evidence behind it. Read by ``baseline-guard`` (a sick node's
-  results stay out of baselines) and the pool scheduler (quarantined nodes get no work).
+Node states (``node-state-changed``) and flaky verdicts (``flaky-verdicts``), which other capabilities
+read, are contracts: ``fastci/contracts/node_states.py``, ``fastci/contracts/flaky_verdicts.py``.
+
 - ``node-attribution`` (key node_id): what comparing one test's results across nodes says about a
   node (``failure-attribution``, keyed by test, writes it; ``node-state`` reads it).
-- ``flaky-verdicts`` (key test_id): ``flaky-detector`` marked a test flaky (or stable again).
-- ``flaky-tests`` (key test_id): the same verdict with the test's owners from the owner map
+- ``flaky-tests`` (key test_id): a flaky verdict with the test's owners from the owner map
   (``flaky-owners``, keyed by repo, adds them).
 """
 
@@ -16,64 +15,11 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
+from fastci.contracts.owner_maps import TeamName
+from fastci.core.events import Event, FiniteFloat, Name, Sha, Text, Timestamp
 from fastci.inputs import Bundle, Status
-from fastci.regression.references import TeamName
 
-NodeState = Literal["healthy", "suspect", "quarantined", "diagnosing"]
-# States whose results must not be trusted as performance or correctness evidence.
-UNTRUSTED_STATES: frozenset[str] = frozenset({"suspect", "quarantined", "diagnosing"})
-# States the scheduler must not place work on (reruns go to 'healthy' nodes only).
-OUT_OF_SERVICE_STATES: frozenset[str] = frozenset({"quarantined", "diagnosing"})
-
-EvidenceKind = Literal[
-    "xid",
-    "ecc",
-    "temperature",
-    "nccl_timeout",
-    "heartbeat",
-    "diagnostic",
-    "diagnostic_started",
-    "failure",
-    "throughput",
-]
 AttributionKind = Literal["failure", "cleared", "throughput"]
-MAX_EVIDENCE = 32
-
-
-class NodeEvidence(Record):
-    """One signal or attribution behind a state change."""
-
-    kind: EvidenceKind
-    event_id: str = Field(max_length=64, description="The node-health or node-attribution event.")
-    time: Timestamp
-    value: FiniteFloat | None = Field(default=None, description="The signal's value, or a run's throughput ratio.")
-    test_id: Name | None = None
-    detail: Text = ""
-
-
-class NodeStateChanged(Event):
-    """A node moved to a new health state. Key: node_id. Id: from the node, state, time and cause.
-
-    ``reason`` says why in words; ``rule`` names the threshold that fired (see the README's table)
-    and ``evidence`` lists the signals and attributions it counted.
-    """
-
-    TOPIC: ClassVar[str] = "node-state-changed"
-    KEY: ClassVar[str] = "node_id"
-    IDENTITY: ClassVar[tuple[str, ...]] = ("node_id", "state", "time", "cause_id")
-
-    node_id: Name
-    state: NodeState
-    reason: Text = Field(default="", description="Why, in words (the signals or results behind it).")
-    time: Timestamp = Field(description="When the node entered the state (the causing event's time).")
-    previous: NodeState | None = Field(default=None, description="The state it left.")
-    cause_id: str = Field(default="", max_length=64, description="The event that caused the change.")
-    rule: Name | None = Field(default=None, description="The threshold that fired, e.g. 'xid-fatal'.")
-    hardware_revision: Name | None = None
-    evidence: tuple[NodeEvidence, ...] = Field(default=(), max_length=MAX_EVIDENCE)
-    reruns_requested: int = Field(default=0, ge=0, description="Tests asked to run again elsewhere with this change.")
-    pool: Name = Field(default="default", description="The accelerator pool the node serves.")
 
 
 class NodeAttribution(Event):
@@ -108,43 +54,6 @@ class NodeAttribution(Event):
     peer_runs: int = Field(default=0, ge=0, description="Other nodes' runs the ratio was taken against.")
     clears: str | None = Field(default=None, max_length=64, description="Id of the attribution withdrawn.")
     detail: Text = ""
-
-
-class RunOutcome(Record):
-    result_id: str = Field(max_length=64)
-    node_id: Name
-    status: Status
-    trigger: Name
-
-
-class FlakyVerdict(Event):
-    """A test was marked flaky, or stable again. Key: test_id. Id: from the deciding result's id.
-
-    ``rule``: 'outcomes-differ' (runs of the same commit, bundle, config and seed disagree, and not
-    because of one sick node), 'retries' (too many runs passed only on retry), 'stable' (long
-    enough without either), 'withdrawn' (the disagreement turned out to be a sick node's: its
-    failures were excluded after the verdict).
-    """
-
-    TOPIC: ClassVar[str] = "flaky-verdicts"
-    KEY: ClassVar[str] = "test_id"
-    IDENTITY: ClassVar[tuple[str, ...]] = ("cause_id",)
-
-    cause_id: str = Field(max_length=64)
-    test_id: Name
-    repo: Name
-    flaky: bool
-    rule: Literal["outcomes-differ", "retries", "stable", "withdrawn"]
-    reason: Text
-    time: Timestamp | None = None
-    commit: Sha | None = None
-    bundle: Bundle | None = None
-    config: Config = Field(default_factory=dict)
-    seed: int | None = None
-    chips: int = Field(default=0, ge=0)
-    outcomes: tuple[RunOutcome, ...] = Field(
-        default=(), max_length=MAX_EVIDENCE, description="The runs that disagreed."
-    )
 
 
 class FlakyTest(Event):

@@ -3,7 +3,7 @@
 Keyed by test. Per (test, commit, bundle, config, seed) it keeps the outcomes of the runs of that
 exact code on that exact stack, with the node each ran on; ``baseline-exclusions`` says which ran
 on a node that was not healthy (those do not count: a sick node's failure is not the test's). The
-rules are ``fastci.fleet.flakiness`` (shared with ``regression-detector``). A change of verdict
+rules are ``fastci.shared.flakiness`` (shared with ``regression-detector``). A change of verdict
 goes out on ``flaky-verdicts``: ``regression-detector`` keeps a flaky test out of baselines and
 regression calls, ``failure-attribution`` stops blaming nodes for its failures, ``flaky-owners``
 names its owners.
@@ -17,12 +17,12 @@ from typing import ClassVar
 import orjson
 from pydantic import Field
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.flaky_verdicts import FlakyVerdict, RunOutcome
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
-from fastci.fleet.events import FlakyVerdict, RunOutcome
-from fastci.fleet.flakiness import FAILING, PASSING, RECENT, STABLE_AFTER, flaky_by_retries, outcomes_differ
 from fastci.inputs import ResultEvent
-from fastci.regression.events import BaselineExclusion
+from fastci.shared.flakiness import FAILING, PASSING, RECENT, STABLE_AFTER, flaky_by_retries, outcomes_differ
 
 NAME = "flaky-detector"
 RUNS_PER_GROUP = 32

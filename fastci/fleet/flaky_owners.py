@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from fastci.contracts.flaky_verdicts import FlakyVerdict
+from fastci.contracts.owner_maps import OwnerMap
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
-from fastci.fleet.events import FlakyTest, FlakyVerdict
-from fastci.regression.owners import owners_of_path
-from fastci.regression.references import OwnerMap
+from fastci.fleet.events import FlakyTest
+from fastci.shared.owners import owners_of_path
 
 NAME = "flaky-owners"
 

@@ -28,14 +28,15 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from fastci.contracts.node_states import OUT_OF_SERVICE_STATES, NodeEvidence, NodeState, NodeStateChanged
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Config, Event, Record
 from fastci.core.processor import Processor, StateReader, Step
-from fastci.fleet.events import OUT_OF_SERVICE_STATES, NodeAttribution, NodeEvidence, NodeState, NodeStateChanged
-from fastci.fleet.flakiness import FAILING
+from fastci.fleet.events import NodeAttribution
 from fastci.fleet.rules import RULES, Assessment, NodeRules, assess
 from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
-from fastci.regression.perfstats import seed_from
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.flakiness import FAILING
+from fastci.shared.perfstats import seed_from
 
 NAME = "node-state"
 HELD_EVIDENCE = 64

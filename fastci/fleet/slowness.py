@@ -27,7 +27,7 @@ from typing import Literal
 import numpy as np
 
 from fastci.core.lazy import scipy_stats
-from fastci.regression.perfstats import median_interval
+from fastci.shared.perfstats import median_interval
 
 Level = Literal["healthy", "suspect", "quarantine"]
 

@@ -14,12 +14,12 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.node_states import UNTRUSTED_STATES, NodeStateChanged
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.core.system import FEEDBACK_LEAD_MS
-from fastci.fleet.events import UNTRUSTED_STATES, NodeStateChanged
 from fastci.inputs import ResultEvent
-from fastci.regression.events import BaselineExclusion
 
 LOOKBACK = timedelta(hours=24)
 RUNS_PER_HOUR = 256  # per node; a node hosts a few dozen runs an hour

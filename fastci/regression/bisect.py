@@ -27,6 +27,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, Transaction, compound_key
 from fastci.inputs import Bundle, ResultEvent
@@ -41,8 +42,7 @@ from fastci.regression.events import (
     StepSummary,
     Verdict,
 )
-from fastci.regression.perfstats import as_performance, relative_noise
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.perfstats import as_performance, relative_noise
 
 NAME = "bisect"
 CHUNK = 200  # planned changes per stored value

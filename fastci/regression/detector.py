@@ -22,7 +22,7 @@ night is suspect, confirmed the same way, then detected (kind: the first failing
 Evidence hygiene: flaky runs and results excluded by ``baseline-guard`` (sick nodes) never enter a
 baseline; a flaky test is not judged at all: one marked flaky by ``flaky-detector`` (``flaky-verdicts``),
 or with ``FLAKY_LIMIT`` runs among its last ``RECENT`` nightly runs that passed only on retry (the
-same rule, ``fastci.fleet.flakiness``, applied to the nightly series this processor sees).
+same rule, ``fastci.shared.flakiness``, applied to the nightly series this processor sees).
 """
 
 from __future__ import annotations
@@ -34,23 +34,16 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
+from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.flaky_verdicts import FlakyVerdict
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Config, Event, Record, derive_id
 from fastci.core.processor import Processor, StateReader, Step, compound_key
-from fastci.fleet.events import FlakyVerdict
-from fastci.fleet.flakiness import RECENT, RETRY_LIMIT, flaky_by_retries
 from fastci.inputs import Bundle, ResultEvent
 from fastci.regression.changepoint import change_points
-from fastci.regression.events import (
-    BaselineExclusion,
-    CheckOutcome,
-    Endpoint,
-    GateResult,
-    PerfEvidence,
-    RegressionAlert,
-    SeriesPoint,
-)
-from fastci.regression.perfstats import PerfGate, compare, metric_direction, relative_noise, seed_from, sketch
-from fastci.scheduling.runs import RunRequested
+from fastci.regression.events import CheckOutcome, Endpoint, GateResult, PerfEvidence, RegressionAlert, SeriesPoint
+from fastci.shared.flakiness import RECENT, RETRY_LIMIT, flaky_by_retries
+from fastci.shared.perfstats import PerfGate, compare, metric_direction, relative_noise, seed_from, sketch
 
 GATE = PerfGate()
 POOL_SAMPLES = 1024  # the baseline: this many samples of the newest accepted nights

@@ -1,4 +1,8 @@
-"""Regression events: gate verdicts, baseline exclusions, alerts, bisect plans and steps."""
+"""Regression events: gate verdicts, alerts, bisect plans and steps.
+
+Baseline exclusions (``baseline-exclusions``), which the fleet reads too, are a contract:
+``fastci/contracts/baseline_exclusions.py``.
+"""
 
 from __future__ import annotations
 
@@ -66,25 +70,6 @@ class GateResult(Event):
     seed: int | None = None
     config: Config = Field(default_factory=dict)
     time: Timestamp | None = None
-
-
-class BaselineExclusion(Event):
-    """A result that must not count as evidence (its node was not healthy). Key: test_id."""
-
-    TOPIC: ClassVar[str] = "baseline-exclusions"
-    KEY: ClassVar[str] = "test_id"
-    IDENTITY: ClassVar[tuple[str, ...]] = ("result_id",)
-
-    result_id: str = Field(max_length=64)
-    test_id: Name
-    node_id: Name
-    node_state: Name
-    reason: Text = ""
-    cause_id: str = Field(
-        max_length=64,
-        description="The node-state event whose state untrusts the result, whether it arrived before the "
-        "result or after it.",
-    )
 
 
 class Endpoint(Record):

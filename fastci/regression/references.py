@@ -1,13 +1,16 @@
-"""Golden references and owner maps: versioned facts that producers publish (input topics)."""
+"""Golden references: versioned facts that producers publish (an input topic).
+
+Owner maps, the other such facts, are read by the fleet too: ``fastci/contracts/owner_maps.py``.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, model_validator
 
 from fastci.core.events import Event, FiniteFloat, Name, Record, Sha, Text, Timestamp
-from fastci.inputs import Bundle, Layer
+from fastci.inputs import Bundle
 
 DType = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
 
@@ -82,28 +85,3 @@ class GoldenReference(Event):
         if unknown:
             raise ValueError(f"tolerances name outputs the reference does not have: {', '.join(unknown)}")
         return self
-
-
-TeamName = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
-
-
-class OwnerRule(Record):
-    pattern: Name = Field(description="CODEOWNERS-style path pattern ('/src/**', '*.cu', 'docs/').")
-    teams: tuple[TeamName, ...] = Field(min_length=1, max_length=16)
-
-
-class OwnerMap(Event):
-    """Who owns what in a repository: path rules (last match wins) and stack layers. Key: repo.
-
-    The latest map published for a repo is the one in force.
-    """
-
-    TOPIC: ClassVar[str] = "owner-maps"
-    KEY: ClassVar[str] = "repo"
-    IDENTITY: ClassVar[tuple[str, ...]] = ("repo", "version")
-
-    repo: Name
-    version: Name = Field(description="Identifies the map's content, e.g. a digest of the file it came from.")
-    rules: tuple[OwnerRule, ...] = Field(default=(), max_length=20_000)
-    layers: dict[Layer, tuple[TeamName, ...]] = Field(default_factory=dict)
-    source: Text = ""

@@ -16,10 +16,10 @@ from functools import cached_property
 
 import numpy as np
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
 from fastci.inputs import Bundle, CommitEvent, ResultEvent
 from fastci.regression.references import GoldenReference
-from fastci.scheduling.runs import RunRequested
 
 REPO = "acme/llm-framework"
 TEST = "tests/models/test_llama_tiny.py::test_throughput"

@@ -27,12 +27,12 @@ from fastci.regression.changepoint import change_points
 from fastci.regression.correctness import build_loss_band, check_loss_curve
 from fastci.regression.detector import CPD_MAX_P, GATE
 from fastci.regression.events import BisectStep, GateResult, RegressionAlert
-from fastci.regression.perfstats import metric_direction
 from fastci.regression.references import GoldenReference
 from fastci.report import fleet_section as fleet_report
 from fastci.report import selection_section as selection_report
 from fastci.report.health import CIHealth, build_health, render_section, summary_lines
 from fastci.report.svg import Band, Chart, Line, Point
+from fastci.shared.perfstats import metric_direction
 from fastci.views.schema import model_columns, quote, table_name
 from fastci.views.store import Views
 

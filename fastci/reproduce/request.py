@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
+from fastci.contracts.runs import RunRequested
 from fastci.inputs import ResultEvent
 from fastci.report.nightly import load
-from fastci.scheduling.runs import RunRequested
 
 REQUESTER = "fastci-rerun"
 MAX_REPEATS = 100_000

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.codec import InvalidEvent
 from fastci.core.config import KafkaSettings
 from fastci.inputs import BUNDLE_LAYERS, Bundle, ResultEvent
@@ -38,7 +39,6 @@ from fastci.qualify.results import BASELINE_CONFIG, to_results
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.log import Position
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
 from fastci.topology import decode
 
 QUALIFY_PREFIX = "qualify/"

@@ -36,9 +36,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event, Record, derive_id
 from fastci.core.processor import Processor, StateReader, Step, Transaction, compound_key
-from fastci.fleet.events import NodeStateChanged
 from fastci.inputs import Bundle, ResultEvent
 from fastci.planning.events import TestPlan
 from fastci.scheduling.events import (
@@ -53,7 +54,6 @@ from fastci.scheduling.events import (
     ScheduleEvent,
 )
 from fastci.scheduling.pool import ClassRule, NodeView, checkpointed, schedule_pass
-from fastci.scheduling.runs import RunRequested
 
 SEGMENT = 64  # queue entries per stored value
 LOOKAHEAD = 64  # queued jobs per class one pass considers (FIFO with backfill over this window)

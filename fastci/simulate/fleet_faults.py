@@ -47,8 +47,10 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from fastci.contracts.node_states import OUT_OF_SERVICE_STATES, NodeStateChanged
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
-from fastci.fleet.events import OUT_OF_SERVICE_STATES, NodeAttribution, NodeStateChanged
+from fastci.fleet.events import NodeAttribution
 from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
 from fastci.qualify import golden
 from fastci.qualify.emulated import EmulatedAccelerator
@@ -56,11 +58,10 @@ from fastci.qualify.models import FAMILIES
 from fastci.qualify.runner import check_inference
 from fastci.qualify.stack import HEALTHY, RuntimeConfig, with_defect
 from fastci.qualify.train import Trainer
-from fastci.regression.owners import parse_owner_file
 from fastci.runtime.embedded import EmbeddedRuntime
 from fastci.runtime.memory import MemoryRuntime
 from fastci.runtime.publish import publish_embedded
-from fastci.scheduling.runs import RunRequested
+from fastci.shared.owners import parse_owner_file
 from fastci.topology import SYSTEM
 
 REPO = "acme/fleet-models"

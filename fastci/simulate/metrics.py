@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastci.contracts.runs import RunRequested
 from fastci.scheduling.events import ScheduleEvent
-from fastci.scheduling.runs import RunRequested
 from fastci.simulate.arrivals import DAY, Change
 
 

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fastci.contracts.runs import RunRequested
 from fastci.core.events import derive_id
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 from fastci.planning.processor import TestPlanProcessor
 from fastci.runtime.memory import MemoryRuntime
 from fastci.scheduling.events import PoolConfig, ScheduleEvent
 from fastci.scheduling.processor import PoolSchedulerProcessor, default_config
-from fastci.scheduling.runs import RunRequested
 from fastci.selection.processor import SelectionProcessor
 from fastci.selection.units import is_test_file
 from fastci.simulate.arrivals import DAY, Change, Settings, Stream, change_stream, experiments

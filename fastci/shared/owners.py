@@ -21,8 +21,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+from fastci.contracts.owner_maps import OwnerMap, OwnerRule
 from fastci.inputs import LAYERS
-from fastci.regression.references import OwnerMap, OwnerRule
 
 
 class OwnerFileError(ValueError):
