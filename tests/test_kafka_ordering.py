@@ -11,31 +11,33 @@ from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS
 from fastci.runtime.driver import Origin
 from fastci.runtime.kafka.markers import ForwarderProgress, Forwarding, WriterProgress
 from fastci.runtime.kafka.ordering import (
-    ANYTHING,
-    NOTHING_LEFT,
     HeldRecord,
     InputPaths,
-    Merge,
     Ordering,
+    PartitionMerge,
     Stalls,
     Wait,
     WireReading,
     describe,
-    limit_after,
 )
+from fastci.runtime.ordering import ANYTHING, NOTHING_LEFT, limit_after
 
 
 def held(time_ms: int, index: int, origin: str, name: str = "", offset: int = 0) -> HeldRecord:
     return HeldRecord((time_ms, index, name), lambda h: [], None, None, Origin(origin, offset))
 
 
-def fill(merge: Merge, *records: tuple[str, HeldRecord]) -> None:
+def let_go(merge: PartitionMerge, limit) -> list[HeldRecord]:
+    return [record for _, record in merge.release(limit)]
+
+
+def fill(merge: PartitionMerge, *records: tuple[str, HeldRecord]) -> None:
     for topic, record in records:
         merge.stream(topic, record.origin.stream).push(record)
 
 
 def test_the_least_head_goes_first_while_every_empty_stream_has_nothing_left():
-    merge = Merge()
+    merge = PartitionMerge()
     fill(
         merge,
         ("results", held(30, 1, "results/0", "r30")),
@@ -43,7 +45,7 @@ def test_the_least_head_goes_first_while_every_empty_stream_has_nothing_left():
         ("commits", held(20, 0, "commits/0", "c20")),
         ("commits", held(30, 0, "commits/0", "c30")),
     )
-    released = [h.key[2] for h in merge.release(lambda stream: NOTHING_LEFT)]
+    released = [h.key[2] for h in let_go(merge, lambda stream: NOTHING_LEFT)]
     # each stream keeps its log order; across streams the least head, ties by topic order
     assert released == ["c20", "c30", "r30", "r10"]
     assert merge.held() == 0
@@ -57,7 +59,7 @@ def test_an_input_topic_is_released_in_time_order_within_the_lateness_bound():
     """A topic no processor writes (a producer's): its records go in time order, whatever their order in
     the log, once nothing still to come in the stream can sort before them; each goes with its stream's
     floor, the first offset not released yet (the driver's marks rely on it)."""
-    merge = Merge(frozenset({"results"}))
+    merge = PartitionMerge(frozenset({"results"}))
     late = LATENESS_MS
     fill(
         merge,
@@ -71,10 +73,10 @@ def test_an_input_topic_is_released_in_time_order_within_the_lateness_bound():
     def limit(stream):  # an input stream not read to its end may still get records from its latest less the bound
         return NOTHING_LEFT if stream.origin in read_to_end else limit_after(stream.latest - late, 1)
 
-    assert list(merge.release(limit)) == []  # anything from 30 less the bound on may still come in results/0
+    assert list(let_go(merge, limit)) == []  # anything from 30 less the bound on may still come in results/0
     assert merge.low_watermark(limit) == 30 - late
     fill(merge, ("results", timed(30 + late + 1, 1, "results/0", 3)))  # a record past the bound
-    released = list(merge.release(limit))
+    released = list(let_go(merge, limit))
     assert [(h.key[0], h.origin.offset, h.origin.floor) for h in released] == [
         (10, 1, 0),  # 0 (r30) is still held: the floor stays at it
         (15, 0, None),  # commits/0: in time order already (a stream's floor is its record's own then)
@@ -82,12 +84,12 @@ def test_an_input_topic_is_released_in_time_order_within_the_lateness_bound():
         (30, 0, 3),  # r30 goes, and with it every offset before 3
     ]
     read_to_end.add("results/0")
-    [last] = merge.release(limit)
+    [last] = let_go(merge, limit)
     assert (last.origin.offset, last.origin.floor) == (3, 4) and merge.held() == 0
 
 
 def test_a_stream_not_read_to_its_end_holds_back_everything_once_it_is_empty():
-    merge = Merge()
+    merge = PartitionMerge()
     merge.stream("results", "results/0")  # known, nothing delivered yet
     fill(merge, ("commits", held(20, 0, "commits/0", "c20")))
     unread = {"results/0"}
@@ -95,18 +97,18 @@ def test_a_stream_not_read_to_its_end_holds_back_everything_once_it_is_empty():
     def limit(stream):
         return ANYTHING if stream.origin in unread else NOTHING_LEFT
 
-    assert list(merge.release(limit)) == []
+    assert list(let_go(merge, limit)) == []
     assert merge.low_watermark(limit) == float("-inf")
     fill(merge, ("results", held(25, 1, "results/0", "r25")), ("commits", held(30, 0, "commits/0", "c30")))
     # results/0 has a head now: what is still to come in it comes after r25, so c20 and r25 go;
     # then results/0 is empty again and c30 waits
-    assert [h.key[2] for h in merge.release(limit)] == ["c20", "r25"]
+    assert [h.key[2] for h in let_go(merge, limit)] == ["c20", "r25"]
     unread.clear()  # results/0 read to its end
-    assert [h.key[2] for h in merge.release(limit)] == ["c30"]
+    assert [h.key[2] for h in let_go(merge, limit)] == ["c30"]
 
 
 def test_a_derived_stream_lets_go_only_what_sorts_before_its_writers_low_watermark():
-    merge = Merge()
+    merge = PartitionMerge()
     merge.stream("selection", "selection/0")
     fill(
         merge,
@@ -116,7 +118,7 @@ def test_a_derived_stream_lets_go_only_what_sorts_before_its_writers_low_waterma
     )
     # the writer may still emit selections timed 20 or later; selection is input 1 of this processor
     released = [
-        h.key[2] for h in merge.release(lambda s: limit_after(20, 1) if s.topic == "selection" else NOTHING_LEFT)
+        h.key[2] for h in let_go(merge, lambda s: limit_after(20, 1) if s.topic == "selection" else NOTHING_LEFT)
     ]
     assert released == ["r10", "r20"]  # r20 (input 0) sorts before any selection at 20; c20 (input 2) does not
     assert merge.low_watermark(lambda s: limit_after(20, 1) if s.topic == "selection" else NOTHING_LEFT) == 20
@@ -448,7 +450,7 @@ def test_a_feedback_stream_runs_at_most_the_lead_ahead_of_its_writer():
     ordering.frontier["node-state"] = 1_000
     assert ordering.limit("guard", 0, states) == limit_after(1_000 + FEEDBACK_LEAD_MS, 1)
     merge = ordering.merges["guard"][0]
-    assert [h.key[2] for h in merge.release(lambda s: ordering.limit("guard", 0, s))] == ["early"]
+    assert [h.key[2] for h in let_go(merge, lambda s: ordering.limit("guard", 0, s))] == ["early"]
     assert ordering.waits() and all(
         w.reason.startswith("node-state (a feedback pipe, plus its lead), which writes it, may still emit")
         for w in ordering.waits()

@@ -21,6 +21,7 @@ appears exactly once; what was applied since the last commit is applied again.
 from __future__ import annotations
 
 import fcntl
+import functools
 import itertools
 import time
 from collections import defaultdict
@@ -42,7 +43,7 @@ from fastci.runtime.collector import PauseControl
 from fastci.runtime.contract import commit
 from fastci.runtime.driver import Driver, Origin
 from fastci.runtime.log import Log, LogRecord, Position
-from fastci.runtime.ordering import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
+from fastci.runtime.ordering import Merge, Stream, lateness_limit, writers_limit
 from fastci.runtime.publish import publish_embedded
 
 Progress = Callable[[str, int, int], None]  # (processor, events done, events pending at start)
@@ -173,27 +174,22 @@ class _Pending:
     released: bool = False
 
 
-class _Window:
-    """One input topic of a runner: what it has read past its position and not applied, kept from one
-    step to the next, in a ``ReleaseQueue``: an input topic (no processor writes it) is released in
-    time order within ``LATENESS_MS``, a topic its writers append in their own order in log order."""
+class _Window(Stream[_Pending]):
+    """One input topic of a runner, a stream of its merge: what it has read past its position and not
+    applied, kept from one step to the next (an input topic released in time order within
+    ``LATENESS_MS``, a topic its writers append in their own order in log order)."""
 
     def __init__(self, topic: str, index: int, start: Position, released: set[int], in_time_order: bool) -> None:
+        super().__init__(in_time_order)
         self.topic = topic
         self.stream = f"{topic}/0"  # the driver's name for it (the embedded log has one partition)
         self.index = index
         self.position = start  # the first record not applied: what the checkpoint stores
         self.released = released  # offsets from the position on applied already (out of log order)
         self.next = start  # where reading goes on
-        self.in_time_order = in_time_order
-        self.waiting: ReleaseQueue[_Pending] = ReleaseQueue(in_time_order)
-        self.latest = float("-inf")  # the latest time read
         self.at_end = False
         self.moved = False  # applied a record since the last step
         self.unsaved = False  # its position moved since the last commit
-
-    def __len__(self) -> int:
-        return len(self.waiting)
 
     def fill(self, shared: _Round, size: int) -> None:
         """Read on until ``size`` records wait and, in time order, one of them is final (earlier than
@@ -204,8 +200,7 @@ class _Window:
             records = shared.records(topic, self.next, size)
             for record in records:
                 start, self.next = self.next, record.next
-                if record.timestamp_ms > self.latest:
-                    self.latest = record.timestamp_ms
+                self.saw(record.timestamp_ms)
                 if record.offset not in released:
                     item, key = shared.decoded(topic, record)
                     if index:
@@ -214,9 +209,6 @@ class _Window:
             if len(records) < size:
                 self.at_end = True
                 return
-
-    def head(self) -> SortKey:
-        return self.waiting.head()
 
     def pop(self) -> _Pending:
         pending = self.waiting.pop()
@@ -228,12 +220,6 @@ class _Window:
         """The first record not applied (the position to store)."""
         first = self.waiting.first()
         return first.start if first is not None else self.next
-
-    def lateness_bound(self) -> float:
-        """What records still to be read may be timed at, at the earliest (minus infinity: anything)."""
-        if self.at_end or not self.in_time_order:  # in log order: what follows goes after what waits
-            return float("inf")
-        return self.latest - LATENESS_MS
 
 
 class _ProcessorRunner:
@@ -275,7 +261,8 @@ class _ProcessorRunner:
     def reload(self) -> None:
         """Positions and state as the checkpoint holds them now (another process may have moved them
         since this runner last ran)."""
-        self.windows = {
+        self.merge: Merge[_Window] = Merge()
+        self.windows = self.merge.streams = {
             topic: _Window(
                 topic,
                 index,
@@ -368,43 +355,36 @@ class _ProcessorRunner:
         return persist
 
     def _merged(self) -> Iterator[tuple[_Window, _Pending, int]]:
-        """Up to a batch of input records in event-time order across topics (ties: ``sort_key``), each
-        with its topic's first offset not applied once it goes: a function of each topic's records, not
-        of how appends to different topics interleaved, nor (within the lateness bound) of the order of
-        an input topic's own records. A topic read to its end that another processor writes may still
-        get records timed from that writer's low watermark on: the merge stops before what would sort
-        after them; an input topic not read to its end, at what it may still hold."""
-        windows = list(self.windows.values())
-        for window in windows:
+        """Up to a batch of input records in the ordering rule's order, each with its topic's first
+        offset not applied once it goes (``fastci.runtime.ordering``: what this runner adds is how
+        far its merge may go, ``_limit``)."""
+        for window in self.windows.values():
             window.fill(self.shared, self.batch_size)
-        bound: SortKey = NOTHING_LEFT
-        for window in windows:
-            bound = min(bound, (window.lateness_bound(), window.index))
-            if window.at_end and self.writers[window.topic]:
-                bound = min(bound, (min(w.low_watermark() for w in self.writers[window.topic]), window.index))
-            if window.at_end and self.feedback[window.topic]:
-                lead = min(w.low_watermark() for w in self.feedback[window.topic]) + FEEDBACK_LEAD_MS
-                bound = min(bound, (lead, window.index))
-        # A topic in log order that runs empty before its end stops the merge: its next record may sort anywhere.
-        released = merged(windows, bound, lambda window: NOTHING_LEFT if window.at_end else ANYTHING)
+        released = self.merge.release(functools.partial(self._limit, True))
         for window, pending in itertools.islice(released, self.batch_size):
             yield window, pending, window.floor().offset
 
+    def _limit(self, lead: bool, window: _Window) -> SortKey:
+        """What ``window`` may still be given: read to its end, what its writers may still append, or
+        (with ``lead``) its feedback writers plus their lead; else what the lateness bound allows."""
+        if not window.at_end:
+            return lateness_limit(window, window.index)
+        earliest = min((writer.low_watermark() for writer in self.writers[window.topic]), default=float("inf"))
+        if lead and self.feedback[window.topic]:
+            lead_ms = min(writer.low_watermark() for writer in self.feedback[window.topic]) + FEEDBACK_LEAD_MS
+            earliest = min(earliest, lead_ms)
+        return writers_limit(earliest, window.index)
+
     def low_watermark(self) -> float:
         """The earliest time this processor may still apply a record at, so the earliest its outputs
-        to come can be timed (infinite when it has nothing left): its inputs' first records in its
-        merge, what an input topic's records still to be read may be timed at, and for an input read
-        to its end, its writers' low watermark. Kept until a runner steps."""
+        to come can be timed (infinite when it has nothing left); not bounded by what it reads
+        through a feedback pipe (the writer's is bounded by this one's through the loop). Kept until
+        a runner steps."""
         if self._watermark is not None and self._watermark[0] == self.shared.steps:
             return self._watermark[1]
-        earliest = float("inf")
-        for topic, window in self.windows.items():
+        for window in self.windows.values():
             window.fill(self.shared, self.batch_size)
-            if len(window):
-                earliest = min(earliest, window.head()[0])
-            earliest = min(earliest, window.lateness_bound())
-            if window.at_end and not len(window) and self.writers[topic]:
-                earliest = min(earliest, *(writer.low_watermark() for writer in self.writers[topic]))
+        earliest = self.merge.low_watermark(functools.partial(self._limit, False))
         self._watermark = (self.shared.steps, earliest)
         return earliest
 

@@ -21,21 +21,14 @@ Nothing here touches Kafka: the worker (``streams.app``) says what is complete.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from fastci.core.system import FEEDBACK_LEAD_MS, LATENESS_MS, SortKey
 from fastci.runtime.kafka.markers import ForwarderProgress, Forwarding, WriterProgress
-from fastci.runtime.ordering import ANYTHING, NOTHING_LEFT, ReleaseQueue, merged
-
-
-def limit_after(time_ms: float, index: int) -> SortKey:
-    """The limit of a stream that may still hold records of topic ``index`` timed ``time_ms`` or
-    later: a head sorts before all of them only when it is earlier, or as early from a topic
-    earlier in the processor's order (a key longer than the limit's, with its prefix, sorts after)."""
-    return (time_ms, index)
+from fastci.runtime.ordering import ANYTHING, Merge, Stream, lateness_limit, writers_limit
 
 
 @dataclass(slots=True)
@@ -50,31 +43,19 @@ class HeldRecord:
     released: bool = False
 
 
-@dataclass(slots=True)
-class Stream:
-    """One input topic's records from one origin partition, in a ``ReleaseQueue``: released in log
-    order, or, for a topic no processor writes (``in_time_order``), in time order within
-    ``LATENESS_MS`` of the latest before."""
+class OriginStream(Stream[HeldRecord]):
+    """One input topic's records from one origin partition (a repartitioned topic interleaves its
+    source partitions in delivery order, so each is a stream of its own)."""
 
-    topic: str
-    origin: str  # "<topic>/<partition>" where the records were first appended
-    in_time_order: bool = False
-    waiting: ReleaseQueue[HeldRecord] = field(init=False)
-    latest: float = float("-inf")  # the latest time delivered
-
-    def __post_init__(self) -> None:
-        self.waiting = ReleaseQueue(self.in_time_order)
-
-    def __len__(self) -> int:
-        return len(self.waiting)
+    def __init__(self, topic: str, origin: str, in_time_order: bool = False) -> None:
+        super().__init__(in_time_order)
+        self.topic = topic
+        self.origin = origin  # "<topic>/<partition>" where the records were first appended
 
     def push(self, held: HeldRecord) -> None:
         self.waiting.push(held)
-        if self.in_time_order and held.key[0] > self.latest:
-            self.latest = held.key[0]
-
-    def head(self) -> SortKey:
-        return self.waiting.head()
+        if self.in_time_order:
+            self.saw(held.key[0])
 
     def pop(self) -> HeldRecord:
         """The least record; in time order, its origin given the stream's floor: the first offset not
@@ -153,43 +134,18 @@ def _when(time_ms: float) -> str:
     return datetime.fromtimestamp(time_ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
-class Merge:
-    """One processor's input streams in one partition, released in the order of their sort keys."""
+class PartitionMerge(Merge[OriginStream]):
+    """One processor's input streams in one partition, by origin partition."""
 
     def __init__(self, in_time_order: frozenset[str] = frozenset()) -> None:
-        self.streams: dict[str, Stream] = {}
+        super().__init__()
         self.in_time_order = in_time_order  # the topics whose streams are released in time order
 
-    def stream(self, topic: str, origin: str) -> Stream:
+    def stream(self, topic: str, origin: str) -> OriginStream:
         found = self.streams.get(origin)
         if found is None:
-            found = self.streams[origin] = Stream(topic, origin, topic in self.in_time_order)
+            found = self.streams[origin] = OriginStream(topic, origin, topic in self.in_time_order)
         return found
-
-    def held(self) -> int:
-        return sum(len(s) for s in self.streams.values())
-
-    def release(self, limit: Callable[[Stream], SortKey]) -> Iterator[HeldRecord]:
-        """The held records that may go now, least first: a head goes when it sorts before the limit of
-        every stream that is empty or released in time order (what it may still be delivered).
-        ``limit`` is asked only about those."""
-        streams = list(self.streams.values())
-        if not any(len(s) for s in streams):
-            return
-        bound = min((limit(s) for s in streams if not len(s) or s.in_time_order), default=NOTHING_LEFT)
-        for _, held in merged(streams, bound, limit):
-            yield held
-
-    def low_watermark(self, limit: Callable[[Stream], SortKey]) -> float:
-        """The earliest time this merge may still release a record at (infinite when it may release
-        nothing more): what the outputs it has yet to make can be timed, at the earliest."""
-        earliest = float("inf")
-        for s in self.streams.values():
-            if not len(s):
-                earliest = min(earliest, limit(s)[0])
-            else:
-                earliest = min(earliest, s.head()[0], limit(s)[0] if s.in_time_order else float("inf"))
-        return earliest
 
     def clear(self) -> None:
         self.streams.clear()
@@ -247,7 +203,7 @@ class Ordering:
         self.feeds = feeds
         self.partitions = partitions
         self.highwater = highwater
-        self.merges: dict[str, dict[int, Merge]] = {name: {} for name in order}
+        self.merges: dict[str, dict[int, PartitionMerge]] = {name: {} for name in order}
         self.frontier: dict[str, float] = {}  # processor -> its low watermark over this worker's partitions
         self.produced_end: dict[tuple[str, int], int] = {}
         self.in_flight: set[tuple[str, int]] = set()
@@ -285,9 +241,9 @@ class Ordering:
             merge = merges[partition] = self._merge(name)
         merge.stream(topic, held.origin.stream).push(held)
 
-    def _merge(self, name: str) -> Merge:
+    def _merge(self, name: str) -> PartitionMerge:
         """A merge for processor ``name``: the topics no processor writes are released in time order."""
-        return Merge(frozenset(topic for topic, feed in self.feeds[name].items() if feed.in_time_order))
+        return PartitionMerge(frozenset(topic for topic, feed in self.feeds[name].items() if feed.in_time_order))
 
     def held(self) -> int:
         return sum(merge.held() for merges in self.merges.values() for merge in merges.values())
@@ -340,14 +296,14 @@ class Ordering:
             merges = self.merges[name]
             for partition, merge in merges.items():
                 limit = functools.partial(self.limit, name, partition)
-                for held in merge.release(limit):
+                for _, held in merge.release(limit):
                     produced.extend(held.apply(held))
             self.in_flight.update((send.topic, send.partition) for send in produced)
             self.frontier[name] = min((self._watermark(name, p, m) for p, m in merges.items()), default=float("inf"))
             made.extend(produced)
         return made
 
-    def _watermark(self, name: str, partition: int, merge: Merge) -> float:
+    def _watermark(self, name: str, partition: int, merge: PartitionMerge) -> float:
         """The low watermark of processor ``name``'s merge in ``partition``. Not bounded by what it
         reads through a feedback pipe, as in the embedded runtime: the writer's watermark is bounded
         by this one's through the loop, and the two would hold each other at minus infinity."""
@@ -360,7 +316,7 @@ class Ordering:
                 self.produced_end[where] = end
         self.in_flight.clear()
 
-    def limit(self, name: str, partition: int, stream: Stream) -> SortKey:
+    def limit(self, name: str, partition: int, stream: OriginStream) -> SortKey:
         """What an empty stream of processor ``name`` in ``partition`` may still hold."""
         return self._limit(name, partition, None, True, stream)
 
@@ -383,18 +339,17 @@ class Ordering:
                         found.append(Wait(name, partition, stream.origin, merge.held(), reason, least))
         return found
 
-    def _limit(self, name: str, partition: int, why: list[str] | None, lead: bool, stream: Stream) -> SortKey:
+    def _limit(self, name: str, partition: int, why: list[str] | None, lead: bool, stream: OriginStream) -> SortKey:
         """``limit``; with ``why``, the reason it stops a merge is appended there; without ``lead``, not
         bounded by the writers of a feedback pipe (for a low watermark)."""
         feed = self.feeds[name][stream.topic]
         origin = int(stream.origin.rpartition("/")[2])
         if not self._read_to_end(feed, partition, origin, why):
-            if not stream.in_time_order or stream.latest == float("-inf"):
-                return ANYTHING
-            if why is not None:
+            limit = lateness_limit(stream, feed.index)
+            if why is not None and limit != ANYTHING:
                 minutes = LATENESS_MS // 60_000
                 why.append(f"records up to {minutes} minutes earlier than {_when(stream.latest)} may still come")
-            return limit_after(stream.latest - LATENESS_MS, feed.index)
+            return limit
         earliest, bound_by = float("inf"), ""
         for writer in feed.feedback if lead else ():  # it runs at most FEEDBACK_LEAD_MS ahead of them (here too)
             if writer not in self.frontier:
@@ -439,7 +394,7 @@ class Ordering:
                 if earliest == float("-inf")
                 else f"{bound_by}, which writes it, may still emit records timed from {_when(earliest)}"
             )
-        return NOTHING_LEFT if earliest == float("inf") else limit_after(earliest, feed.index)
+        return writers_limit(earliest, feed.index)
 
     def _read_through(self, feed: InputPaths, partition: int, origin: int, end: int) -> bool:
         """Whether this processor's stream of ``origin`` has been read past every record before
