@@ -43,7 +43,7 @@ def create_app(settings: KafkaSettings, processors: list[Processor] | None = Non
         producer_acks=-1,
         # A batch's outputs and changelog records go out together, then the batch waits for them:
         # bigger produce requests (faust's default is 16 KiB, no linger) cost less per record.
-        # Measured on 30,000 events, one worker: 2,012-2,226 -> 1,744-2,012 us CPU per event.
+        # (docs/benchmarks.md, "Throughput": the CPU per event it saves)
         producer_max_batch_size=PRODUCE_BATCH_BYTES,
         producer_linger_ms=2,
         table_cleanup_interval=3600.0,

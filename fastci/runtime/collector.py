@@ -1,26 +1,17 @@
 """Short garbage-collector pauses for the long-running runtimes.
 
-Both runtimes keep decoded state records between batches: up to 200,000 per processor, millions of
-small tracked objects. CPython's full collection walks every one of them, so its pauses grew with
-the cache. After 200,000 events the embedded runtime had spent 10.9 of 53.7 s in 15 full collections
-(the longest 916 ms). The faust worker paused for up to 1.3 s every 13 s, and that was the tail of
-its commit-to-selection latency. Those collections found next to nothing (10 objects at most):
-state records are acyclic, and reference counting frees them when they are replaced.
+Both runtimes keep decoded state records between batches, millions of small tracked objects, and
+CPython's full collection walks every one of them: its pauses grew with the cache and were the tail
+of the worker's commit-to-selection latency, while they found next to nothing (state records are
+acyclic; reference counting frees them when they are replaced).
 
 So after every batch, what survived it moves to the permanent generation (``gc.freeze``, a list
-splice), and a collection walks only what the next batch allocated. Cyclic garbage that is frozen
-before it is found waits for a full collection, which runs once an hour: one pause as long as
-before, where there was one every few seconds. There is very little such garbage. With a full
-collection every minute, the worker's first one found 89 unreachable objects and every later one 0,
-at 0.2-0.9 s each. An hour keeps such a pause away from all but about 1 in 3,600 seconds of
-traffic. When the runtime stops, everything is handed back to the collector.
-
-Both runtimes go one step further: while they run, the collector does not run between batches at
-all (``automatic=False``). Its young collections found nothing either, yet they walked every object
-a batch kept alive until its freeze (decoded events, waiting records, state entries): a large share
-of a history import's apply (docs/benchmarks.md). Cyclic garbage then waits for the hourly full
-collection, all of it rather than only what was frozen before a collection found it. There is next
-to none, in the faust worker too, asyncio and aiokafka included (docs/benchmarks.md).
+splice), and while a runtime runs the collector does not run between batches at all
+(``automatic=False``): its young collections walked every object a batch kept alive and found
+nothing either. Cyclic garbage waits for a full collection once an hour, one pause as long as
+before where there was one every few seconds. When the runtime stops, everything is handed back to
+the collector. The measurements: docs/benchmarks.md, "The runtimes without automatic garbage
+collection".
 """
 
 from __future__ import annotations
