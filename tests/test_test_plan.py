@@ -387,5 +387,5 @@ def test_a_tests_expected_duration_comes_from_runs_that_recorded_no_evidence():
     store = Store()
     feed(TestPlanProcessor(), store, [result("tests/test_a.py::test_x", "n1", duration_s=9.0, traced=True)])
     feed(TestPlanProcessor(), store, [result("tests/test_a.py::test_x", "p2", duration_s=3.0)])
-    (recorded,) = [v.record for v in store.values.values() if v.record is not None]
+    (recorded,) = [v for v in store.values.values() if isinstance(v, TestRecord)]
     assert recorded.traced == ("n1",) and recorded.expected_s == 3.0

@@ -27,7 +27,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from fastci.core.events import Event, Record
 
@@ -80,18 +80,73 @@ def owner_of(key: str) -> str:
     return key.split(KEY_SEPARATOR, 1)[0]
 
 
+R = TypeVar("R", bound=Record)
+
+
+@dataclass(frozen=True)
+class KeySpace(Generic[R]):
+    """One kind of state a processor keeps: its keys, ``compound_key(owner, kind, *parts)`` (the
+    partition key itself when ``kind`` is empty), and the record each holds. A processor that keeps
+    several kinds declares one each (``Processor.key_spaces``) rather than one record with a field
+    per kind: the driver decodes a key's value as its space's record, and the views load each space
+    into a table of its own."""
+
+    kind: str
+    record: type[R]
+    parts: tuple[str, ...] = ()  # what follows the kind in a key, by name (the views' columns)
+
+    def key(self, owner: str, *parts: str) -> str:
+        return compound_key(owner, self.kind, *parts) if self.kind else owner
+
+    def get(self, state: StateReader[Any], key: str) -> R | None:
+        """The record stored under ``key`` (one of this space's keys), or None."""
+        return state.get(key)
+
+
+def kind_of(key: str) -> str:
+    """The kind of a state key: its part after the owner ("" for a partition key itself)."""
+    parts = key.split(KEY_SEPARATOR, 2)
+    return parts[1] if len(parts) > 1 else ""
+
+
+class MarksOnly(Record):
+    """What the partition key of a processor with key spaces holds, unless it declares a space for
+    it: nothing but the driver's marks (its entry's state is None)."""
+
+
 class Processor(ABC, Generic[S]):
-    """Subclasses name themselves, their input and output topics, and their state model."""
+    """Subclasses name themselves, their input and output topics, and their state: one record
+    (``state_model``) or several kinds of key, each with its own record (``key_spaces``)."""
 
     name: ClassVar[str]
     inputs: ClassVar[tuple[str, ...]]
     outputs: ClassVar[tuple[str, ...]]
-    state_model: ClassVar[type[Record]]
+    state_model: ClassVar[type[Record] | None] = None
+    key_spaces: ClassVar[tuple[KeySpace[Any], ...]] = ()
     state_key: ClassVar[str] = "key"  # what a state key is, as a column name in the views
+    _records: ClassVar[dict[str, type[Record]]] = {}  # key space kind -> its record
     # How many recent event ids each key remembers, so a redelivered event changes nothing.
     dedup_window: ClassVar[int] = 16
     # Input topic -> event field to partition by, where it is not the topic's own key.
     partition_by: ClassVar[Mapping[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._records = {space.kind: space.record for space in cls.key_spaces}
+
+    @classmethod
+    def record_for(cls, key: str) -> type[Record]:
+        """The record a state key holds: its key space's, else the processor's ``state_model``."""
+        if cls.key_spaces:
+            kind = kind_of(key)
+            found = cls._records.get(kind)
+            if found is not None:
+                return found
+            if not kind:  # the partition key, whose entry holds the driver's marks and no state
+                return MarksOnly
+            raise KeyError(f"{cls.name}: state key {key!r} is of no declared key space ({kind!r})")
+        assert cls.state_model is not None, f"{cls.name} declares neither state_model nor key_spaces"
+        return cls.state_model
 
     def ignores(self, event: Event) -> bool:
         """Whether this processor does nothing with ``event`` whatever its state (a result of a kind it

@@ -26,7 +26,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from fastci.core.events import Event, Record
-from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.core.processor import KeySpace, Processor, StateReader, Step
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent, WorkloadEvidence
 from fastci.planning import risk as riskmath
 from fastci.planning.events import KNOWN_PAGE_SIZE, PAGE_SIZE, PlanMetrics, PlannedTest, TestPlan
@@ -63,30 +63,36 @@ class TestRecord(Record):
         return sum(durations) / len(durations) if durations else None
 
 
-class PlanState(Record):
-    """One of: a test's record, its workload profile, a catalog bucket."""
+class CatalogBucket(Record):
+    """The tests of one catalog bucket, by short id: what a commit's removed files are matched against."""
 
-    record: TestRecord | None = None
-    workload: WorkloadEvidence | None = None
-    tests: dict[str, str] | None = Field(default=None, description="catalog: short id -> test id")
+    tests: dict[str, str] = Field(default_factory=dict, description="short id -> test id")
 
 
-_EMPTY = PlanState()  # what a key never written reads as (frozen: one instance does for all)
+# The planner's kinds of state, each under a repo.
+TESTS = KeySpace("test", TestRecord, ("test_id",))  # a test's runs
+WORKLOADS = KeySpace("workload", WorkloadEvidence, ("test_id",))  # its workload profile, from evidence
+CATALOG = KeySpace("catalog", CatalogBucket, ("bucket",))
+_NO_TESTS = CatalogBucket()
 
 
 def test_key(repo: str, test_id: str) -> str:
-    return compound_key(repo, "test", test_id)
+    return TESTS.key(repo, test_id)
 
 
 def workload_key(repo: str, test_id: str) -> str:
-    return compound_key(repo, "workload", test_id)
+    return WORKLOADS.key(repo, test_id)
+
+
+def bucket_key(repo: str, bucket: int) -> str:
+    return CATALOG.key(repo, str(bucket))
 
 
 def catalog_key(repo: str, test_id: str) -> str:
-    return compound_key(repo, "catalog", str(int(short_id(test_id)[:4], 16) % BUCKETS))
+    return bucket_key(repo, int(short_id(test_id)[:4], 16) % BUCKETS)
 
 
-class TestPlanProcessor(Processor[PlanState]):
+class TestPlanProcessor(Processor[Record]):
     __test__ = False
 
     name: ClassVar[str] = "test-planner"  # not "test-plan": that is the topic (and its view)
@@ -97,7 +103,7 @@ class TestPlanProcessor(Processor[PlanState]):
         Selection.TOPIC,
     )
     outputs: ClassVar[tuple[str, ...]] = (TestPlan.TOPIC,)
-    state_model: ClassVar[type[Record]] = PlanState
+    key_spaces = (TESTS, WORKLOADS, CATALOG)
     partition_by = {ResultEvent.TOPIC: "repo", EvidenceEvent.TOPIC: "repo"}
 
     def __init__(self, order: str = "risk", shrink: bool = True) -> None:
@@ -108,7 +114,7 @@ class TestPlanProcessor(Processor[PlanState]):
         self.order = order
         self.shrink = shrink
 
-    def process(self, state: StateReader[PlanState], event: Event) -> Step[PlanState]:
+    def process(self, state: StateReader[Record], event: Event) -> Step[Record]:
         if isinstance(event, ResultEvent):
             return Step(writes=_record_result(state, event))
         if isinstance(event, EvidenceEvent):
@@ -123,26 +129,26 @@ class TestPlanProcessor(Processor[PlanState]):
 # ----- keeping state
 
 
-def _catalog_writes(state: StateReader[PlanState], repo: str, test_id: str) -> dict[str, PlanState]:
+def _catalog_writes(state: StateReader[Record], repo: str, test_id: str) -> dict[str, Record]:
     key = catalog_key(repo, test_id)
-    tests = (state.get(key) or _EMPTY).tests or {}
+    tests = (CATALOG.get(state, key) or _NO_TESTS).tests
     tid = short_id(test_id)
     if tests.get(tid) == test_id:
         return {}
-    return {key: PlanState(tests=dict(sorted({**tests, tid: test_id}.items())))}
+    return {key: CatalogBucket(tests=dict(sorted({**tests, tid: test_id}.items())))}
 
 
-def _record_result(state: StateReader[PlanState], event: ResultEvent) -> dict[str, PlanState | None]:
+def _record_result(state: StateReader[Record], event: ResultEvent) -> dict[str, Record | None]:
     key = test_key(event.repo, event.test_id)
-    before = (state.get(key) or _EMPTY).record or TestRecord(test_id=event.test_id)
-    profile = (state.get(workload_key(event.repo, event.test_id)) or _EMPTY).workload
+    before = TESTS.get(state, key) or TestRecord(test_id=event.test_id)
+    profile = WORKLOADS.get(state, workload_key(event.repo, event.test_id))
     seconds = event.duration_s / _config_scale(profile, event.config)
     runs = {**before.runs, event.run_id: (event.status, seconds)}
     runs = dict(list(runs.items())[-RECENT_RUNS:])
     traced = tuple(run for run in runs if run in before.traced or (event.traced and run == event.run_id))
     # A model also runs in a CPU/simulator form (0 chips); its chips are those of its latest run that held chips.
     record = before.model_copy(update={"runs": runs, "traced": traced, "chips": event.chips or before.chips})
-    return {key: PlanState(record=record), **_catalog_writes(state, event.repo, event.test_id)}
+    return {key: record, **_catalog_writes(state, event.repo, event.test_id)}
 
 
 def _config_scale(profile: WorkloadEvidence | None, config: dict) -> float:
@@ -161,48 +167,45 @@ def _config_scale(profile: WorkloadEvidence | None, config: dict) -> float:
     )
 
 
-def _record_evidence(state: StateReader[PlanState], event: EvidenceEvent) -> dict[str, PlanState | None]:
+def _record_evidence(state: StateReader[Record], event: EvidenceEvent) -> dict[str, Record | None]:
     if event.kind == "import":
         return {}  # a module's import-time evidence: not a test
     key = workload_key(event.repo, event.test_id)
-    writes: dict[str, PlanState | None] = {}
+    writes: dict[str, Record | None] = {}
     if event.workload is not None:
-        writes[key] = PlanState(workload=event.workload)
+        writes[key] = event.workload
     elif state.get(key) is not None:  # the test no longer declares a workload
         writes[key] = None
     return {**writes, **_catalog_writes(state, event.repo, event.test_id)}
 
 
-def _forget_removed(state: StateReader[PlanState], commit: CommitEvent) -> dict[str, PlanState | None]:
+def _forget_removed(state: StateReader[Record], commit: CommitEvent) -> dict[str, Record | None]:
     buckets = {
-        bucket: (state.get(compound_key(commit.repo, "catalog", str(bucket))) or _EMPTY).tests or {}
-        for bucket in range(BUCKETS)
+        bucket: (CATALOG.get(state, bucket_key(commit.repo, bucket)) or _NO_TESTS).tests for bucket in range(BUCKETS)
     }
     known = {test_id for tests in buckets.values() for test_id in tests.values()}
-    writes: dict[str, PlanState | None] = {}
+    writes: dict[str, Record | None] = {}
     for test_id in sorted(removed_test_ids(commit, known)):
         writes[test_key(commit.repo, test_id)] = None
         writes[workload_key(commit.repo, test_id)] = None
         key = catalog_key(commit.repo, test_id)
-        tests = dict((writes.get(key) or state.get(key) or _EMPTY).tests or {})
+        tests = dict((writes.get(key) or CATALOG.get(state, key) or _NO_TESTS).tests)
         tests.pop(short_id(test_id), None)
-        writes[key] = PlanState(tests=tests)
+        writes[key] = CatalogBucket(tests=tests)
     return writes
 
 
 # ----- the plan
 
 
-def plan(
-    state: StateReader[PlanState], selection: Selection, order: str = "risk", shrink: bool = True
-) -> list[TestPlan]:
+def plan(state: StateReader[Record], selection: Selection, order: str = "risk", shrink: bool = True) -> list[TestPlan]:
     """The plan of one selection: ``order`` "risk" (riskiest per unit of cost first) or "declared"
     (the selection's own order); ``shrink`` False runs every test on its full config."""
     repo = selection.repo
     catalog = {
         tid: test_id
         for bucket in range(BUCKETS)
-        for tid, test_id in ((state.get(compound_key(repo, "catalog", str(bucket))) or _EMPTY).tests or {}).items()
+        for tid, test_id in (CATALOG.get(state, bucket_key(repo, bucket)) or _NO_TESTS).tests.items()
     }
     if selection.run_all:
         kept = {test_id: ("run-all", (), None) for test_id in sorted(catalog.values())}
@@ -212,7 +215,7 @@ def plan(
     functions = {t: names for t, (reason, names, _) in kept.items() if reason in UNIT_REASONS}
     exposure = riskmath.exposures(functions)
     unknown = sum(exposure.values()) / len(exposure) if exposure else NO_EVIDENCE_EXPOSURE
-    records = {t: (state.get(test_key(repo, t)) or _EMPTY).record for t in kept}
+    records = {t: TESTS.get(state, test_key(repo, t)) for t in kept}
     measured = sorted(s for r in records.values() if r is not None and (s := r.expected_s) is not None)
     # A test never run (a new one) is expected to cost what the median planned test costs, not a
     # constant that may be a thousand times the suite's typical test.
@@ -233,7 +236,7 @@ def plan(
             for s in (record.expected_s if record else None, typical_s, selection_s, DEFAULT_DURATION_S)
             if s is not None
         )
-        profile = (state.get(workload_key(repo, test_id)) or _EMPTY).workload
+        profile = WORKLOADS.get(state, workload_key(repo, test_id))
         workload = _workload(profile, reason, names, shrink)
         entries[test_id] = _planned_test(test_id, reason, record, share, expected_s, workload)
 

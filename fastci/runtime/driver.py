@@ -183,6 +183,7 @@ class Driver:
         ``remember``: the input topics whose events are marked applied by id for good (those
         processors write: ``System.written``), not only in the ``seen`` window."""
         self.processor = processor
+        self._record_for = type(processor).record_for
         self.store = store
         self.reports = reports
         self.remember = remember
@@ -298,6 +299,6 @@ class Driver:
         if key in self._entries:
             return self._entries[key]
         raw = self.store.get(key)
-        entry = None if raw is None else decode_entry(self.processor.state_model, raw)
+        entry = None if raw is None else decode_entry(self._record_for(key), raw)
         self._entries[key] = entry
         return entry

@@ -14,13 +14,14 @@ from pathlib import Path
 
 from fastci.core.codec import InvalidEvent, encode
 from fastci.core.config import KafkaSettings
+from fastci.core.processor import kind_of
 from fastci.runtime.driver import decode_state, is_applied_mark
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.kafka.broker import read_to_end
 from fastci.runtime.kafka.positions import position_partition
 from fastci.runtime.log import Position
 from fastci.topology import ALL_PROCESSORS, TOPICS, decode
-from fastci.views.schema import TableSpec, state_table, topic_table
+from fastci.views.schema import TableSpec, state_stream, state_tables, topic_table
 from fastci.views.store import StoredPosition, Views, state_row, with_position
 
 CHUNK = 50_000  # rows per load transaction
@@ -85,14 +86,14 @@ def refresh_embedded(data_dir: Path, views: Views, progress: Progress | None = N
         checkpoint = data.checkpoint()
         try:
             for processor in ALL_PROCESSORS:
-                stream = f"state:{processor.name}"
+                stream = state_stream(processor)
                 after = views.position(EMBEDDED, stream).next_offset
                 changes = (
                     (seq, key, value)
                     for seq, key, value in checkpoint.changes(processor.name, after)
                     if not _bookkeeping(key)
                 )
-                read[state_table(processor).name] = _load_state(views, processor, changes, EMBEDDED, stream, progress)
+                read.update(_load_state(views, processor, changes, EMBEDDED, stream, progress))
         finally:
             checkpoint.close()
     return read
@@ -133,7 +134,8 @@ async def refresh_kafka(settings: KafkaSettings, views: Views, progress: Progres
         read[spec.name] = count
     for processor in ALL_PROCESSORS:
         changelog = settings.changelog_topic(processor.name)
-        next_offsets = views.positions(source, changelog)
+        stream = changelog + state_stream(processor).removeprefix(f"state:{processor.name}")
+        next_offsets = views.positions(source, stream)
         changes = [
             (record.partition, record.offset, record.key.decode(), record.value)
             async for record in read_to_end(settings, changelog, next_offsets, namespaced=False)
@@ -142,9 +144,11 @@ async def refresh_kafka(settings: KafkaSettings, views: Views, progress: Progres
         for partition, offset, _, _ in changes:
             next_offsets[partition] = offset + 1
         changes = [change for change in changes if not _bookkeeping(change[2])]
-        positions = {(source, changelog, p): StoredPosition(o) for p, o in next_offsets.items()}
-        read[state_table(processor).name] = _load_state(
-            views, processor, ((0, key, value) for _, _, key, value in changes), source, changelog, progress, positions
+        positions = {(source, stream, p): StoredPosition(o) for p, o in next_offsets.items()}
+        read.update(
+            _load_state(
+                views, processor, ((0, key, value) for _, _, key, value in changes), source, stream, progress, positions
+            )
         )
     return read
 
@@ -170,26 +174,38 @@ def _load_state(
     stream: str,
     progress: Progress | None,
     positions: dict | None = None,
-) -> int:
-    """Upsert the latest state per key (a None state, or a tombstone, deletes the row)."""
-    spec = state_table(processor)
+) -> dict[str, int]:
+    """Upsert the latest state per key into its key space's table (a None state, or a tombstone,
+    deletes the row); return the changes read per table."""
+    specs = state_tables(processor)
     latest: dict[str, dict | None] = {}
     last_seq = views.position(source, stream).next_offset
-    count = 0
     for seq, key, value in changes:
         latest[key] = None if value is None else decode_state(value)
         last_seq = max(last_seq, seq)
-        count += 1
-    rows = [state_row(spec.key, key, state) for key, state in latest.items() if state is not None]
-    deleted = [key for key, state in latest.items() if state is None]
-    if count:
-        views.load(
-            spec,
-            rows,
+    rows: dict[str, list[bytes]] = {kind: [] for kind in specs}
+    deleted: dict[str, list[str]] = {kind: [] for kind in specs}
+    read = dict.fromkeys((spec.name for spec in specs.values()), 0)
+    for key, state in latest.items():
+        kind = kind_of(key) if processor.key_spaces else ""
+        spec = specs.get(kind)
+        if spec is None and state is None:
+            continue  # a partition key's marks, with no state of its own
+        if spec is None:
+            raise ValueError(f"{processor.name}: state key {key!r} is of no declared key space")
+        read[spec.name] += 1
+        if state is None:
+            deleted[kind].append(key)
+        else:
+            rows[kind].append(state_row(spec.key, key, state))
+    if latest:
+        views.load_tables(
+            [(spec, rows[kind], deleted[kind]) for kind, spec in specs.items()],
             positions if positions is not None else {(source, stream, 0): StoredPosition(last_seq)},
             replace=True,
-            deleted=deleted,
         )
         if progress:
-            progress(spec.name, count)
-    return count
+            for name, count in read.items():
+                if count:
+                    progress(name, count)
+    return read

@@ -45,10 +45,30 @@ def topic_table(topic: str) -> TableSpec:
     return TableSpec(table_name(topic), {**columns, "_partition": "INTEGER", "_offset": "BIGINT"}, "id")
 
 
-def state_table(processor: type[Processor] | Processor) -> TableSpec:
-    """One row per key of a processor's state, named after the processor."""
+def state_tables(processor: type[Processor] | Processor) -> dict[str, TableSpec]:
+    """Per kind of key, the table its rows go to: one table named after the processor when it keeps
+    one record (kind ""), else one per key space (``test_planner_test``, ``test_planner_workload``...)."""
     key = processor.state_key
-    return TableSpec(table_name(processor.name), {key: "VARCHAR", **model_columns(processor.state_model)}, key)
+    if not processor.key_spaces:
+        assert processor.state_model is not None
+        return {
+            "": TableSpec(table_name(processor.name), {key: "VARCHAR", **model_columns(processor.state_model)}, key)
+        }
+    return {
+        space.kind: TableSpec(
+            table_name(f"{processor.name}-{space.kind or 'owner'}"),
+            {key: "VARCHAR", **model_columns(space.record)},
+            key,
+        )
+        for space in processor.key_spaces
+    }
+
+
+def state_stream(processor: type[Processor] | Processor) -> str:
+    """What the views' positions call a processor's state changes. Keyed state has a name of its own,
+    so views made before a processor declared its key spaces load its state anew, into its spaces'
+    tables."""
+    return f"state:{processor.name}" + (":spaces" if processor.key_spaces else "")
 
 
 def model_columns(model: type[BaseModel]) -> dict[str, str]:

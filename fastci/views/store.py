@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,7 @@ import orjson
 from fastci.topology import ALL_PROCESSORS, TOPICS
 from fastci.views import analytics
 from fastci.views import fleet_views as fleet
-from fastci.views.schema import TableSpec, quote, state_table, topic_table
+from fastci.views.schema import TableSpec, quote, state_tables, table_name, topic_table
 
 # Modules of analyst SQL views over the tables, (re)created whenever the file is opened for writing.
 ANALYST_VIEWS = (fleet.create, analytics.create_views)
@@ -70,6 +70,9 @@ class Views:
         for spec in self.specs():
             self.con.execute(spec.ddl())
             self._add_new_columns(spec)
+        for processor in ALL_PROCESSORS:  # its one table, from before it declared key spaces
+            if processor.key_spaces:
+                self.con.execute(f"DROP TABLE IF EXISTS {quote(table_name(processor.name))}")
         for create in ANALYST_VIEWS:
             create(self.con)
 
@@ -87,7 +90,7 @@ class Views:
 
     @staticmethod
     def specs() -> list[TableSpec]:
-        return [topic_table(t) for t in TOPICS] + [state_table(p) for p in ALL_PROCESSORS]
+        return [topic_table(t) for t in TOPICS] + [spec for p in ALL_PROCESSORS for spec in state_tables(p).values()]
 
     # ----- positions
 
@@ -119,28 +122,32 @@ class Views:
         Events are inserted once (``replace=False``: a known id is ignored); state rows replace the
         previous row for their key; ``deleted`` keys are removed.
         """
-        handle, name = tempfile.mkstemp(suffix=".ndjson", prefix="fastci-load-")
+        self.load_tables([(spec, rows, deleted)], positions, replace)
+
+    def load_tables(
+        self,
+        loads: Sequence[tuple[TableSpec, Iterable[bytes], Iterable[str]]],
+        positions: Mapping[tuple[str, str, int], StoredPosition],
+        replace: bool = False,
+    ) -> None:
+        """``load`` into several tables (spec, rows, deleted keys) and record positions, in one
+        transaction: a processor's key spaces move together."""
+        files: list[tuple[str, int]] = []
         try:
-            with os.fdopen(handle, "wb") as file:
-                count = 0
-                for row in rows:
-                    file.write(row)
-                    file.write(b"\n")
-                    count += 1
+            for _, rows, _ in loads:
+                handle, name = tempfile.mkstemp(suffix=".ndjson", prefix="fastci-load-")
+                files.append((name, 0))
+                with os.fdopen(handle, "wb") as file:
+                    count = 0
+                    for row in rows:
+                        file.write(row)
+                        file.write(b"\n")
+                        count += 1
+                files[-1] = (name, count)
             self.con.execute("BEGIN TRANSACTION")
             try:
-                deleted = list(deleted)
-                if deleted:
-                    self.con.execute(
-                        f"DELETE FROM {quote(spec.name)} WHERE {quote(spec.key)} IN (SELECT unnest(?))", [deleted]
-                    )
-                if count:
-                    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-                    self.con.execute(
-                        f"{verb} INTO {quote(spec.name)} BY NAME "
-                        "SELECT * FROM read_json(?, format = 'newline_delimited', columns = ?)",
-                        [name, spec.columns],
-                    )
+                for (spec, _, deleted), (name, count) in zip(loads, files, strict=True):
+                    self._load_file(spec, name, count, list(deleted), replace)
                 for (source, stream, part), p in positions.items():
                     self.con.execute(
                         "INSERT OR REPLACE INTO _positions VALUES (?, ?, ?, ?, ?, ?)",
@@ -151,7 +158,19 @@ class Views:
                 self.con.execute("ROLLBACK")
                 raise
         finally:
-            os.unlink(name)
+            for name, _ in files:
+                os.unlink(name)
+
+    def _load_file(self, spec: TableSpec, name: str, count: int, deleted: list[str], replace: bool) -> None:
+        if deleted:
+            self.con.execute(f"DELETE FROM {quote(spec.name)} WHERE {quote(spec.key)} IN (SELECT unnest(?))", [deleted])
+        if count:
+            verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+            self.con.execute(
+                f"{verb} INTO {quote(spec.name)} BY NAME "
+                "SELECT * FROM read_json(?, format = 'newline_delimited', columns = ?)",
+                [name, spec.columns],
+            )
 
     def drop_replaced(self, topic: str, fields: tuple[str, ...]) -> int:
         """Delete the event rows of ``topic`` a later row (in the same partition) with the same
