@@ -67,6 +67,25 @@ class Transaction(Generic[S]):
         self.writes[key] = value
 
 
+class UnitOfWork(Transaction[S]):
+    """One event's work on a processor's state: reads see the writes it made so far, then the store
+    (``Transaction``); it collects the events to emit; ``step()`` is what ``process`` returns. A
+    processor whose handling of an event spans several functions passes one of these (or a subclass
+    with its domain's reads and writes) instead of threading state, writes and outputs apart."""
+
+    __slots__ = ("outputs",)
+
+    def __init__(self, state: StateReader[S]) -> None:
+        super().__init__(state)
+        self.outputs: list[Event] = []
+
+    def emit(self, *events: Event) -> None:
+        self.outputs.extend(events)
+
+    def step(self) -> Step[S]:
+        return Step(writes=self.writes, outputs=self.outputs)
+
+
 KEY_SEPARATOR = "\x1f"  # cannot occur in a validated name
 
 
