@@ -11,10 +11,12 @@ Cases, and the backends each runs on:
 | case | memory | embedded | kafka |
 |---|---|---|---|
 | each event applied once (a producer sends each twice) | yes | yes | yes |
-| a crash between outputs and state changes nothing | no: nothing is durable | yes | yes |
+| a crash between outputs and state changes nothing | no: nothing is durable | yes | yes (1) |
 | the ordering rule across topics (topics appended in turn) | no: delivers as published | yes | yes |
 | bad records on dead letters, state untouched | no: takes events, not bytes | yes | yes |
 | a restart resumes where the state ends | no: keeps nothing | yes | yes |
+
+(1) the same decision ids; the batch the crash cut short appends its outputs again, which readers drop.
 
 The whole-pipeline comparisons (every view, two workers, kills, other clients) stay in
 ``tests/test_kafka_ordering_views.py`` and ``tests/test_kafka_equivalence.py``.
@@ -203,7 +205,8 @@ class KafkaBackend(Backend):
         return read_events(self.settings, topic)
 
     def close(self) -> None:
-        self.restart()
+        if self.worker is not None:
+            stop_worker(self.worker)
 
 
 BACKENDS = ["memory", "embedded", pytest.param("kafka", marks=[pytest.mark.kafka, pytest.mark.slow])]
@@ -248,7 +251,12 @@ def test_a_crash_between_outputs_and_state_changes_nothing(backend, history, exp
     backend.publish(history)
     backend.apply_crashing_after_outputs_to(CRASH_TOPIC)
     backend.apply()
-    assert backend.decisions() == expected
+    decisions = backend.decisions()
+    # The same decisions. On Kafka the batch the crash cut short is applied again and its outputs are
+    # appended again under the same ids, which every reader drops (the embedded log appends them once).
+    assert {topic: set(ids) for topic, ids in decisions.items()} == {topic: set(ids) for topic, ids in expected.items()}
+    if isinstance(backend, EmbeddedBackend):
+        assert decisions == expected
 
 
 def test_the_ordering_rule_holds_across_topics_whatever_order_they_are_appended_in(backend, history, expected):
