@@ -122,6 +122,25 @@ class KeySpace(Generic[R]):
         return state.get(key)
 
 
+def from_union(record: type[Record], state: dict[str, Any]) -> dict[str, Any]:
+    """A stored state in the shape ``record`` reads, from the shape it had before its processor
+    declared key spaces: one union record per processor, every kind's fields present and those of
+    other kinds None. Fields ``record`` lacks that are None go; what is left, when it is one field
+    ``record`` lacks, was the kind's value under the union: its record's fields (a dict), or the one
+    field of ``record`` (a value renamed). Anything else is returned as it is, for validation to
+    refuse with its own error."""
+    fields = record.model_fields
+    kept = {name: value for name, value in state.items() if name in fields or value is not None}
+    if len(kept) == 1:
+        ((name, value),) = kept.items()
+        if name not in fields:
+            if isinstance(value, dict):
+                return value
+            if len(fields) == 1:
+                return {next(iter(fields)): value}
+    return kept
+
+
 def kind_of(key: str) -> str:
     """The kind of a state key: its part after the owner ("" for a partition key itself)."""
     parts = key.split(KEY_SEPARATOR, 2)

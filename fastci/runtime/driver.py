@@ -53,12 +53,12 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from fastci.core.codec import InvalidEvent, encode
 from fastci.core.dead_letters import FieldError
 from fastci.core.events import Event, Record
-from fastci.core.processor import KEY_SEPARATOR, Processor, compound_key
+from fastci.core.processor import KEY_SEPARATOR, Processor, compound_key, from_union
 from fastci.runtime.contract import Store
 
 _CACHE_LIMIT = 200_000  # decoded entries kept between batches
@@ -151,11 +151,25 @@ def decode_entry(model: type[Record], raw: bytes) -> Entry:
     document = orjson.loads(raw)
     state = document["state"]
     return Entry(
-        None if state is None else model.model_validate(state),
+        None if state is None else _validated(model, state),
         document["seen"],
         document.get("marks", {}),
         document.get("past", {}),
     )
+
+
+def _validated(model: type[Record], state: Any) -> Record:
+    try:
+        return model.model_validate(state)
+    except ValidationError:
+        if not isinstance(state, dict):
+            raise
+        # Stored before its processor declared key spaces: the kind's value inside a union record.
+        # It takes the key space's shape when the key is next written.
+        upgraded = from_union(model, state)
+        if upgraded == state:
+            raise
+        return model.model_validate(upgraded)
 
 
 # A marker is an entry with no state: whatever reads a store's keys reads it as an empty key.

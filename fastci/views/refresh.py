@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fastci.core.codec import InvalidEvent, encode
 from fastci.core.config import KafkaSettings
-from fastci.core.processor import kind_of
+from fastci.core.processor import from_union, kind_of
 from fastci.runtime.driver import decode_state, is_applied_mark
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.kafka.broker import read_to_end
@@ -193,6 +193,8 @@ def _load_state(
             continue  # a partition key's marks, with no state of its own
         if spec is None:
             raise ValueError(f"{processor.name}: state key {key!r} is of no declared key space")
+        if state is not None and processor.key_spaces:  # maybe stored before the processor declared them
+            state = from_union(processor.record_for(key), state)
         read[spec.name] += 1
         if state is None:
             deleted[kind].append(key)
