@@ -261,7 +261,7 @@ def test_an_entry_is_encoded_as_its_models_dump_of_fields():
     tuples and times included; a record built by ``trusted`` from more than its fields writes only them."""
     import orjson
 
-    from fastci.fleet.flaky_detector import FlakyState, HeldOutcome, TestFlakiness
+    from fastci.fleet.flaky_detector import HeldOutcome, HeldOutcomes, TestFlakiness
 
     statuses = ("passed", "failed", "failed", "error", "flaky")
     held = tuple(
@@ -269,8 +269,8 @@ def test_an_entry_is_encoded_as_its_models_dump_of_fields():
         for n, status in enumerate(statuses)
     )
     states = [
-        FlakyState(outcomes=held),
-        FlakyState(test=TestFlakiness(flaky=True, rule="retries", statuses=("flaky", "passed"), groups=("ab",))),
+        HeldOutcomes(outcomes=held),
+        TestFlakiness(flaky=True, rule="retries", statuses=("flaky", "passed"), groups=("ab",)),
         TestHistory(runs=3, passed=2, failed=1, health="failing", last_status="failed", last_run_id="r3"),
     ]
     for state in states:

@@ -39,7 +39,7 @@ from pydantic import Field
 from fastci.contracts.flaky_verdicts import FlakyVerdict
 from fastci.core.events import Event, Record
 from fastci.core.lazy import scipy_stats
-from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.core.processor import KeySpace, Processor, StateReader, Step
 from fastci.fleet.events import NodeAttribution
 from fastci.inputs import Bundle, ResultEvent
 from fastci.shared.flakiness import FAILING, PASSING
@@ -85,11 +85,23 @@ class Levels(Record):
     by_node: dict[str, tuple[tuple[datetime | None, float], ...]] = Field(default_factory=dict, max_length=MAX_NODES)
 
 
-class AttributionState(Record):
-    group: Group | None = None
-    levels: Levels | None = None
-    groups: tuple[str, ...] | None = None  # the test's group digests, oldest first
-    flaky: bool | None = None
+class KnownGroups(Record):
+    """The digests of a test's groups, oldest first."""
+
+    digests: tuple[str, ...] = Field(default=(), max_length=MAX_GROUPS)
+
+
+class FlakyMark(Record):
+    """Whether the test is flaky, as ``flaky-verdicts`` last said."""
+
+    flaky: bool = False
+
+
+# The attribution's kinds of state, each under a test.
+GROUPS = KeySpace("group", Group, ("digest",))  # one group: who passed when, what failed
+LEVELS = KeySpace("levels", Levels, ("digest", "metric"))  # one group's levels of one metric
+KNOWN_GROUPS = KeySpace("groups", KnownGroups)  # which groups the test has
+FLAKY = KeySpace("flaky", FlakyMark)
 
 
 def group_digest(event: ResultEvent) -> str:
@@ -101,36 +113,37 @@ def group_digest(event: ResultEvent) -> str:
 
 
 def group_key(test_id: str, digest: str) -> str:
-    return compound_key(test_id, "group", digest)
+    return GROUPS.key(test_id, digest)
 
 
 def levels_key(test_id: str, digest: str, metric: str) -> str:
-    return compound_key(test_id, "levels", digest, metric)
+    return LEVELS.key(test_id, digest, metric)
 
 
 def groups_key(test_id: str) -> str:
-    return compound_key(test_id, "groups")
+    return KNOWN_GROUPS.key(test_id)
 
 
 def flaky_key(test_id: str) -> str:
-    return compound_key(test_id, "flaky")
+    return FLAKY.key(test_id)
 
 
-def _state(**values) -> AttributionState:
-    return AttributionState.trusted({"group": None, "levels": None, "groups": None, "flaky": None, **values})
+def _known_groups(state: StateReader[Record], test_id: str) -> tuple[str, ...]:
+    known = KNOWN_GROUPS.get(state, groups_key(test_id))
+    return known.digests if known is not None else ()
 
 
-class FailureAttributionProcessor(Processor[AttributionState]):
+class FailureAttributionProcessor(Processor[Record]):
     name: ClassVar[str] = NAME
     inputs: ClassVar[tuple[str, ...]] = (ResultEvent.TOPIC, FlakyVerdict.TOPIC)
     outputs: ClassVar[tuple[str, ...]] = (NodeAttribution.TOPIC,)
-    state_model: ClassVar[type[Record]] = AttributionState
+    key_spaces = (GROUPS, LEVELS, KNOWN_GROUPS, FLAKY)
     state_key: ClassVar[str] = "key"
 
     def ignores(self, event: Event) -> bool:
         return isinstance(event, ResultEvent) and event.status not in FAILING | PASSING  # skipped: no outcome
 
-    def process(self, state: StateReader[AttributionState], event: Event) -> Step[AttributionState]:
+    def process(self, state: StateReader[Record], event: Event) -> Step[Record]:
         if isinstance(event, FlakyVerdict):
             return self._verdict(state, event)
         assert isinstance(event, ResultEvent)
@@ -138,21 +151,16 @@ class FailureAttributionProcessor(Processor[AttributionState]):
             return Step()
         test, digest = event.test_id, group_digest(event)
         key = group_key(test, digest)
-        held = state.get(key)
-        group = (
-            held.group
-            if held is not None and held.group is not None
-            else Group.trusted(
-                {
-                    "bundle": event.bundle,
-                    "hardware_revision": event.hardware_revision,
-                    "passed": {},
-                    "failures": (),
-                    "metrics": (),
-                }
-            )
+        group = GROUPS.get(state, key) or Group.trusted(
+            {
+                "bundle": event.bundle,
+                "hardware_revision": event.hardware_revision,
+                "passed": {},
+                "failures": (),
+                "metrics": (),
+            }
         )
-        writes: dict[str, AttributionState | None] = {}
+        writes: dict[str, Record | None] = {}
         outputs: list[Event] = []
         self._remember_group(state, test, digest, writes)
         now = event.time
@@ -181,34 +189,33 @@ class FailureAttributionProcessor(Processor[AttributionState]):
                 if metric not in metrics and len(metrics) < MAX_METRICS:
                     metrics = (*metrics, metric)
             group = Group.trusted({**group.__dict__, "metrics": metrics})
-        flaky = state.get(flaky_key(test))
+        flaky = FLAKY.get(state, flaky_key(test))
         if not (flaky is not None and flaky.flaky):
             outputs += _judge(group, passed, failures, test, event.id, clearing=event.status in FAILING)
         group = Group.trusted({**group.__dict__, "passed": passed, "failures": tuple(failures[-MAX_FAILURES:])})
-        writes[key] = _state(group=group)
+        writes[key] = group
         return Step(writes=writes, outputs=outputs)
 
     def _remember_group(self, state, test: str, digest: str, writes) -> None:
         """A new stack or config for the test: note it; the oldest beyond MAX_GROUPS is forgotten."""
-        known = state.get(groups_key(test))
-        digests = tuple(known.groups or ()) if known else ()
+        digests = _known_groups(state, test)
         if digest in digests:
             return
         digests = (*digests, digest)
         for old in digests[:-MAX_GROUPS]:
-            held = state.get(group_key(test, old))
-            for metric in held.group.metrics if held is not None and held.group is not None else ():
+            held = GROUPS.get(state, group_key(test, old))
+            for metric in held.metrics if held is not None else ():
                 writes[levels_key(test, old, metric)] = None
             writes[group_key(test, old)] = None
-        writes[groups_key(test)] = _state(groups=digests[-MAX_GROUPS:])
+        writes[groups_key(test)] = KnownGroups.trusted({"digests": digests[-MAX_GROUPS:]})
 
     def _throughput(
         self, state, writes, test: str, digest: str, metric: str, level: float, event: ResultEvent
     ) -> list[Event]:
         """The run's level over its peers' (other nodes, the PEER_WINDOW before it); then note the level."""
         key = levels_key(test, digest, metric)
-        held = state.get(key)
-        by_node = dict(held.levels.by_node) if held is not None and held.levels is not None else {}
+        held = LEVELS.get(state, key)
+        by_node = dict(held.by_node) if held is not None else {}
         now = event.time
         peers: list[float] = []
         runs = 0
@@ -223,7 +230,7 @@ class FailureAttributionProcessor(Processor[AttributionState]):
             by_node[event.node_id] = (*by_node.get(event.node_id, ()), (now, level))[-LEVELS_PER_NODE:]
         if now is not None:  # forget nodes with nothing in the window
             by_node = {n: v for n, v in by_node.items() if any(t is None or t >= now - PEER_WINDOW for t, _ in v)}
-        writes[key] = _state(levels=Levels.trusted({"by_node": by_node}))
+        writes[key] = Levels.trusted({"by_node": by_node})
         if len(peers) < MIN_PEER_NODES:
             return []
         ratio = level / float(np.median(peers))
@@ -244,19 +251,18 @@ class FailureAttributionProcessor(Processor[AttributionState]):
             )
         ]
 
-    def _verdict(self, state: StateReader[AttributionState], verdict: FlakyVerdict) -> Step[AttributionState]:
-        writes: dict[str, AttributionState | None] = {flaky_key(verdict.test_id): _state(flaky=verdict.flaky)}
+    def _verdict(self, state: StateReader[Record], verdict: FlakyVerdict) -> Step[Record]:
+        writes: dict[str, Record | None] = {flaky_key(verdict.test_id): FlakyMark.trusted({"flaky": verdict.flaky})}
         outputs: list[Event] = []
         if verdict.flaky:  # a flaky test's failures say nothing about nodes: withdraw what it said
-            known = state.get(groups_key(verdict.test_id))
-            for digest in known.groups or () if known else ():
+            for digest in _known_groups(state, verdict.test_id):
                 key = group_key(verdict.test_id, digest)
-                held = state.get(key)
-                if held is None or held.group is None:
+                group = GROUPS.get(state, key)
+                if group is None:
                     continue
-                failures = list(held.group.failures)
+                failures = list(group.failures)
                 cleared = _clear(
-                    held.group,
+                    group,
                     failures,
                     [i for i, f in enumerate(failures) if f.attributed],
                     verdict.test_id,
@@ -265,7 +271,7 @@ class FailureAttributionProcessor(Processor[AttributionState]):
                 )
                 if cleared:
                     outputs += cleared
-                    writes[key] = _state(group=Group.trusted({**held.group.__dict__, "failures": tuple(failures)}))
+                    writes[key] = Group.trusted({**group.__dict__, "failures": tuple(failures)})
         return Step(writes=writes, outputs=outputs)
 
 

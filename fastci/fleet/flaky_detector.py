@@ -20,7 +20,7 @@ from pydantic import Field
 from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.flaky_verdicts import FlakyVerdict, RunOutcome
 from fastci.core.events import Event, Record
-from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.core.processor import KeySpace, Processor, StateReader, Step
 from fastci.inputs import ResultEvent
 from fastci.shared.flakiness import FAILING, PASSING, RECENT, STABLE_AFTER, flaky_by_retries, outcomes_differ
 
@@ -51,13 +51,19 @@ class TestFlakiness(Record):
     repo: str | None = None
 
 
-class FlakyState(Record):
-    test: TestFlakiness | None = None
-    outcomes: tuple[HeldOutcome, ...] | None = None
+class HeldOutcomes(Record):
+    """The outcomes of one group's runs (one commit, bundle, config and seed), oldest first."""
+
+    outcomes: tuple[HeldOutcome, ...] = Field(default=(), max_length=RUNS_PER_GROUP)
+
+
+# The detector's kinds of state, each under a test.
+FLAKINESS = KeySpace("flakiness", TestFlakiness)  # the test's verdict and recent statuses
+RUNS = KeySpace("runs", HeldOutcomes, ("digest",))  # one group's outcomes
 
 
 def test_key(test_id: str) -> str:
-    return compound_key(test_id, "flakiness")
+    return FLAKINESS.key(test_id)
 
 
 def outcomes_digest(event: ResultEvent) -> str:
@@ -66,48 +72,35 @@ def outcomes_digest(event: ResultEvent) -> str:
 
 
 def outcomes_key(test_id: str, digest: str) -> str:
-    return compound_key(test_id, "runs", digest)
+    return RUNS.key(test_id, digest)
 
 
-_EMPTY_TEST = {
-    "flaky": False,
-    "rule": None,
-    "statuses": (),
-    "clean_runs": 0,
-    "groups": (),
-    "failures": (),
-    "excluded": (),
-    "marked_by": None,
-    "repo": None,
-}
+def _flakiness(state: StateReader[Record], test_id: str) -> TestFlakiness:
+    """The test's flakiness record; a test never seen is not flaky and has no runs."""
+    return FLAKINESS.get(state, test_key(test_id)) or TestFlakiness()
 
 
-def _held(test: TestFlakiness | None = None, outcomes: tuple[HeldOutcome, ...] | None = None) -> FlakyState:
-    return FlakyState.trusted({"test": test, "outcomes": outcomes})
-
-
-class FlakyDetectorProcessor(Processor[FlakyState]):
+class FlakyDetectorProcessor(Processor[Record]):
     name: ClassVar[str] = NAME
     inputs: ClassVar[tuple[str, ...]] = (ResultEvent.TOPIC, BaselineExclusion.TOPIC)
     outputs: ClassVar[tuple[str, ...]] = (FlakyVerdict.TOPIC,)
-    state_model: ClassVar[type[Record]] = FlakyState
+    key_spaces = (FLAKINESS, RUNS)
     state_key: ClassVar[str] = "key"
 
     def ignores(self, event: Event) -> bool:
         return isinstance(event, ResultEvent) and event.status not in FAILING | PASSING  # skipped: no outcome
 
-    def process(self, state: StateReader[FlakyState], event: Event) -> Step[FlakyState]:
+    def process(self, state: StateReader[Record], event: Event) -> Step[Record]:
         if isinstance(event, BaselineExclusion):
             return self._exclusion(state, event)
         assert isinstance(event, ResultEvent)
         if self.ignores(event):
             return Step()
-        held = state.get(test_key(event.test_id))
-        test = dict(held.test.__dict__) if held is not None and held.test is not None else dict(_EMPTY_TEST)
+        test = dict(_flakiness(state, event.test_id).__dict__)
         digest = outcomes_digest(event)
         key = outcomes_key(event.test_id, digest)
-        before = state.get(key)
-        outcomes = tuple(before.outcomes or ()) if before else ()
+        before = RUNS.get(state, key)
+        outcomes = before.outcomes if before is not None else ()
         if any(o.result_id == event.id for o in outcomes):
             return Step()  # the group (not the test's own entry) already holds it: applied before a crash
         previous = outcomes
@@ -153,37 +146,33 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
             test.update(
                 flaky=verdict.flaky, rule=verdict.rule, marked_by=digest if verdict.rule == "outcomes-differ" else None
             )
-        writes: dict[str, FlakyState | None] = {outcomes_key(event.test_id, d): None for d in forgotten}  # too old
-        writes[test_key(event.test_id)] = _held(test=TestFlakiness.trusted(test))
-        writes[key] = _held(outcomes=outcomes)
+        writes: dict[str, Record | None] = {outcomes_key(event.test_id, d): None for d in forgotten}  # too old
+        writes[test_key(event.test_id)] = TestFlakiness.trusted(test)
+        writes[key] = HeldOutcomes.trusted({"outcomes": outcomes})
         return Step(writes=writes, outputs=[verdict] if verdict else [])
 
-    def _exclusion(self, state: StateReader[FlakyState], event: BaselineExclusion) -> Step[FlakyState]:
+    def _exclusion(self, state: StateReader[Record], event: BaselineExclusion) -> Step[Record]:
         """A failure on a sick node stops counting. An exclusion can arrive before its result (then the
         result arrives excluded) or after it (then the index of recent failures finds its group); one
         that arrives after a passed result changes nothing: a pass is a pass on any node."""
-        held = state.get(test_key(event.test_id))
-        test = held.test if held is not None and held.test is not None else TestFlakiness.trusted(dict(_EMPTY_TEST))
+        test = _flakiness(state, event.test_id)
         digests = [digest for result_id, digest in test.failures if result_id == event.result_id]
         if not digests:
             if event.result_id in test.excluded:
                 return Step()
             excluded = (*test.excluded, event.result_id)[-INDEXED_FAILURES:]
-            return Step(
-                writes={
-                    test_key(event.test_id): _held(test=TestFlakiness.trusted({**test.__dict__, "excluded": excluded}))
-                }
-            )
+            test = TestFlakiness.trusted({**test.__dict__, "excluded": excluded})
+            return Step(writes={test_key(event.test_id): test})
         digest = digests[-1]
         key = outcomes_key(event.test_id, digest)
-        outcomes = state.get(key)
-        if outcomes is None or not outcomes.outcomes:
+        held = RUNS.get(state, key)
+        if held is None or not held.outcomes:
             return Step()
         marked = tuple(
             HeldOutcome.trusted({**o.__dict__, "excluded": True}) if o.result_id == event.result_id else o
-            for o in outcomes.outcomes
+            for o in held.outcomes
         )
-        writes: dict[str, FlakyState | None] = {key: _held(outcomes=marked)}
+        writes: dict[str, Record | None] = {key: HeldOutcomes.trusted({"outcomes": marked})}
         if not (test.flaky and test.marked_by == digest and outcomes_differ(marked) is None):
             return Step(writes=writes)
         # the disagreement that made the test flaky was a sick node's doing: withdraw the verdict
@@ -196,8 +185,8 @@ class FlakyDetectorProcessor(Processor[FlakyState]):
             reason=f"the runs that disagreed no longer do without {event.node_id}'s, which ran while it was "
             f"{event.node_state}"[:4096],
         )
-        writes[test_key(event.test_id)] = _held(
-            test=TestFlakiness.trusted({**test.__dict__, "flaky": False, "rule": "withdrawn", "marked_by": None})
+        writes[test_key(event.test_id)] = TestFlakiness.trusted(
+            {**test.__dict__, "flaky": False, "rule": "withdrawn", "marked_by": None}
         )
         return Step(writes=writes, outputs=[withdrawn])
 

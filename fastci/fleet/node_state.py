@@ -31,7 +31,7 @@ from pydantic import Field
 from fastci.contracts.node_states import OUT_OF_SERVICE_STATES, NodeEvidence, NodeState, NodeStateChanged
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Config, Event, Record
-from fastci.core.processor import Processor, StateReader, Step
+from fastci.core.processor import Processor, StateReader, Step, UnitOfWork
 from fastci.fleet.events import NodeAttribution
 from fastci.fleet.rules import RULES, Assessment, NodeRules, assess
 from fastci.inputs import Bundle, NodeHealthEvent, ResultEvent
@@ -98,17 +98,16 @@ class NodeStateProcessor(Processor[NodeHealth]):
             return Step(
                 writes={node: _moved_on(held, event.time, hardware_revision=event.hardware_revision, pool=event.pool)}
             )
+        work = _Work(state, self.rules, node, held, event.time, event.id)
         if isinstance(event, NodeHealthEvent):
-            work = _Work(self.rules, node, held, event.time, event.id)
             work.signal(event)
         elif isinstance(event, ResultEvent):
-            work = _Work(self.rules, node, held, event.time, event.id)
             work.result(event)
         else:
             assert isinstance(event, NodeAttribution)
-            work = _Work(self.rules, node, held, event.time, event.id)
             work.attribution(event)
-        return Step(writes={node: work.finish()}, outputs=work.outputs)
+        work.finish()
+        return work.step()
 
     def _routine(self, held: NodeHealth, event: NodeHealthEvent) -> bool:
         """A signal that says all is well, to a healthy node: nothing to hold, and the passing of time
@@ -128,15 +127,24 @@ def _moved_on(held: NodeHealth, time: datetime | None, **updates) -> NodeHealth:
     return NodeHealth.trusted({**held.__dict__, "clock": clock, **updates})
 
 
-class _Work:
-    """One event's effect on one node."""
+class _Work(UnitOfWork[NodeHealth]):
+    """One event's effect on one node: ``held`` is the node's record as the event changes it, stored
+    under the node's key by ``finish``."""
 
-    def __init__(self, rules: NodeRules, node: str, held: NodeHealth, time: datetime | None, cause_id: str) -> None:
-        self.rules, self.node, self.held, self.cause_id = rules, node, held, cause_id
+    def __init__(
+        self,
+        state: StateReader[NodeHealth],
+        rules: NodeRules,
+        node: str,
+        held: NodeHealth,
+        time: datetime | None,
+        cause_id: str,
+    ) -> None:
+        super().__init__(state)
+        self.rules, self.node, self.cause_id = rules, node, cause_id
         clock = held.clock if time is None else time if held.clock is None else max(held.clock, time)
         self.time = time or clock  # when this event happened (a result without a time: the node's clock)
         self.held = held.model_copy(update={"clock": clock})
-        self.outputs: list[Event] = []
 
     @property
     def clock(self) -> datetime | None:
@@ -294,7 +302,7 @@ class _Work:
 
     def _request_reruns(self, failures: list[FailedRun]) -> int:
         for failed in failures:
-            self.outputs.append(
+            self.emit(
                 RunRequested(
                     cause_id=failed.result_id,
                     purpose=RERUN_PURPOSE,
@@ -325,16 +333,16 @@ class _Work:
     def _hold(self, item: NodeEvidence) -> None:
         self.held = self.held.model_copy(update={"evidence": (*self.held.evidence, item)[-HELD_EVIDENCE:]})
 
-    def finish(self) -> NodeHealth:
-        """Forget evidence, ratios and failures older than any rule looks back."""
-        if self.clock is None:
-            return self.held
-        horizon = self.clock - max(self.rules.window, self.rules.slow.window, self.rules.rerun_window)
-        keep = lambda time: time is None or time > horizon  # noqa: E731
-        return self.held.model_copy(
-            update={
-                "evidence": tuple(e for e in self.held.evidence if keep(e.time)),
-                "ratios": tuple(e for e in self.held.ratios if keep(e.time))[-self.rules.slow.max_runs :],
-                "failed": tuple(f for f in self.held.failed if keep(f.time)),
-            }
-        )
+    def finish(self) -> None:
+        """Store the node's record, forgetting evidence, ratios and failures older than any rule looks back."""
+        if self.clock is not None:
+            horizon = self.clock - max(self.rules.window, self.rules.slow.window, self.rules.rerun_window)
+            keep = lambda time: time is None or time > horizon  # noqa: E731
+            self.held = self.held.model_copy(
+                update={
+                    "evidence": tuple(e for e in self.held.evidence if keep(e.time)),
+                    "ratios": tuple(e for e in self.held.ratios if keep(e.time))[-self.rules.slow.max_runs :],
+                    "failed": tuple(f for f in self.held.failed if keep(f.time)),
+                }
+            )
+        self.set(self.node, self.held)

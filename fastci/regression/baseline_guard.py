@@ -17,7 +17,7 @@ from pydantic import Field
 from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.node_states import UNTRUSTED_STATES, NodeStateChanged
 from fastci.core.events import Event, Record
-from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.core.processor import KeySpace, Processor, StateReader, Step
 from fastci.core.system import FEEDBACK_LEAD_MS
 from fastci.inputs import ResultEvent
 
@@ -40,17 +40,22 @@ class RecentRun(Record):
     excluded: bool = False
 
 
-class NodeRecord(Record):
-    """The node's state (its own key, written per result), or one hour of its runs (a compound key).
+class HourRuns(Record):
+    """One hour of a node's runs (a compound key, ``hour_key``).
 
     The node's runs of the lookback are kept by hour under keys of their own, so a result rewrites
     only the runs of its hour, not a whole day's: every write is a changelog record on Kafka, and a
     value holding a day of runs was 38 KB, rewritten for every batch.
     """
 
+    runs: tuple[RecentRun, ...] = Field(default=(), max_length=RUNS_PER_HOUR)
+
+
+class NodeRecord(Record):
+    """The node's state (its own key, written per result): its changes of state, and which hours have runs."""
+
     transitions: tuple[Transition, ...] = Field(default=(), max_length=TRANSITIONS)
-    hours: tuple[str, ...] = Field(default=(), description="node key: the hours that have runs, oldest first")
-    runs: tuple[RecentRun, ...] = Field(default=(), max_length=RUNS_PER_HOUR, description="hour key: its runs")
+    hours: tuple[str, ...] = Field(default=(), description="the hours that have runs, oldest first")
 
     def state_at(self, time: datetime | None) -> Transition | None:
         """The transition in force at ``time`` (the latest one when time is unknown)."""
@@ -73,9 +78,6 @@ class NodeRecord(Record):
         return None
 
 
-_EMPTY = NodeRecord()  # what a key never written reads as (frozen: one instance does for all)
-
-
 def _trusted_between(transitions: tuple[Transition, ...], after: datetime, until: datetime) -> bool:
     return any(t.state not in UNTRUSTED_STATES and after < t.time <= until for t in transitions)
 
@@ -90,36 +92,48 @@ def hour_of(time: datetime | None) -> str:
     return _NO_TIME if time is None else time.strftime("%Y-%m-%dT%H")
 
 
+# The guard's kinds of state, each under a node.
+NODES = KeySpace("", NodeRecord)  # the node's own key
+HOURS = KeySpace("runs", HourRuns, ("hour",))
+
+
 def hour_key(node_id: str, hour: str) -> str:
-    return compound_key(node_id, "runs", hour)
+    return HOURS.key(node_id, hour)
 
 
-class BaselineGuardProcessor(Processor[NodeRecord]):
+def _node(state: StateReader[Record], node_id: str) -> NodeRecord:
+    """The node's record; a node never seen has no changes of state and no runs."""
+    return NODES.get(state, NODES.key(node_id)) or NodeRecord()
+
+
+def _runs(state: StateReader[Record], node_id: str, hour: str) -> tuple[RecentRun, ...]:
+    held = HOURS.get(state, hour_key(node_id, hour))
+    return held.runs if held is not None else ()
+
+
+class BaselineGuardProcessor(Processor[Record]):
     name: ClassVar[str] = "baseline-guard"
     inputs: ClassVar[tuple[str, ...]] = (NodeStateChanged.TOPIC, ResultEvent.TOPIC)
     outputs: ClassVar[tuple[str, ...]] = (BaselineExclusion.TOPIC,)
-    state_model: ClassVar[type[Record]] = NodeRecord
+    key_spaces = (NODES, HOURS)
     state_key: ClassVar[str] = "node_id"
     partition_by = {ResultEvent.TOPIC: "node_id"}
 
-    def process(self, state: StateReader[NodeRecord], event: Event) -> Step[NodeRecord]:
+    def process(self, state: StateReader[Record], event: Event) -> Step[Record]:
         if isinstance(event, NodeStateChanged):
-            return self._state_changed(state, state.get(event.node_id) or NodeRecord(), event)
+            return self._state_changed(state, _node(state, event.node_id), event)
         assert isinstance(event, ResultEvent)
         node = event.node_id
-        record = state.get(node) or NodeRecord()
+        record = _node(state, node)
         untrusting = record.untrusting(event.time)
         excluded = untrusting is not None
         hour = hour_of(event.time)
-        bucket = state.get(hour_key(node, hour)) or NodeRecord()
         # Built from validated values, without validating again: this runs for every result.
         run = RecentRun.trusted(
             {"result_id": event.id, "test_id": event.test_id, "time": event.time, "excluded": excluded}
         )
-        writes: dict[str, NodeRecord | None] = {
-            hour_key(node, hour): NodeRecord.trusted(
-                {"transitions": (), "hours": (), "runs": (*bucket.runs, run)[-RUNS_PER_HOUR:]}
-            )
+        writes: dict[str, Record | None] = {
+            hour_key(node, hour): HourRuns.trusted({"runs": (*_runs(state, node, hour), run)[-RUNS_PER_HOUR:]})
         }
         if hour not in record.hours:
             hours = sorted((*record.hours, hour), key=lambda h: (h != _NO_TIME, h))
@@ -129,12 +143,10 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
         outputs = [_exclusion(run, node, untrusting, untrusting.cause_id or event.id)] if untrusting else []
         return Step(writes=writes, outputs=outputs)
 
-    def _state_changed(
-        self, state: StateReader[NodeRecord], record: NodeRecord, event: NodeStateChanged
-    ) -> Step[NodeRecord]:
+    def _state_changed(self, state: StateReader[Record], record: NodeRecord, event: NodeStateChanged) -> Step[Record]:
         change = Transition(state=event.state, time=event.time, reason=event.reason, cause_id=event.id)
         transitions = tuple(sorted((*record.transitions, change), key=lambda t: t.time))[-TRANSITIONS:]
-        writes: dict[str, NodeRecord | None] = {event.node_id: record.model_copy(update={"transitions": transitions})}
+        writes: dict[str, Record | None] = {event.node_id: record.model_copy(update={"transitions": transitions})}
         outputs: list[Event] = []
         if event.state in UNTRUSTED_STATES:
             since = event.time - LOOKBACK
@@ -142,14 +154,14 @@ class BaselineGuardProcessor(Processor[NodeRecord]):
                 if hour != _NO_TIME and hour < hour_of(since):
                     continue
                 key = hour_key(event.node_id, hour)
-                runs = list((state.get(key) or _EMPTY).runs)
+                runs = list(_runs(state, event.node_id, hour))
                 for i, run in enumerate(runs):
                     if run.excluded or (run.time is not None and run.time < since):
                         continue
                     if run.time is None or not _trusted_between(transitions, change.time, run.time):
                         runs[i] = run.model_copy(update={"excluded": True})
                         outputs.append(_exclusion(run, event.node_id, change, change.cause_id))
-                writes[key] = NodeRecord(runs=tuple(runs))
+                writes[key] = HourRuns(runs=tuple(runs))
         return Step(writes=writes, outputs=outputs)
 
 
