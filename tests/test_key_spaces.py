@@ -45,6 +45,7 @@ def test_a_key_spaces_key_is_owner_kind_and_parts():
     [
         (Held, {"held": {"count": 3}, "other": None}, {"count": 3}),  # a kind's record inside a union
         (Held, {"count": 3, "name": None, "other": None}, {"count": 3}),  # a flat union's fields
+        (Held, {"count": 3, "others": [], "more": {}}, {"count": 3}),  # other kinds' fields empty
         (Named, {"was_called": "x", "other": None}, {"name": "x"}),  # a kind's one field, under another name
         (Held, {"count": 3}, {"count": 3}),  # already its own shape
     ],

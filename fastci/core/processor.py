@@ -125,12 +125,12 @@ class KeySpace(Generic[R]):
 def from_union(record: type[Record], state: dict[str, Any]) -> dict[str, Any]:
     """A stored state in the shape ``record`` reads, from the shape it had before its processor
     declared key spaces: one union record per processor, every kind's fields present and those of
-    other kinds None. Fields ``record`` lacks that are None go; what is left, when it is one field
+    other kinds None (or empty). Fields ``record`` lacks that are None or empty go; what is left, when it is one field
     ``record`` lacks, was the kind's value under the union: its record's fields (a dict), or the one
     field of ``record`` (a value renamed). Anything else is returned as it is, for validation to
     refuse with its own error."""
     fields = record.model_fields
-    kept = {name: value for name, value in state.items() if name in fields or value is not None}
+    kept = {name: value for name, value in state.items() if name in fields or value not in (None, [], {})}
     if len(kept) == 1:
         ((name, value),) = kept.items()
         if name not in fields:
