@@ -180,7 +180,7 @@ class Processor(ABC, Generic[S]):
             found = cls._records.get(kind)
             if found is not None:
                 return found
-            if not kind:  # the partition key, whose entry holds the driver's marks and no state
+            if not kind or kind.startswith("\x00"):  # the partition key's marks; the driver's own markers
                 return MarksOnly
             raise KeyError(f"{cls.name}: state key {key!r} is of no declared key space ({kind!r})")
         assert cls.state_model is not None, f"{cls.name} declares neither state_model nor key_spaces"
