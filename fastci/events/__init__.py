@@ -13,6 +13,7 @@ from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.owner_maps import OwnerMap
 from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.contracts.runs import RunRequested
+from fastci.contracts.test_plans import TestPlan
 from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
 from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event, derive_id
@@ -27,7 +28,6 @@ from fastci.inputs import (
     NodeHealthEvent,
     ResultEvent,
 )
-from fastci.planning.events import TestPlan
 from fastci.regression.events import BisectPlan, BisectStep, GateResult
 from fastci.regression.references import GoldenReference
 from fastci.release.events import ReleaseEvent
