@@ -41,7 +41,8 @@ from fastci.inputs import ResultEvent
 from fastci.planning.processor import TestPlanProcessor
 from fastci.runtime.driver import Driver
 from fastci.selection.events import KeptTest, Selection, SelectionMetrics
-from fastci.selection.replay import load, replay_selections
+from fastci.selection.replay import load
+from fastci.simulate.replay_selection import replay_selections
 
 FAILED = frozenset({"failed", "error"})
 

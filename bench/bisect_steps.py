@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.contracts.runs import RunRequested
-from fastci.regression.events import RegressionAlert
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.memory import MemoryRuntime
 from fastci.shared.owners import parse_owner_file

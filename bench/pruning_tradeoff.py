@@ -30,8 +30,8 @@ from fastci.evidence.stacks import units_of
 from fastci.inputs import EvidenceEvent
 from fastci.selection.graph import DIRECT_HOPS
 from fastci.selection.processor import SelectionProcessor
-from fastci.selection.replay import check
 from fastci.selection.units import is_test_file
+from fastci.simulate.replay_selection import check
 
 
 def first_calls(contexts: int):

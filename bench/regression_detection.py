@@ -34,9 +34,9 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.contracts.runs import RunRequested
 from fastci.regression.detector import NIGHT_SAMPLES, POOL_SAMPLES, RegressionDetectorProcessor
-from fastci.regression.events import RegressionAlert
 from fastci.regression.synthetic import Scenario
 from fastci.runtime.memory import MemoryRuntime
 from fastci.shared.perfstats import PerfGate, compare, median_ratio_interval, repeats_needed, sketch

@@ -45,10 +45,11 @@ def _decisions() -> tuple[type[Event], ...]:
     from fastci.contracts.baseline_exclusions import BaselineExclusion
     from fastci.contracts.flaky_verdicts import FlakyVerdict
     from fastci.contracts.node_states import NodeStateChanged
+    from fastci.contracts.regression_alerts import RegressionAlert
     from fastci.contracts.runs import RunRequested
+    from fastci.contracts.test_plans import TestPlan
     from fastci.fleet.events import FlakyTest, NodeAttribution, TestStatusChanged
-    from fastci.planning.events import TestPlan
-    from fastci.regression.events import BisectPlan, BisectStep, GateResult, RegressionAlert
+    from fastci.regression.events import BisectPlan, BisectStep, GateResult
     from fastci.scheduling.events import ScheduleEvent
     from fastci.selection.events import Selection, SelectionAudit
 

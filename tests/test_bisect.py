@@ -6,9 +6,10 @@ import math
 
 import pytest
 
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.contracts.runs import RunRequested
 from fastci.inputs import ResultEvent
-from fastci.regression.events import BisectPlan, BisectStep, RegressionAlert
+from fastci.regression.events import BisectPlan, BisectStep
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.memory import MemoryRuntime
 from fastci.shared.owners import parse_owner_file

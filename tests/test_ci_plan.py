@@ -8,8 +8,8 @@ from pathlib import Path
 
 from fastci.ci.change import Change
 from fastci.ci.plan import Found, Plan, PlannedRun, combine
+from fastci.contracts.test_plans import PlanMetrics, PlannedTest, TestPlan
 from fastci.inputs import CommitEvent
-from fastci.planning.events import PlanMetrics, PlannedTest, TestPlan
 from fastci.selection.events import KeptTest, Selection, SelectionMetrics
 from fastci.selection.graph import short_id
 

@@ -9,12 +9,12 @@ from regression_factories import nightly
 
 from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.flaky_verdicts import FlakyVerdict
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.contracts.runs import RunRequested
 from fastci.fleet.events import FlakyTest
 from fastci.fleet.flaky_detector import FlakyDetectorProcessor
 from fastci.fleet.flaky_owners import FlakyOwnersProcessor
 from fastci.regression.detector import RegressionDetectorProcessor
-from fastci.regression.events import RegressionAlert
 from fastci.shared.flakiness import STABLE_AFTER
 from fastci.shared.owners import parse_owner_file
 

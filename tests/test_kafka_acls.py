@@ -23,6 +23,7 @@ from factories import BUNDLE, result
 from kafka_helpers import read_events, stop_worker, wait_until_consumed
 
 from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.regression_alerts import Endpoint, RegressionAlert
 from fastci.core.config import KafkaSettings
 from fastci.core.events import Event
 from fastci.core.provenance import Signer
@@ -32,7 +33,6 @@ from fastci.producer.context import RunContext
 from fastci.producer.spool import Spool
 from fastci.producer.targets import KafkaTarget
 from fastci.regression import webhook
-from fastci.regression.events import Endpoint, RegressionAlert
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.kafka.acls import describe_acls
 from fastci.runtime.kafka.broker import AccessDenied, ensure_topics, publish, read_to_end

@@ -9,9 +9,9 @@ from processor_helpers import Store, feed
 
 from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
+from fastci.contracts.test_plans import PlanMetrics, PlannedTest, TestPlan
 from fastci.core.events import derive_id
 from fastci.inputs import ResultEvent
-from fastci.planning.events import PlanMetrics, PlannedTest, TestPlan
 from fastci.scheduling.events import ClassPolicy, ClockTick, PoolConfig, PoolNode, ScheduleEvent
 from fastci.scheduling.processor import (
     DEFAULT_CLASSES,

@@ -7,9 +7,10 @@ from processor_helpers import Store, feed, of_topic
 from regression_factories import nightly, rerun
 
 from fastci.contracts.baseline_exclusions import BaselineExclusion
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.contracts.runs import RunRequested
 from fastci.regression.detector import RegressionDetectorProcessor, perf_key
-from fastci.regression.events import GateResult, RegressionAlert
+from fastci.regression.events import GateResult
 
 TEST = "tests/test_a.py::test_x"
 REPEATS = 120  # enough for a 2% drop at 2% noise (see repeats_needed)
@@ -143,7 +144,7 @@ def gate(night: int, passed: bool, trigger="nightly", commit=None, node="node-01
     from factories import BUNDLE
     from regression_factories import sha
 
-    from fastci.regression.events import CheckOutcome
+    from fastci.contracts.regression_alerts import CheckOutcome
 
     check = CheckOutcome(
         kind="output", name=name, passed=passed, detail=f"{name}: {'ok' if passed else '7 of 64 outside'}"

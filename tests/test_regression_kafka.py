@@ -12,8 +12,9 @@ from kafka_helpers import read_events, start_worker, stop_worker
 
 from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.contracts.runs import RunRequested
-from fastci.regression.events import BisectStep, RegressionAlert
+from fastci.regression.events import BisectStep
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.kafka.broker import ensure_topics, publish
 from fastci.runtime.memory import MemoryRuntime

@@ -7,9 +7,9 @@ from datetime import UTC
 
 from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.node_states import NodeStateChanged
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event
-from fastci.regression.events import RegressionAlert
 from fastci.regression.synthetic import REPO, Scenario, sha
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime, ProcessorStats
 from fastci.runtime.memory import MemoryRuntime

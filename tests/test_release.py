@@ -12,7 +12,7 @@ import pytest
 from factories import BUNDLE, result
 
 from fastci.cli.main import main
-from fastci.regression.events import Endpoint, RegressionAlert
+from fastci.contracts.regression_alerts import Endpoint, RegressionAlert
 from fastci.release.bundle import ReleaseBundle, parse_environment, parse_manifest, render_environment
 from fastci.release.git import Repo
 from fastci.runtime.embedded import DataDir

@@ -10,7 +10,8 @@ from factories import result
 from test_selection import REPO, commit, evidence, stack
 
 from fastci.selection.processor import SelectionProcessor
-from fastci.selection.replay import ReplayWriter, check, load, replay_path, replay_selections
+from fastci.selection.replay import ReplayWriter, load, replay_path
+from fastci.simulate.replay_selection import check, replay_selections
 
 
 def test_a_recording_round_trips_and_replays_in_feed_order(tmp_path):

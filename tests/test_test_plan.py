@@ -9,8 +9,8 @@ from factories import result
 from processor_helpers import Store, feed, of_topic
 from test_selection import REPO, commit, evidence, stack
 
+from fastci.contracts.test_plans import KNOWN_PAGE_SIZE, PAGE_SIZE, TestPlan
 from fastci.inputs import EvidenceEvent, WorkloadEvidence
-from fastci.planning.events import KNOWN_PAGE_SIZE, PAGE_SIZE, TestPlan
 from fastci.planning.processor import TestPlanProcessor, needed_units
 from fastci.runtime.driver import Driver
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime

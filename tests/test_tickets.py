@@ -15,10 +15,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from fastci.cli.main import main
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.contracts.runs import RunRequested
-from fastci.regression.events import RegressionAlert
+from fastci.notify.tickets import open_tickets
 from fastci.regression.synthetic import REPO, Scenario
-from fastci.regression.tickets import open_tickets
 from fastci.regression.webhook import verify
 from fastci.runtime.memory import MemoryRuntime
 from fastci.runtime.publish import publish_embedded

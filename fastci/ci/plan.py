@@ -23,10 +23,10 @@ from typing import Any
 import orjson
 
 from fastci.ci.change import Change
+from fastci.contracts.test_plans import TestPlan
 from fastci.core.codec import InvalidEvent
 from fastci.core.config import KafkaSettings
 from fastci.inputs import CommitEvent
-from fastci.planning.events import TestPlan
 from fastci.planning.risk import cost, order
 from fastci.selection.changes import ChangeAnalysisError, analyze_commit
 from fastci.selection.events import Selection

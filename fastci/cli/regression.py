@@ -77,7 +77,7 @@ def cmd_owners_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_tickets(args: argparse.Namespace) -> int:
-    from fastci.regression.tickets import open_tickets, read_alerts_embedded, read_alerts_kafka
+    from fastci.notify.tickets import open_tickets, read_alerts_embedded, read_alerts_kafka
     from fastci.regression.webhook import SECRET_ENV, WebhookSecretError, secret_from_env
 
     webhook = args.webhook or os.environ.get(WEBHOOK_ENV) or None

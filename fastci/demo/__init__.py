@@ -10,7 +10,7 @@ from typing import Any
 def refresh_and_report(data_dir: Path) -> tuple[Any, Any, Path]:
     """What both demos end with: their log loaded into the views, a ticket opened per regression whose
     bisect ended, and the nightly report written; the tickets, the report and its page."""
-    from fastci.regression.tickets import open_tickets, read_alerts_embedded
+    from fastci.notify.tickets import open_tickets, read_alerts_embedded
     from fastci.report.nightly import build_report, render_html
     from fastci.views.refresh import refresh_embedded
     from fastci.views.store import Views

@@ -11,7 +11,9 @@ from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.flaky_verdicts import FlakyVerdict
 from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.owner_maps import OwnerMap
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.contracts.runs import RunRequested
+from fastci.contracts.test_plans import TestPlan
 from fastci.core.codec import MAX_EVENT_BYTES, InvalidEvent, encode
 from fastci.core.dead_letters import DeadLetter, FieldError
 from fastci.core.events import Event, derive_id
@@ -26,8 +28,7 @@ from fastci.inputs import (
     NodeHealthEvent,
     ResultEvent,
 )
-from fastci.planning.events import TestPlan
-from fastci.regression.events import BisectPlan, BisectStep, GateResult, RegressionAlert
+from fastci.regression.events import BisectPlan, BisectStep, GateResult
 from fastci.regression.references import GoldenReference
 from fastci.release.events import ReleaseEvent
 from fastci.scheduling.events import ClockTick, PoolConfig, ScheduleEvent

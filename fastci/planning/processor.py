@@ -25,11 +25,11 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from fastci.contracts.test_plans import KNOWN_PAGE_SIZE, PAGE_SIZE, PlanMetrics, PlannedTest, TestPlan
 from fastci.core.events import Event, Record
 from fastci.core.processor import KeySpace, Processor, StateReader, Step
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent, WorkloadEvidence
 from fastci.planning import risk as riskmath
-from fastci.planning.events import KNOWN_PAGE_SIZE, PAGE_SIZE, PlanMetrics, PlannedTest, TestPlan
 from fastci.planning.shrink import Dimension, scale_of, smallest_config
 from fastci.selection.events import MAX_FUNCTIONS, UNIT_REASONS, Selection
 from fastci.selection.graph import short_id

@@ -27,21 +27,12 @@ from typing import ClassVar
 
 import numpy as np
 
+from fastci.contracts.regression_alerts import Culprit, RegressionAlert, StepSummary, Verdict
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, Transaction, compound_key
 from fastci.inputs import Bundle, ResultEvent
-from fastci.regression.events import (
-    BisectPlan,
-    BisectStep,
-    ComponentBump,
-    Culprit,
-    GateResult,
-    PlannedChange,
-    RegressionAlert,
-    StepSummary,
-    Verdict,
-)
+from fastci.regression.events import BisectPlan, BisectStep, ComponentBump, GateResult, PlannedChange
 from fastci.shared.perfstats import as_performance, relative_noise
 
 NAME = "bisect"

@@ -15,10 +15,11 @@ from typing import ClassVar
 from pydantic import Field
 
 from fastci.contracts.owner_maps import OwnerMap
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.core.events import Event, Record
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.inputs import Bundle, CommitEvent
-from fastci.regression.events import BisectPlan, ComponentBump, PlannedChange, RegressionAlert
+from fastci.regression.events import BisectPlan, ComponentBump, PlannedChange
 from fastci.shared.owners import owners_of_change, owners_of_layer, owners_of_path
 
 MAX_CHANGES = 1500  # ~4 days of a 400-changes/day stack; the plan must stay under the 1 MiB event limit

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastci.regression.events import CheckOutcome
+from fastci.contracts.regression_alerts import CheckOutcome
 from fastci.regression.references import GoldenReference, LossBandSpec, ToleranceSpec
 
 # Defaults per dtype of the computation under test, for model outputs of order 1 compared with an

@@ -36,12 +36,13 @@ from pydantic import Field
 
 from fastci.contracts.baseline_exclusions import BaselineExclusion
 from fastci.contracts.flaky_verdicts import FlakyVerdict
+from fastci.contracts.regression_alerts import CheckOutcome, Endpoint, PerfEvidence, RegressionAlert, SeriesPoint
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Config, Event, Record, derive_id
 from fastci.core.processor import Processor, StateReader, Step, compound_key
 from fastci.inputs import Bundle, ResultEvent
 from fastci.regression.changepoint import change_points
-from fastci.regression.events import CheckOutcome, Endpoint, GateResult, PerfEvidence, RegressionAlert, SeriesPoint
+from fastci.regression.events import GateResult
 from fastci.shared.flakiness import RECENT, RETRY_LIMIT, flaky_by_retries
 from fastci.shared.perfstats import PerfGate, compare, metric_direction, relative_noise, seed_from, sketch
 

@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.inputs import Bundle
-from fastci.regression.events import RegressionAlert
 from fastci.release.events import GateOutcome
 
 EVAL_MIN_RATIO = 0.99

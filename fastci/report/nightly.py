@@ -21,12 +21,13 @@ from rich.console import Console
 from rich.table import Column, Table
 from rich.text import Text
 
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.core.events import Event
 from fastci.inputs import ResultEvent
 from fastci.regression.changepoint import change_points
 from fastci.regression.correctness import build_loss_band, check_loss_curve
 from fastci.regression.detector import CPD_MAX_P, GATE
-from fastci.regression.events import BisectStep, GateResult, RegressionAlert
+from fastci.regression.events import BisectStep, GateResult
 from fastci.regression.references import GoldenReference
 from fastci.report import fleet_section as fleet_report
 from fastci.report import selection_section as selection_report

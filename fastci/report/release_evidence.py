@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.core.provenance import verify
 from fastci.inputs import BUNDLE_LAYERS, Bundle
-from fastci.regression.events import RegressionAlert
 from fastci.release.gates import Evidence, TestResult
 from fastci.report.nightly import load
 from fastci.views.store import Views

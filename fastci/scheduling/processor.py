@@ -38,10 +38,10 @@ from pydantic import Field
 
 from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
+from fastci.contracts.test_plans import TestPlan
 from fastci.core.events import Event, Record, derive_id
 from fastci.core.processor import Processor, StateReader, Step, Transaction, compound_key
 from fastci.inputs import Bundle, ResultEvent
-from fastci.planning.events import TestPlan
 from fastci.scheduling.events import (
     ANY_REVISION,
     DEFAULT_POOL,

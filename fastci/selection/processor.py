@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from fastci.contracts.keep_reasons import Reason
 from fastci.core.events import Event, Record
 from fastci.core.processor import KEY_SEPARATOR, Processor, StateReader, Step, Transaction
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
@@ -46,7 +47,6 @@ from fastci.selection.events import (
     MAX_UNEVIDENCED_LISTED,
     KeptTest,
     PrunedTest,
-    Reason,
     Selection,
     SelectionAudit,
     SelectionMetrics,

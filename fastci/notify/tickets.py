@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.core.codec import InvalidEvent, decode_as
-from fastci.regression.events import RegressionAlert
 from fastci.regression.webhook import SECRET_ENV, signed_headers
 from fastci.runtime.embedded import DataDir
 from fastci.runtime.kafka.broker import read_to_end

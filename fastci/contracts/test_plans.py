@@ -1,4 +1,7 @@
-"""The run plan of a selection: its tests in the order to run them, each on the config to run it with."""
+"""The run plan of a selection: its tests in the order to run them, each on the config to run it with.
+
+The test planner writes it; the pool scheduler and the CI job (``fastci/ci/plan.py``) read it.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, StringConstraints
 
+from fastci.contracts.keep_reasons import Reason
 from fastci.core.events import Config, Event, FiniteFloat, Name, Record, Sha, Text
-from fastci.selection.events import Reason
 
 PAGE_SIZE = 1000  # planned tests per event (an event stays well under Kafka's 1 MiB); more go on further pages
 KNOWN_PAGE_SIZE = 20_000  # known-test ids per event (13 bytes each in JSON)
