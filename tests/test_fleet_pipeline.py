@@ -121,7 +121,7 @@ def test_a_sick_node_is_quarantined_its_failures_rerun_elsewhere_and_it_returns_
     # the sick node's runs are excluded (baseline-guard: its two failures, and its flaky-test run while
     # quarantined); the regression's failures passed nowhere: not flakes
     assert day == {"runs": (len(NODES) * 2 - 2) + (len(flaky) - 1) + len(regression) + len(answers), "flaky_runs": 2}
-    marked = sql(root, "SELECT count(*) AS n FROM regression_detector WHERE facts.marked_flaky", capsys)
+    marked = sql(root, "SELECT count(*) AS n FROM regression_detector_facts WHERE marked_flaky", capsys)
     assert marked == [{"n": 1}]  # the detector keeps the flaky test out of baselines and regression calls
 
     capsys.readouterr()

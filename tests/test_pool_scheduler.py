@@ -95,7 +95,7 @@ class Pool:
         return [e.action for e in self.schedule if e.job_id == job_id]
 
     def job(self, job_id: str):
-        return self.store.get(job_key("default", job_id)).job
+        return self.store.get(job_key("default", job_id))
 
 
 def small_pool(nodes: int = 2, chips: int = 8, cpu_slots: int = 2, **fields) -> PoolConfig:

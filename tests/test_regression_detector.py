@@ -55,7 +55,7 @@ def test_a_single_noisy_night_is_dismissed_by_the_rerun():
     processor, store, outputs, rng = run_nights([1000] * 8 + [970])
     (request,) = of_topic(outputs, RunRequested.TOPIC)
     assert feed(processor, store, [rerun(request, samples(rng, 1000))]) == []
-    track = store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")].perf
+    track = store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")]
     assert track.status == "ok" and track.nights[-1].status == "dismissed"
     # and the noisy night stays out of the baseline: the next normal nights raise nothing
     assert feed(processor, store, [nightly(9 + i, samples(rng, 1000)) for i in range(3)]) == []
@@ -91,7 +91,7 @@ def test_latency_metrics_regress_upwards():
     for night in range(9):
         level = 10.0 if night < 8 else 10.3
         feed(processor, store, [nightly(night, [], metrics={"step_time_ms": tuple(samples(rng, level))})])
-    track = store.values[perf_key(TEST, "step_time_ms", "rev-a")].perf
+    track = store.values[perf_key(TEST, "step_time_ms", "rev-a")]
     assert track.status == "suspect"
 
 
@@ -109,7 +109,7 @@ def test_results_from_a_sick_node_leave_the_baseline_even_after_the_fact():
         ],
     )
     feed(processor, store, [nightly(3 + n, samples(rng, 1000)) for n in range(3)])
-    track = store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")].perf
+    track = store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")]
     assert [n.status for n in track.nights] == ["excluded"] * 3 + ["accepted"] * 3
     # had the slow node stayed in the baseline, this 2% drop from 1000 would look like an improvement
     out = feed(processor, store, [nightly(6, samples(rng, 980))])
@@ -126,7 +126,7 @@ def test_results_from_a_sick_node_leave_the_baseline_even_after_the_fact():
             late,
         ],
     )
-    assert store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")].perf.nights[-1].status == "excluded"
+    assert store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")].nights[-1].status == "excluded"
 
 
 def test_a_flaky_test_is_not_judged():
@@ -136,7 +136,7 @@ def test_a_flaky_test_is_not_judged():
     events = [nightly(n, samples(rng, 1000 if n < 8 else 950), status=s) for n, s in enumerate(statuses)]
     outputs = feed(processor, store, events)
     assert outputs == []
-    track = store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")].perf
+    track = store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")]
     assert [n.status for n in track.nights][-3:] == ["flaky", "flaky", "flaky"]
 
 
@@ -206,7 +206,7 @@ def test_a_correctness_regression_recovers_under_its_own_subject():
 def test_many_repeats_per_night_still_build_a_baseline_of_several_nights():
     # 4,000 repeats a night: each night keeps a sketch, so the baseline spans nights and the drop is seen
     processor, store, outputs, _ = run_nights([1000] * 6 + [970], n=4000, seed=10)
-    track = store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")].perf
+    track = store.values[perf_key(TEST, "throughput_tokens_per_s", "rev-a")]
     assert track.status == "suspect" and of_topic(outputs, RunRequested.TOPIC)[0].repeats == 4000
     assert sum(len(n.samples) for n in track.nights) <= 2048 + 256
     assert max(len(n.samples) for n in track.nights) == 256

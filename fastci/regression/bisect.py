@@ -30,7 +30,7 @@ import numpy as np
 from fastci.contracts.regression_alerts import Culprit, RegressionAlert, StepSummary, Verdict
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Event, Record
-from fastci.core.processor import Processor, StateReader, Step, Transaction, compound_key
+from fastci.core.processor import KeySpace, Processor, StateReader, Step, UnitOfWork
 from fastci.inputs import Bundle, ResultEvent
 from fastci.regression.events import BisectPlan, BisectStep, ComponentBump, GateResult, PlannedChange
 from fastci.shared.perfstats import as_performance, relative_noise
@@ -82,27 +82,40 @@ class BisectProgress(Record):
     pending: Pending | None = None
 
 
-class BisectState(Record):
-    progress: BisectProgress | None = None
-    alert: RegressionAlert | None = None
-    changes: tuple[PlannedChange, ...] | None = None
-    active: tuple[str, ...] | None = None
+class ChangesChunk(Record):
+    """``CHUNK`` consecutive changes of a bisect's plan (the last chunk may hold fewer)."""
+
+    changes: tuple[PlannedChange, ...] = ()
+
+
+class ActiveBisects(Record):
+    """The regressions a test is being bisected for (at most ``MAX_ACTIVE``, oldest first)."""
+
+    regression_ids: tuple[str, ...] = ()
+
+
+# The bisect's kinds of state, each under a test.
+PROGRESS = KeySpace("bisect", BisectProgress, ("regression_id",))  # kept (small) once the bisect ends
+ALERTS = KeySpace("bisect-alert", RegressionAlert, ("regression_id",))  # the alert bisected, until it ends
+CHANGES = KeySpace("bisect-changes", ChangesChunk, ("regression_id", "chunk"))  # its plan, until it ends
+ACTIVE = KeySpace("bisects", ActiveBisects)
+_NONE_ACTIVE = ActiveBisects()
 
 
 def progress_key(test_id: str, regression_id: str) -> str:
-    return compound_key(test_id, "bisect", regression_id)
+    return PROGRESS.key(test_id, regression_id)
 
 
 def alert_key(test_id: str, regression_id: str) -> str:
-    return compound_key(test_id, "bisect-alert", regression_id)
+    return ALERTS.key(test_id, regression_id)
 
 
 def changes_key(test_id: str, regression_id: str, chunk: int) -> str:
-    return compound_key(test_id, "bisect-changes", regression_id, str(chunk))
+    return CHANGES.key(test_id, regression_id, str(chunk))
 
 
 def active_key(test_id: str) -> str:
-    return compound_key(test_id, "bisects")
+    return ACTIVE.key(test_id)
 
 
 def step_repeats(noise: float, good: float, bad: float) -> int:
@@ -114,11 +127,11 @@ def step_repeats(noise: float, good: float, bad: float) -> int:
     return int(min(MAX_REPEATS, max(MIN_REPEATS, math.ceil((STEP_ERROR_Z * 1.2533 * noise / half_gap) ** 2))))
 
 
-class BisectProcessor(Processor[BisectState]):
+class BisectProcessor(Processor[Record]):
     name: ClassVar[str] = NAME
     inputs: ClassVar[tuple[str, ...]] = (BisectPlan.TOPIC, ResultEvent.TOPIC, GateResult.TOPIC)
     outputs: ClassVar[tuple[str, ...]] = (RunRequested.TOPIC, BisectStep.TOPIC, RegressionAlert.TOPIC)
-    state_model: ClassVar[type[Record]] = BisectState
+    key_spaces = (PROGRESS, ALERTS, CHANGES, ACTIVE)
     state_key: ClassVar[str] = "key"
 
     def ignores(self, event: Event) -> bool:
@@ -128,7 +141,7 @@ class BisectProcessor(Processor[BisectState]):
         assert isinstance(event, ResultEvent | GateResult)
         return event.trigger != "bisect" or event.bundle is None
 
-    def process(self, state: StateReader[BisectState], event: Event) -> Step[BisectState]:
+    def process(self, state: StateReader[Record], event: Event) -> Step[Record]:
         if self.ignores(event):
             return Step()
         work = _Work(state, event)
@@ -137,47 +150,46 @@ class BisectProcessor(Processor[BisectState]):
         else:
             assert isinstance(event, ResultEvent | GateResult)
             work.run_outcome(event)
-        return Step(writes=work.writes, outputs=work.outputs)
+        return work.step()
 
 
-class _Work:
-    def __init__(self, state: StateReader[BisectState], event: Event) -> None:
-        self.state = state
+class _Work(UnitOfWork[Record]):
+    def __init__(self, state: StateReader[Record], event: Event) -> None:
+        super().__init__(state)
         self.event = event
-        self.tx = Transaction(state)
-        self.writes = self.tx.writes
-        self.outputs: list[Event] = []
 
     # ----- reading and writing (this event's own writes first: the store sees them only afterwards)
 
     def _alert(self, test_id: str, rid: str) -> RegressionAlert:
-        held = self.tx.get(alert_key(test_id, rid))
-        assert held is not None and held.alert is not None
-        return held.alert
+        alert = ALERTS.get(self, alert_key(test_id, rid))
+        assert alert is not None
+        return alert
 
     def _change(self, test_id: str, rid: str, index: int) -> PlannedChange:
-        held = self.tx.get(changes_key(test_id, rid, index // CHUNK))
-        assert held is not None and held.changes is not None
-        return held.changes[index % CHUNK]
+        chunk = CHANGES.get(self, changes_key(test_id, rid, index // CHUNK))
+        assert chunk is not None
+        return chunk.changes[index % CHUNK]
 
     def _active(self, test_id: str) -> tuple[str, ...]:
-        held = self.tx.get(active_key(test_id))
-        return (held.active if held else None) or ()
+        return (ACTIVE.get(self, active_key(test_id)) or _NONE_ACTIVE).regression_ids
+
+    def _set_active(self, test_id: str, regression_ids: tuple[str, ...]) -> None:
+        self.set(active_key(test_id), ActiveBisects(regression_ids=regression_ids))
 
     def _save(self, test_id: str, progress: BisectProgress) -> None:
-        self.writes[progress_key(test_id, progress.regression_id)] = BisectState(progress=progress)
+        self.set(progress_key(test_id, progress.regression_id), progress)
 
     # ----- a new plan
 
     def start(self, plan: BisectPlan) -> None:
         alert, test_id = plan.alert, plan.test_id
         rid = alert.regression_id
-        if self.tx.get(progress_key(test_id, rid)) is not None:
+        if PROGRESS.get(self, progress_key(test_id, rid)) is not None:
             return  # already bisecting (a redelivered plan)
-        self.writes[alert_key(test_id, rid)] = BisectState(alert=alert)
+        self.set(alert_key(test_id, rid), alert)
         for chunk in range(0, len(plan.changes), CHUNK):
-            self.writes[changes_key(test_id, rid, chunk // CHUNK)] = BisectState(
-                changes=plan.changes[chunk : chunk + CHUNK]
+            self.set(
+                changes_key(test_id, rid, chunk // CHUNK), ChangesChunk(changes=plan.changes[chunk : chunk + CHUNK])
             )
         n, bumps = len(plan.changes), plan.bumps
         progress = BisectProgress(
@@ -222,7 +234,7 @@ class _Work:
             progress = progress.model_copy(update={"phase": "attribute"})
         elif not n:
             progress = progress.model_copy(update={"phase": "bundle", "lo": 0, "hi": len(bumps)})
-        self.writes[active_key(test_id)] = BisectState(active=(*self._active(test_id), rid)[-MAX_ACTIVE:])
+        self._set_active(test_id, (*self._active(test_id), rid)[-MAX_ACTIVE:])
         self._next(test_id, progress)
 
     # ----- choosing and requesting the next step
@@ -265,7 +277,7 @@ class _Work:
         """Ask for the pending step's runs; return the progress with the run counted."""
         pending = progress.pending
         assert pending is not None
-        self.outputs.append(
+        self.emit(
             RunRequested(
                 cause_id=self.event.id,
                 purpose=f"bisect:{progress.regression_id}:{progress.step}:{pending.attempts}",
@@ -290,8 +302,7 @@ class _Work:
     def run_outcome(self, event: ResultEvent | GateResult) -> None:
         test_id = event.test_id
         for rid in self._active(test_id):
-            held = self.tx.get(progress_key(test_id, rid))
-            progress = held.progress if held else None
+            progress = PROGRESS.get(self, progress_key(test_id, rid))
             if progress is None or progress.pending is None:
                 continue
             pending = progress.pending
@@ -395,7 +406,7 @@ class _Work:
             median=median,
             candidates_left=max(left, 0),
         )
-        self.outputs.append(
+        self.emit(
             BisectStep(
                 cause_id=self.event.id,
                 regression_id=progress.regression_id,
@@ -439,7 +450,7 @@ class _Work:
         else:
             owners = ", ".join(progress.test_owners) or "no owner in the owner map"
             summary = f"{alert.summary}. No culprit: {problem} (the test's owners: {owners})"
-        self.outputs.append(
+        self.emit(
             RegressionAlert.model_validate(
                 {
                     **alert.model_dump(exclude={"id"}),
@@ -455,14 +466,11 @@ class _Work:
             )
         )
         # Keep the small progress (it makes a redelivered plan a no-op); drop the plan's bulk.
-        self.writes[progress_key(test_id, progress.regression_id)] = BisectState(
-            progress=progress.model_copy(update={"pending": None, "phase": "done"})
-        )
-        self.writes[alert_key(test_id, progress.regression_id)] = None
+        self._save(test_id, progress.model_copy(update={"pending": None, "phase": "done"}))
+        self.set(alert_key(test_id, progress.regression_id), None)
         for chunk in range(math.ceil(progress.n_changes / CHUNK)):
-            self.writes[changes_key(test_id, progress.regression_id, chunk)] = None
-        active = tuple(r for r in self._active(test_id) if r != progress.regression_id)
-        self.writes[active_key(test_id)] = BisectState(active=active)
+            self.set(changes_key(test_id, progress.regression_id, chunk), None)
+        self._set_active(test_id, tuple(r for r in self._active(test_id) if r != progress.regression_id))
 
 
 def _with_bumps(bundle: Bundle, bumps: tuple[ComponentBump, ...]) -> Bundle:

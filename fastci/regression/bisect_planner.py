@@ -17,7 +17,7 @@ from pydantic import Field
 from fastci.contracts.owner_maps import OwnerMap
 from fastci.contracts.regression_alerts import RegressionAlert
 from fastci.core.events import Event, Record
-from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.core.processor import KeySpace, Processor, StateReader, Step
 from fastci.inputs import Bundle, CommitEvent
 from fastci.regression.events import BisectPlan, ComponentBump, PlannedChange
 from fastci.shared.owners import owners_of_change, owners_of_layer, owners_of_path
@@ -37,28 +37,28 @@ class CommitNode(Record):
     paths: tuple[str, ...] = Field(default=(), max_length=MAX_PATHS)
 
 
-class PlannerState(Record):
-    commit: CommitNode | None = None
-    owners: OwnerMap | None = None
+# The planner's kinds of state, each under a repo.
+COMMITS = KeySpace("commit", CommitNode, ("sha",))  # the commit graph, one commit per key
+OWNERS = KeySpace("owners", OwnerMap)  # the repo's latest owner map
 
 
 def commit_key(repo: str, sha: str) -> str:
-    return compound_key(repo, "commit", sha)
+    return COMMITS.key(repo, sha)
 
 
 def owners_key(repo: str) -> str:
-    return compound_key(repo, "owners")
+    return OWNERS.key(repo)
 
 
-class BisectPlannerProcessor(Processor[PlannerState]):
+class BisectPlannerProcessor(Processor[Record]):
     name: ClassVar[str] = "bisect-planner"
     inputs: ClassVar[tuple[str, ...]] = (CommitEvent.TOPIC, OwnerMap.TOPIC, RegressionAlert.TOPIC)
     outputs: ClassVar[tuple[str, ...]] = (BisectPlan.TOPIC,)
-    state_model: ClassVar[type[Record]] = PlannerState
+    key_spaces = (COMMITS, OWNERS)
     state_key: ClassVar[str] = "key"
     partition_by = {RegressionAlert.TOPIC: "repo"}
 
-    def process(self, state: StateReader[PlannerState], event: Event) -> Step[PlannerState]:
+    def process(self, state: StateReader[Record], event: Event) -> Step[Record]:
         if isinstance(event, CommitEvent):
             node = CommitNode(
                 parents=event.parents,
@@ -68,17 +68,16 @@ class BisectPlannerProcessor(Processor[PlannerState]):
                 layers=event.layers,
                 paths=tuple(f.path for f in event.changed_files[:MAX_PATHS]),
             )
-            return Step(writes={commit_key(event.repo, event.sha): PlannerState(commit=node)})
+            return Step(writes={commit_key(event.repo, event.sha): node})
         if isinstance(event, OwnerMap):
-            return Step(writes={owners_key(event.repo): PlannerState(owners=event)})
+            return Step(writes={owners_key(event.repo): event})
         assert isinstance(event, RegressionAlert)
         if event.stage != "detected":
             return Step()
         return Step(outputs=[self._plan(state, event)])
 
-    def _plan(self, state: StateReader[PlannerState], alert: RegressionAlert) -> BisectPlan:
-        held = state.get(owners_key(alert.repo))
-        owner_map = held.owners if held else None
+    def _plan(self, state: StateReader[Record], alert: RegressionAlert) -> BisectPlan:
+        owner_map = OWNERS.get(state, owners_key(alert.repo))
         changes, problem = self._range(state, alert, owner_map)
         bumps = []
         for component in COMPONENTS:
@@ -105,15 +104,14 @@ class BisectPlannerProcessor(Processor[PlannerState]):
             problem=problem,
         )
 
-    def _range(self, state: StateReader[PlannerState], alert: RegressionAlert, owner_map: OwnerMap | None):
+    def _range(self, state: StateReader[Record], alert: RegressionAlert, owner_map: OwnerMap | None):
         """Commits after good up to bad (oldest first), and what went wrong if the walk could not finish."""
         good, sha = alert.good.commit, alert.bad.commit
         walked: list[PlannedChange] = []
         while sha != good:
             if len(walked) >= MAX_CHANGES:
                 return [], f"more than {MAX_CHANGES} changes between {good[:10]} and {alert.bad.commit[:10]}"
-            held = state.get(commit_key(alert.repo, sha))
-            node = held.commit if held else None
+            node = COMMITS.get(state, commit_key(alert.repo, sha))
             if node is None:
                 return [], f"commit {sha[:10]} of {alert.repo} was never seen on 'commits'"
             walked.append(

@@ -39,7 +39,7 @@ from fastci.contracts.flaky_verdicts import FlakyVerdict
 from fastci.contracts.regression_alerts import CheckOutcome, Endpoint, PerfEvidence, RegressionAlert, SeriesPoint
 from fastci.contracts.runs import RunRequested
 from fastci.core.events import Config, Event, Record, derive_id
-from fastci.core.processor import Processor, StateReader, Step, compound_key
+from fastci.core.processor import KeySpace, Processor, StateReader, Step, UnitOfWork
 from fastci.inputs import Bundle, ResultEvent
 from fastci.regression.changepoint import change_points
 from fastci.regression.events import GateResult
@@ -128,29 +128,29 @@ class TestFacts(Record):
     tracks: tuple[str, ...] = ()  # state keys of this test's perf and gate tracks
 
 
-class DetectorState(Record):
-    perf: PerfTrack | None = None
-    gate: GateTrack | None = None
-    facts: TestFacts | None = None
+# The detector's kinds of state, each under a test.
+PERF = KeySpace("perf", PerfTrack, ("metric", "hardware_revision"))  # a performance baseline track
+GATES = KeySpace("gate", GateTrack, ("hardware_revision",))  # a correctness-gate track
+FACTS = KeySpace("facts", TestFacts)  # what the detector knows of the test itself
 
 
 def perf_key(test_id: str, metric: str, hardware: str) -> str:
-    return compound_key(test_id, "perf", metric, hardware)
+    return PERF.key(test_id, metric, hardware)
 
 
 def gate_key(test_id: str, hardware: str) -> str:
-    return compound_key(test_id, "gate", hardware)
+    return GATES.key(test_id, hardware)
 
 
 def facts_key(test_id: str) -> str:
-    return compound_key(test_id, "facts")
+    return FACTS.key(test_id)
 
 
 def regression_id_for(cause_id: str, subject: str) -> str:
     return derive_id(RegressionAlert.TOPIC, cause_id, "detected", subject)
 
 
-class RegressionDetectorProcessor(Processor[DetectorState]):
+class RegressionDetectorProcessor(Processor[Record]):
     name: ClassVar[str] = NAME
     inputs: ClassVar[tuple[str, ...]] = (
         ResultEvent.TOPIC,
@@ -159,14 +159,14 @@ class RegressionDetectorProcessor(Processor[DetectorState]):
         FlakyVerdict.TOPIC,
     )
     outputs: ClassVar[tuple[str, ...]] = (RegressionAlert.TOPIC, RunRequested.TOPIC)
-    state_model: ClassVar[type[Record]] = DetectorState
+    key_spaces = (PERF, GATES, FACTS)
     state_key: ClassVar[str] = "key"
 
     def ignores(self, event: Event) -> bool:
         # baselines are per stack and hardware: a plain repository's result has neither
         return isinstance(event, ResultEvent) and (event.bundle is None or event.hardware_revision is None)
 
-    def process(self, state: StateReader[DetectorState], event: Event) -> Step[DetectorState]:
+    def process(self, state: StateReader[Record], event: Event) -> Step[Record]:
         if self.ignores(event):
             return Step()
         if isinstance(event, ResultEvent):
@@ -179,23 +179,17 @@ class RegressionDetectorProcessor(Processor[DetectorState]):
         return _Work(state, event.test_id).exclusion(event)
 
 
-class _Work:
+class _Work(UnitOfWork[Record]):
     """One event's worth of reads and writes for one test."""
 
-    def __init__(self, state: StateReader[DetectorState], test_id: str) -> None:
-        self.state = state
+    def __init__(self, state: StateReader[Record], test_id: str) -> None:
+        super().__init__(state)
         self.test_id = test_id
-        held = state.get(facts_key(test_id))
-        self.facts = (held.facts if held else None) or TestFacts()
-        self.writes: dict[str, DetectorState] = {}
-        self.outputs: list[Event] = []
-
-    def step(self) -> Step[DetectorState]:
-        return Step(writes=self.writes, outputs=self.outputs)
+        self.facts = FACTS.get(self, facts_key(test_id)) or TestFacts()
 
     def _set_facts(self, facts: TestFacts) -> None:
         self.facts = facts
-        self.writes[facts_key(self.test_id)] = DetectorState(facts=facts)
+        self.set(facts_key(self.test_id), facts)
 
     def _track_known(self, key: str) -> None:
         if key not in self.facts.tracks:
@@ -205,14 +199,14 @@ class _Work:
     def flaky(self) -> bool:
         return self.facts.marked_flaky or flaky_by_retries(self.facts.recent_statuses)
 
-    def flaky_verdict(self, event: FlakyVerdict) -> Step[DetectorState]:
+    def flaky_verdict(self, event: FlakyVerdict) -> Step[Record]:
         if event.flaky != self.facts.marked_flaky:
             self._set_facts(self.facts.model_copy(update={"marked_flaky": event.flaky}))
         return self.step()
 
     # ----- results (performance)
 
-    def result(self, event: ResultEvent) -> Step[DetectorState]:
+    def result(self, event: ResultEvent) -> Step[Record]:
         if event.trigger == "nightly":
             self._set_facts(
                 self.facts.model_copy(update={"recent_statuses": (*self.facts.recent_statuses, event.status)[-RECENT:]})
@@ -226,8 +220,7 @@ class _Work:
             if direction is None or not samples or any(s <= 0 for s in samples):
                 continue
             key = perf_key(self.test_id, metric, event.hardware_revision)
-            held = self.state.get(key)
-            track = (held.perf if held else None) or PerfTrack(metric=metric, hardware_revision=event.hardware_revision)
+            track = PERF.get(self, key) or PerfTrack(metric=metric, hardware_revision=event.hardware_revision)
             if event.trigger == "nightly":
                 self._track_known(key)
                 status: NightStatus = (
@@ -244,9 +237,9 @@ class _Work:
                 track = self._confirmation(track, event, samples, direction)
             else:
                 continue
-            self.writes[key] = DetectorState(perf=track)
+            self.set(key, track)
         if confirm_wanted:
-            self.outputs.append(_confirm_request(event, confirm_wanted))
+            self.emit(_confirm_request(event, confirm_wanted))
         return self.step()
 
     def _night(
@@ -311,7 +304,7 @@ class _Work:
         regressed = [s for n in track.nights if n.status == "regressed" for s in n.samples][-POOL_SAMPLES:]
         back = compare(baseline, samples, direction, GATE, seed).ratio >= 1 - GATE.effect
         if back and compare(samples, regressed, direction, GATE, seed).regression:
-            self.outputs.append(self._recovered(track, night, cause_id))
+            self.emit(self._recovered(track, night, cause_id))
             return _append(track, night).model_copy(
                 update={"status": "ok", "regression_id": None, "regressed_nights": 0}
             )
@@ -411,7 +404,7 @@ class _Work:
             f"{track.metric} on {track.hardware_revision}: {verdict.loss:.1%} worse than baseline "
             f"(p={verdict.p_value:.2g}, {how}); last good {good.commit[:10]}, first bad {bad.commit[:10]}"
         )
-        self.outputs.append(
+        self.emit(
             RegressionAlert(
                 cause_id=cause_id,
                 stage="detected",
@@ -458,12 +451,11 @@ class _Work:
 
     # ----- gate results (correctness)
 
-    def gate_result(self, event: GateResult) -> Step[DetectorState]:
+    def gate_result(self, event: GateResult) -> Step[Record]:
         if event.result_id in self.facts.excluded:
             return self.step()
         key = gate_key(self.test_id, event.hardware_revision)
-        held = self.state.get(key)
-        track = (held.gate if held else None) or GateTrack(hardware_revision=event.hardware_revision)
+        track = GATES.get(self, key) or GateTrack(hardware_revision=event.hardware_revision)
         here = Endpoint(
             result_id=event.result_id,
             run_id=event.run_id,
@@ -486,13 +478,13 @@ class _Work:
                 track = self._gate_detect(track, event)
         else:
             return self.step()
-        self.writes[key] = DetectorState(gate=track)
+        self.set(key, track)
         return self.step()
 
     def _gate_night(self, track: GateTrack, event: GateResult, here: Endpoint) -> GateTrack:
         if event.passed:
             if track.status == "regressed":
-                self.outputs.append(
+                self.emit(
                     RegressionAlert(
                         cause_id=event.id,
                         stage="recovered",
@@ -515,7 +507,7 @@ class _Work:
         context = RunContext(
             repo=event.repo, commit=event.commit, bundle=event.bundle, seed=event.seed, config=dict(event.config)
         )
-        self.outputs.append(
+        self.emit(
             RunRequested(
                 cause_id=event.id,
                 purpose="confirm",
@@ -544,7 +536,7 @@ class _Work:
         regression_id = regression_id_for(event.id, subject)
         assert track.last_pass is not None and track.suspect is not None
         what = "; ".join(c.detail for c in failing[:3])
-        self.outputs.append(
+        self.emit(
             RegressionAlert(
                 cause_id=event.id,
                 stage="detected",
@@ -573,27 +565,21 @@ class _Work:
 
     # ----- exclusions
 
-    def exclusion(self, event: BaselineExclusion) -> Step[DetectorState]:
+    def exclusion(self, event: BaselineExclusion) -> Step[Record]:
         if event.result_id in self.facts.excluded:
             return self.step()
         self._set_facts(
             self.facts.model_copy(update={"excluded": (*self.facts.excluded, event.result_id)[-EXCLUDED_REMEMBERED:]})
         )
-        for key in self.facts.tracks:
-            held = self.state.get(key)
-            if held is None:
-                continue
-            if held.perf is not None and any(n.result_id == event.result_id for n in held.perf.nights):
-                track = _set_night(held.perf, event.result_id, "excluded")
+        for key in self.facts.tracks:  # perf and gate keys
+            held = self.get(key)
+            if isinstance(held, PerfTrack) and any(n.result_id == event.result_id for n in held.nights):
+                track = _set_night(held, event.result_id, "excluded")
                 if track.suspect == event.result_id:
                     track = track.model_copy(update={"status": "ok", "suspect": None, "confirm_samples": ()})
-                self.writes[key] = DetectorState(perf=track)
-            elif (
-                held.gate is not None
-                and held.gate.suspect is not None
-                and held.gate.suspect.result_id == event.result_id
-            ):
-                self.writes[key] = DetectorState(gate=held.gate.model_copy(update={"status": "ok", "suspect": None}))
+                self.set(key, track)
+            elif isinstance(held, GateTrack) and held.suspect is not None and held.suspect.result_id == event.result_id:
+                self.set(key, held.model_copy(update={"status": "ok", "suspect": None}))
         return self.step()
 
 

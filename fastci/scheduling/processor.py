@@ -40,7 +40,7 @@ from fastci.contracts.node_states import NodeStateChanged
 from fastci.contracts.runs import RunRequested
 from fastci.contracts.test_plans import TestPlan
 from fastci.core.events import Event, Record, derive_id
-from fastci.core.processor import Processor, StateReader, Step, Transaction, compound_key
+from fastci.core.processor import KeySpace, Processor, StateReader, Step, UnitOfWork
 from fastci.inputs import Bundle, ResultEvent
 from fastci.scheduling.events import (
     ANY_REVISION,
@@ -172,23 +172,18 @@ class QueueEntry(Record):
     remaining_s: float
 
 
-class PoolSchedulerState(Record):
-    """One of: a pool's own state, one job, one queue segment."""
+class QueueSegment(Record):
+    """One stored run of a class's queue, front to back (at most ``SEGMENT`` entries)."""
 
-    pool: PoolRecord | None = None
-    job: JobRecord | None = None
-    segment: tuple[QueueEntry, ...] | None = None
+    entries: tuple[QueueEntry, ...] = ()
 
 
-_EMPTY = PoolSchedulerState()  # what a key never written reads as (frozen: one instance does for all)
-
-
-def _wrap(**value: Any) -> PoolSchedulerState:
-    """A state value around a record this module built from validated parts (not validated again)."""
-    return PoolSchedulerState.trusted({**_NO_VALUES, **value})
-
-
-_NO_VALUES = dict.fromkeys(PoolSchedulerState.model_fields)
+# The scheduler's kinds of state, each under a pool: the pool's own (its partition key), one per job,
+# one per queue segment.
+POOLS = KeySpace("", PoolRecord)
+JOBS = KeySpace("job", JobRecord, ("job_id",))
+QUEUES = KeySpace("queue", QueueSegment, ("work_class", "segment"))
+_NO_ENTRIES = QueueSegment()
 
 
 def pool_record(config: PoolConfig, previous: PoolRecord | None = None) -> PoolRecord:
@@ -229,15 +224,15 @@ def run_id_of(job_id: str, attempt: int) -> str:
 
 
 def pool_key(pool: str) -> str:
-    return pool
+    return POOLS.key(pool)
 
 
 def job_key(pool: str, job_id: str) -> str:
-    return compound_key(pool, "job", job_id)
+    return JOBS.key(pool, job_id)
 
 
 def segment_key(pool: str, work_class: str, number: int) -> str:
-    return compound_key(pool, "queue", work_class, str(number))
+    return QUEUES.key(pool, work_class, str(number))
 
 
 def to_time(seconds: float) -> datetime:
@@ -258,7 +253,7 @@ class PlanEntry:
     config: dict[str, Any] = field(default_factory=dict)
 
 
-class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
+class PoolSchedulerProcessor(Processor[Record]):
     name: ClassVar[str] = "pool-scheduler"
     inputs: ClassVar[tuple[str, ...]] = (
         PoolConfig.TOPIC,
@@ -269,7 +264,7 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
         TestPlan.TOPIC,
     )
     outputs: ClassVar[tuple[str, ...]] = (ScheduleEvent.TOPIC,)
-    state_model: ClassVar[type[Record]] = PoolSchedulerState
+    key_spaces = (POOLS, JOBS, QUEUES)
     state_key: ClassVar[str] = "key"
     partition_by = {
         RunRequested.TOPIC: "pool",
@@ -284,7 +279,7 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
     def ignores(self, event: Event) -> bool:
         return isinstance(event, ResultEvent) and not RUN_ID.match(event.run_id)  # not a run it handed out
 
-    def process(self, state: StateReader[PoolSchedulerState], event: Event) -> Step[PoolSchedulerState]:
+    def process(self, state: StateReader[Record], event: Event) -> Step[Record]:
         if self.ignores(event):
             return Step()
         pool = self.partition_key(event)
@@ -295,7 +290,7 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
             work.set_pool(now=seconds(event.time))
             if work.pool.settled:
                 # Time alone frees nothing (a backfill only gets harder as it passes): no pass needed.
-                return Step(writes=work.finish())
+                return work.step()
         elif isinstance(event, PoolConfig):
             work.configure(event)
         elif isinstance(event, RunRequested):
@@ -304,14 +299,14 @@ class PoolSchedulerProcessor(Processor[PoolSchedulerState]):
             work.node_state(event)
         elif isinstance(event, ResultEvent):
             if not work.result(event):
-                return Step(writes=work.finish())  # counted (or ignored); the pool did not change
+                return work.step()  # counted (or ignored); the pool did not change
         else:
             plan = plan_of(event)
             if plan is None:
                 return Step()
             work.enqueue_plan(*plan)
         work.schedule()
-        return Step(writes=work.finish(), outputs=work.outputs)
+        return work.step()
 
 
 def plan_of(event: Event) -> tuple[str, str, str | None, bool, list[PlanEntry], bool] | None:
@@ -334,60 +329,55 @@ def plan_of(event: Event) -> tuple[str, str, str | None, bool, list[PlanEntry], 
     )
 
 
-class _Work:
+class _Work(UnitOfWork[Record]):
     """One input's effect on one pool: reads through this event's own writes, collects outputs."""
 
     def __init__(
         self,
-        state: StateReader[PoolSchedulerState],
+        state: StateReader[Record],
         pool: str,
         cause_id: str,
         test_index: dict[tuple[str, str], dict[str, int]],
     ) -> None:
-        self.state = state
+        super().__init__(state)
         self.name = pool
         self.cause_id = cause_id
-        self.tx = Transaction(state)
-        self.writes = self.tx.writes
-        self.outputs: list[ScheduleEvent] = []
         self.test_index = test_index
         self.counts: dict[str, int] = {}
-        stored = self._get(pool_key(pool))
-        self.pool_changed = stored.pool is None
-        self.pool: PoolRecord = stored.pool if stored.pool is not None else pool_record(default_config(pool))
+        stored = POOLS.get(self, pool_key(pool))
+        self.pool_changed = stored is None
+        self.pool: PoolRecord = stored if stored is not None else pool_record(default_config(pool))
 
     # ----- state access
-
-    def _get(self, key: str) -> PoolSchedulerState:
-        return self.tx.get(key) or _EMPTY
 
     def set_pool(self, **changes: Any) -> None:
         self.pool = self.pool.model_copy(update=changes)
         self.pool_changed = True
 
-    def finish(self) -> dict[str, PoolSchedulerState | None]:
-        """The writes of this input: the pool's own value once, with its decision counts."""
+    def step(self) -> Step[Record]:
+        """This input's step: the pool's own value is written once, with its decision counts."""
         if self.counts:
             counts = dict(self.pool.counts)
             for action, number in self.counts.items():
                 counts[action] = counts.get(action, 0) + number
             self.set_pool(counts=counts)
         if self.pool_changed:
-            self.writes[pool_key(self.name)] = _wrap(pool=self.pool)
-        return self.writes
+            self.set(pool_key(self.name), self.pool)
+        return super().step()
 
     def job(self, job_id: str) -> JobRecord | None:
-        return self._get(job_key(self.name, job_id)).job
+        return JOBS.get(self, job_key(self.name, job_id))
 
     def set_job(self, job_id: str, job: JobRecord) -> None:
-        self.writes[job_key(self.name, job_id)] = _wrap(job=job)
+        self.set(job_key(self.name, job_id), job)
 
     def segment(self, work_class: str, number: int) -> list[QueueEntry]:
-        return list(self._get(segment_key(self.name, work_class, number)).segment or ())
+        return list((QUEUES.get(self, segment_key(self.name, work_class, number)) or _NO_ENTRIES).entries)
 
     def set_segment(self, work_class: str, number: int, entries: list[QueueEntry]) -> None:
         key = segment_key(self.name, work_class, number)
-        self.writes[key] = _wrap(segment=tuple(entries)) if entries else None
+        # built from validated entries: not validated again
+        self.set(key, QueueSegment.trusted({"entries": tuple(entries)}) if entries else None)
 
     @property
     def now(self) -> float:
@@ -406,7 +396,7 @@ class _Work:
         if index.jobs == 0:
             queues.pop(work_class, None)
             for number in range(index.first, index.last + 1):
-                if self._get(segment_key(self.name, work_class, number)).segment:
+                if self.segment(work_class, number):
                     self.set_segment(work_class, number, [])
         else:
             queues[work_class] = index
@@ -470,9 +460,9 @@ class _Work:
             removed_cpu += sum(1 for e in entries if e.job_id in job_ids and e.chips == 0)
             self.set_segment(work_class, number, kept)
         first, last = index.first, index.last
-        while first <= last and not self._get(segment_key(self.name, work_class, first)).segment:
+        while first <= last and not self.segment(work_class, first):
             first += 1
-        while last >= first and not self._get(segment_key(self.name, work_class, last)).segment:
+        while last >= first and not self.segment(work_class, last):
             last -= 1
         self._set_index(
             work_class,
@@ -611,10 +601,10 @@ class _Work:
         if problem:
             job = job.model_copy(update={"status": "refused", "tests": ()})
             self.set_job(job_id, job)
-            self.emit(job_id, job, "refused", reason=problem, tests=tests)
+            self.emit_decision(job_id, job, "refused", reason=problem, tests=tests)
             return None
         self.set_job(job_id, job)
-        self.emit(job_id, job, "queued", tests=tests)
+        self.emit_decision(job_id, job, "queued", tests=tests)
         return QueueEntry(
             job_id=job_id, work_class=work_class, chips=chips, revision=revision, avoid=job.avoid, remaining_s=estimated
         )
@@ -656,7 +646,7 @@ class _Work:
         done = job.model_copy(update={"status": "completed", "run_s": run_s, "tests": (), "reported": ""})
         self.set_job(job_id, done)
         self.test_index.pop((self.name, job_id), None)
-        self.emit(
+        self.emit_decision(
             job_id,
             done,
             "completed",
@@ -685,7 +675,7 @@ class _Work:
         )
         self.set_job(job_id, job)
         nodes = tuple(node for node, _ in held.placement)
-        self.emit(
+        self.emit_decision(
             job_id, job, "preempted", chips=held.chips, nodes=nodes, lost_s=ran - kept, preempted_by=by, reason=reason
         )
         entry = QueueEntry(
@@ -697,7 +687,7 @@ class _Work:
             remaining_s=max(0.0, job.estimated_s - job.done_s),
         )
         self.push_front(job.work_class, entry)
-        self.emit(job_id, job, "requeued", resume_from_s=job.done_s, reason=reason)
+        self.emit_decision(job_id, job, "requeued", resume_from_s=job.done_s, reason=reason)
 
     def schedule(self) -> None:
         """Run the policy over the pool as it stands and apply what it decides."""
@@ -768,7 +758,7 @@ class _Work:
         )
         self.set_pool(running=running)
         pending = tuple(t for t, flag in zip(job.tests, job.reported, strict=True) if flag == "0")
-        self.emit(
+        self.emit_decision(
             job_id,
             job,
             "placed",
@@ -781,7 +771,7 @@ class _Work:
             resume_from_s=job.done_s,
         )
 
-    def emit(self, job_id: str, job: JobRecord, action: str, **fields: Any) -> None:
+    def emit_decision(self, job_id: str, job: JobRecord, action: str, **fields: Any) -> None:
         values: dict[str, Any] = {
             "chips": job.chips,
             "hardware_revision": None if job.revision == ANY_REVISION else job.revision,
@@ -807,7 +797,7 @@ class _Work:
         # 'queued', one per job of every plan, comes from the job record just validated and the
         # plan's tests: built without validating it again. Every other decision computes values.
         trusted = action == "queued"
-        self.outputs.append(ScheduleEvent.trusted_event(values) if trusted else ScheduleEvent(**values))
+        self.emit(ScheduleEvent.trusted_event(values) if trusted else ScheduleEvent(**values))
         self.count(action)
 
     # ----- helpers
