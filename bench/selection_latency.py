@@ -24,14 +24,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fastci.core.events import Record
 from fastci.inputs import CommitEvent
 from fastci.runtime.driver import Driver, Entry, decode_entry, encode_entry
 from fastci.selection.graph import short_id, unit_name
 from fastci.selection.processor import (
     BUCKETS,
+    CatalogBucket,
     CatalogEntry,
     SelectionProcessor,
-    SelectionState,
+    TestEvidence,
+    UnitPostings,
     bucket_of,
     catalog_key,
     evidence_key,
@@ -59,21 +62,21 @@ def build(tests: int, functions: int, per_test: int, seed: int) -> tuple[BytesSt
     for tid, test in zip(tids, test_ids, strict=True):
         executed = np.unique(rng.choice(functions, size=per_test, p=weights))
         contexts = {uids[f]: (short_id(f"ctx{f % 7}"),) for f in executed}
-        store[evidence_key(REPO, test)] = _encode(SelectionState(units=contexts, files=()))
+        store[evidence_key(REPO, test)] = _encode(TestEvidence(units=contexts))
         for f in executed:
             postings.setdefault(uids[f], {})[tid] = contexts[uids[f]]
     for uid, by_test in postings.items():
-        store[unit_key(REPO, uid)] = _encode(SelectionState(tests=by_test))
+        store[unit_key(REPO, uid)] = _encode(UnitPostings(tests=by_test))
     buckets: dict[int, dict[str, CatalogEntry]] = {b: {} for b in range(BUCKETS)}
     for tid, test in zip(tids, test_ids, strict=True):
         duration = float(rng.lognormal(2.0, 1.0))
         buckets[bucket_of(tid)][tid] = CatalogEntry(test_id=test, recent_s={"r": duration}, chips=8, evidence=True)
     for bucket, entries in buckets.items():
-        store[catalog_key(REPO, bucket)] = _encode(SelectionState(catalog=entries))
+        store[catalog_key(REPO, bucket)] = _encode(CatalogBucket(tests=entries))
     return store, names
 
 
-def _encode(state: SelectionState) -> bytes:
+def _encode(state: Record) -> bytes:
     return encode_entry(Entry(state))
 
 
@@ -93,8 +96,8 @@ def naive(store: BytesStore, tests: list[str], change: CommitEvent) -> int:
     changed = {short_id(unit_name(f.path, f.qualname)) for f in change.changed_functions}
     hits = 0
     for test in tests:
-        entry = decode_entry(SelectionState, store[evidence_key(REPO, test)])
-        hits += bool(changed & set(entry.state.units or {}))
+        entry = decode_entry(TestEvidence, store[evidence_key(REPO, test)])
+        hits += bool(changed & set(entry.state.units))
     return hits
 
 

@@ -133,20 +133,23 @@ def test_commit_events_carry_layers_and_changed_functions():
 def test_a_trusted_record_equals_the_validated_one_and_stays_frozen():
     from pydantic import ValidationError
 
-    from fastci.selection.processor import CatalogEntry, SelectionState
+    from fastci.selection.processor import CatalogBucket, CatalogEntry, TestEvidence
 
-    values = {
-        **dict.fromkeys(SelectionState.model_fields),  # trusted() is given every field, as the processor does
+    values = {  # trusted() is given every field, as the processor does
+        "units": {"u1": ("c1",)},
         "files": ("a.py",),
-        "tests": {"t1": ("c1",)},
-        "catalog": {"t1": CatalogEntry(test_id="tests/test_a.py::test_x", recent_s={"r": 1.5})},
+        "reads": (),
+        "fixtures": ("f1",),
     }
-    trusted = SelectionState.trusted(dict(values))
-    validated = SelectionState.model_validate(values)
+    trusted = TestEvidence.trusted(dict(values))
+    validated = TestEvidence.model_validate(values)
     assert trusted == validated and trusted.model_dump() == validated.model_dump()
     assert trusted.model_dump_json() == validated.model_dump_json()
     with pytest.raises(ValidationError):
         trusted.files = ()  # frozen like any record
+    bucket = {"tests": {"t1": CatalogEntry(test_id="tests/test_a.py::test_x", recent_s={"r": 1.5})}}
+    trusted_bucket, validated_bucket = CatalogBucket.trusted(dict(bucket)), CatalogBucket.model_validate(bucket)
+    assert trusted_bucket == validated_bucket and trusted_bucket.model_dump_json() == validated_bucket.model_dump_json()
 
 
 def test_an_event_built_from_trusted_values_equals_the_validated_one():

@@ -7,9 +7,12 @@ without big values"):
 - ``(repo, "unit", unit id)``: the tests that executed the unit, each with those contexts;
 - ``(repo, "file", path)``: the tests that executed any code in the file;
 - ``(repo, "catalog", bucket)``: known tests (from results and evidence) with their mean duration,
-  chips, and whether they have evidence; 64 buckets, so a result rewrites one small value.
-New evidence for a test replaces its old evidence (postings it left are cleared). All of these
-writes are sets, not increments, so replaying an event rewrites the same values.
+  chips, and whether they have evidence; 64 buckets, so a result rewrites one small value;
+- and the postings of import evidence, file reads, fixtures and distributions, the repo's audit
+  records, its widening and its policy.
+Each kind is a ``KeySpace`` with a record of its own (``SelectionProcessor.key_spaces``). New
+evidence for a test replaces its old evidence (postings it left are cleared). All of these writes
+are sets, not increments, so replaying an event rewrites the same values.
 
 For a commit: tests that executed a modified or deleted unit are selected; a changed module body or
 class body selects every test that ran code in that file (such code runs at import, before any
@@ -35,7 +38,7 @@ from pydantic import Field
 
 from fastci.contracts.keep_reasons import Reason
 from fastci.core.events import Event, Record
-from fastci.core.processor import KEY_SEPARATOR, Processor, StateReader, Step, Transaction
+from fastci.core.processor import KEY_SEPARATOR, KeySpace, Processor, StateReader, Step, Transaction
 from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent
 from fastci.selection.audit import RECENT_COMMITS, AuditedCommit, on_commit, on_result, on_selection
 from fastci.selection.events import (
@@ -97,28 +100,116 @@ class Widening(Record):
     since: str = ""  # the sha of the latest miss
 
 
-class SelectionState(Record):
-    """One of: a test's evidence, a unit's or a file's postings, a catalog bucket, the repo's widening
-    or its policy."""
+class TestEvidence(Record):
+    """What a test's latest evidence says it executed: the postings below are kept in step with it."""
 
-    units: dict[str, tuple[str, ...]] | None = Field(default=None, description="evidence: unit id -> contexts")
-    files: tuple[str, ...] | None = None
-    tests: dict[str, tuple[str, ...]] | None = Field(default=None, description="unit: test id -> contexts")
-    file_tests: tuple[str, ...] | None = None
-    catalog: dict[str, CatalogEntry] | None = None
-    widening: Widening | None = None
-    widen_commits: int | None = None
-    modules: tuple[str, ...] | None = Field(default=None, description="import unit: the modules it ran at import of")
-    reads: tuple[str, ...] | None = Field(default=None, description="evidence: the files the test read")
-    fixtures: tuple[str, ...] | None = Field(default=None, description="evidence: its fixtures' unit ids")
-    distributions: tuple[str, ...] | None = Field(default=None, description="test file: distributions it imports")
-    reads_tracked: bool | None = Field(default=None, description="repo: some evidence records file reads")
-    importers: tuple[str, ...] | None = Field(default=None, description="module: the test files that import it")
-    audit: AuditedCommit | None = Field(default=None, description="a commit's audit record")
-    audited_shas: tuple[str, ...] | None = Field(default=None, description="repo: the commits with an audit record")
+    __test__ = False
+
+    units: dict[str, tuple[str, ...]] = Field(default_factory=dict, description="unit id -> contexts")
+    files: tuple[str, ...] = ()
+    reads: tuple[str, ...] = Field(default=(), description="the files the test read (when recorded)")
+    fixtures: tuple[str, ...] = Field(default=(), description="its fixtures' unit ids")
 
 
-_EMPTY = SelectionState()  # what a key never written reads as (frozen: one instance does for all)
+class UnitPostings(Record):
+    """The tests that executed a unit, each with the contexts it ran in."""
+
+    tests: dict[str, tuple[str, ...]] = Field(default_factory=dict, description="short test id -> contexts")
+
+
+class TestSet(Record):
+    """Tests by short id, sorted: those that ran code of a file, read a file, or used a fixture."""
+
+    __test__ = False
+
+    tests: tuple[str, ...] = ()
+
+
+class CatalogBucket(Record):
+    """The known tests of one catalog bucket, by short id."""
+
+    tests: dict[str, CatalogEntry] = Field(default_factory=dict, description="short test id -> its entry")
+
+
+class ImportEvidence(Record):
+    """A module's latest import evidence (it is not a test)."""
+
+    units: tuple[str, ...] = Field(default=(), description="the units it ran at import, sorted")
+    importers: tuple[str, ...] = Field(default=(), description="the test files that import it")
+    reads: tuple[str, ...] = Field(default=(), description="the files it read at import")
+    distributions: tuple[str, ...] = Field(default=(), description="the distributions it imports")
+
+
+class ModuleSet(Record):
+    """Modules (by path), sorted: those that ran a unit at import, or read a file at import."""
+
+    modules: tuple[str, ...] = ()
+
+
+class ExtensionModules(Record):
+    """The repository's compiled extension modules that import evidence names, sorted."""
+
+    modules: tuple[str, ...] = ()
+
+
+class DistributionImporters(Record):
+    """The modules (test files) whose import evidence imports a distribution, sorted."""
+
+    importers: tuple[str, ...] = ()
+
+
+class ReadsTracked(Record):
+    """Whether some of the repository's evidence records the files its tests read."""
+
+    reads_tracked: bool = False
+
+
+class DistsTracked(Record):
+    """Whether some of the repository's import evidence records the distributions it imports."""
+
+    dists_tracked: bool = False
+
+
+class WideningPolicy(Record):
+    """The repository's published selection policy (``SelectionPolicy``), as far as it is kept."""
+
+    widen_commits: int = DEFAULT_WIDEN_COMMITS
+
+
+class AuditedShas(Record):
+    """The commits of the repository with an audit record, oldest first."""
+
+    shas: tuple[str, ...] = ()
+
+
+# The kinds of state test-selection keeps, each under a repo; each kind's key names it second.
+EVIDENCE = KeySpace("evidence", TestEvidence, ("test_id",))
+UNITS = KeySpace("unit", UnitPostings, ("unit",))  # the tests that ran a unit at test time
+FILES = KeySpace("file", TestSet, ("path",))  # the tests that ran any code of a file
+CATALOG = KeySpace("catalog", CatalogBucket, ("bucket",))  # 64 buckets, so a result rewrites one small value
+IMPORTS = KeySpace("import", ImportEvidence, ("module",))
+IMPORT_UNITS = KeySpace("import-unit", ModuleSet, ("unit",))  # the modules a unit ran at import of
+READS = KeySpace("reads", TestSet, ("path",))  # the tests that read a file
+IMPORT_READS = KeySpace("import-reads", ModuleSet, ("path",))  # the modules that read a file at import
+FIXTURES = KeySpace("fixture", TestSet, ("unit",))  # the tests whose closure uses a fixture
+EXTENSIONS = KeySpace("extensions", ExtensionModules)
+DISTS = KeySpace("dist", DistributionImporters, ("distribution",))
+DISTS_TRACKED = KeySpace("dists-tracked", DistsTracked)
+READS_TRACKED = KeySpace("reads-tracked", ReadsTracked)
+WIDENING = KeySpace("widening", Widening)
+POLICY = KeySpace("policy", WideningPolicy)
+AUDITS = KeySpace("audit", AuditedCommit, ("sha",))  # a commit's audit record
+AUDITED_SHAS = KeySpace("audited-shas", AuditedShas)
+
+# What a key never written reads as (frozen: one instance of each does for all).
+_NO_EVIDENCE = TestEvidence()
+_NO_POSTING = UnitPostings()
+_NO_TESTS = TestSet()
+_NO_BUCKET = CatalogBucket()
+_NO_IMPORT = ImportEvidence()
+_NO_MODULES = ModuleSet()
+_NO_EXTENSIONS = ExtensionModules()
+_NO_IMPORTERS = DistributionImporters()
 
 
 # compound_key(repo, kind, name), spelled out: these are built for every unit of every evidence event.
@@ -159,42 +250,42 @@ def fixture_key(repo: str, uid: str) -> str:
 
 
 def extensions_key(repo: str) -> str:
-    return f"{repo}{KEY_SEPARATOR}extensions"
+    return EXTENSIONS.key(repo)
 
 
 def dist_key(repo: str, distribution: str) -> str:
-    return f"{repo}{KEY_SEPARATOR}dist{KEY_SEPARATOR}{distribution}"
+    return DISTS.key(repo, distribution)
 
 
 def dists_tracked_key(repo: str) -> str:
-    return f"{repo}{KEY_SEPARATOR}dists-tracked"
+    return DISTS_TRACKED.key(repo)
 
 
 def reads_tracked_key(repo: str) -> str:
-    return f"{repo}{KEY_SEPARATOR}reads-tracked"
+    return READS_TRACKED.key(repo)
 
 
 def widening_key(repo: str) -> str:
-    return f"{repo}{KEY_SEPARATOR}widening"
+    return WIDENING.key(repo)
 
 
 def policy_key(repo: str) -> str:
-    return f"{repo}{KEY_SEPARATOR}policy"
+    return POLICY.key(repo)
 
 
 def audit_key(repo: str, sha: str) -> str:
-    return f"{repo}{KEY_SEPARATOR}audit{KEY_SEPARATOR}{sha}"
+    return AUDITS.key(repo, sha)
 
 
 def audited_shas_key(repo: str) -> str:
-    return f"{repo}{KEY_SEPARATOR}audited-shas"
+    return AUDITED_SHAS.key(repo)
 
 
 def bucket_of(tid: str) -> int:
     return int(tid[:4], 16) % BUCKETS
 
 
-class SelectionProcessor(Processor[SelectionState]):
+class SelectionProcessor(Processor[Record]):
     name: ClassVar[str] = "test-selection"  # not "selection": that is the topic (and its view)
     inputs: ClassVar[tuple[str, ...]] = (
         EvidenceEvent.TOPIC,
@@ -203,7 +294,25 @@ class SelectionProcessor(Processor[SelectionState]):
         SelectionPolicy.TOPIC,
     )
     outputs: ClassVar[tuple[str, ...]] = (Selection.TOPIC, SelectionAudit.TOPIC)
-    state_model: ClassVar[type[Record]] = SelectionState
+    key_spaces = (
+        EVIDENCE,
+        UNITS,
+        FILES,
+        CATALOG,
+        IMPORTS,
+        IMPORT_UNITS,
+        READS,
+        IMPORT_READS,
+        FIXTURES,
+        EXTENSIONS,
+        DISTS,
+        DISTS_TRACKED,
+        READS_TRACKED,
+        WIDENING,
+        POLICY,
+        AUDITS,
+        AUDITED_SHAS,
+    )
     partition_by = {EvidenceEvent.TOPIC: "repo", ResultEvent.TOPIC: "repo"}
 
     def __init__(self, pruning: bool = True, run_everything: bool = False, direct_hops: int = DIRECT_HOPS) -> None:
@@ -215,7 +324,7 @@ class SelectionProcessor(Processor[SelectionState]):
         self.run_everything = run_everything
         self.direct_hops = direct_hops
 
-    def process(self, state: StateReader[SelectionState], event: Event) -> Step[SelectionState]:
+    def process(self, state: StateReader[Record], event: Event) -> Step[Record]:
         if isinstance(event, EvidenceEvent) and event.kind == "import":
             return Step(writes=_record_import(state, event))
         if isinstance(event, EvidenceEvent):
@@ -237,12 +346,12 @@ class SelectionProcessor(Processor[SelectionState]):
             _audit(tx, event.repo, event.sha, lambda held: on_selection(held, selection, audits))
             return Step(writes=_widened(tx, audits), outputs=(selection, *audits))
         if isinstance(event, SelectionPolicy):
-            return Step(writes={policy_key(event.repo): _state(widen_commits=event.widen_commits)})
+            return Step(writes={policy_key(event.repo): WideningPolicy(widen_commits=event.widen_commits)})
         return Step()
 
 
 def _audit(
-    tx: Transaction[SelectionState],
+    tx: Transaction[Record],
     repo: str,
     sha: str,
     change: Callable[[AuditedCommit], AuditedCommit | None],
@@ -250,19 +359,20 @@ def _audit(
     """Update a commit's audit record (``change`` returns None to leave it as it is); a record for a
     new commit pushes the oldest out once more than RECENT_COMMITS are kept."""
     key = audit_key(repo, sha)
-    stored = tx.get(key)
-    held = change((stored.audit if stored else None) or AuditedCommit())
+    stored = AUDITS.get(tx, key)
+    held = change(stored or AuditedCommit())
     if held is None:
         return
     if stored is None:
-        shas = (*((tx.get(audited_shas_key(repo)) or _EMPTY).audited_shas or ()), sha)
+        known = AUDITED_SHAS.get(tx, audited_shas_key(repo))
+        shas = (*(known.shas if known else ()), sha)
         for old in shas[:-RECENT_COMMITS]:
             tx.set(audit_key(repo, old), None)
-        tx.set(audited_shas_key(repo), _state(audited_shas=shas[-RECENT_COMMITS:]))
-    tx.set(key, _state(audit=held))
+        tx.set(audited_shas_key(repo), AuditedShas.trusted({"shas": shas[-RECENT_COMMITS:]}))
+    tx.set(key, held)
 
 
-def _widened(tx: Transaction[SelectionState], audits: list[SelectionAudit]) -> dict[str, SelectionState | None]:
+def _widened(tx: Transaction[Record], audits: list[SelectionAudit]) -> dict[str, Record | None]:
     """The writes so far, with what the audits found applied: at once, so the next commit's
     selection sees every miss before it in time."""
     for audit in audits:
@@ -270,13 +380,13 @@ def _widened(tx: Transaction[SelectionState], audits: list[SelectionAudit]) -> d
     return tx.writes
 
 
-def _widen(state: StateReader[SelectionState], audit: SelectionAudit) -> dict[str, SelectionState | None]:
+def _widen(state: StateReader[Record], audit: SelectionAudit) -> dict[str, Record | None]:
     """A miss widens the repo's selection for the policy's number of clean audited commits; each
     audited commit without a miss counts one down."""
-    held = (state.get(widening_key(audit.repo)) or _EMPTY).widening or Widening(remaining=0)
+    held = WIDENING.get(state, widening_key(audit.repo)) or Widening(remaining=0)
     if audit.kind == "miss":
-        policy = (state.get(policy_key(audit.repo)) or _EMPTY).widen_commits
-        commits = DEFAULT_WIDEN_COMMITS if policy is None else policy
+        policy = POLICY.get(state, policy_key(audit.repo))
+        commits = DEFAULT_WIDEN_COMMITS if policy is None else policy.widen_commits
         if commits == 0:
             return {}
         files = tuple(dict.fromkeys((*held.files, *audit.changed_files)))[-MAX_CHANGED_FILES:]
@@ -287,61 +397,59 @@ def _widen(state: StateReader[SelectionState], audit: SelectionAudit) -> dict[st
     else:
         left = held.remaining - 1
         widened = held.model_copy(update={"remaining": left, "files": held.files if left else ()})
-    return {widening_key(audit.repo): _state(widening=widened)}
+    return {widening_key(audit.repo): widened}
 
 
 def _record_evidence(
-    state: StateReader[SelectionState], event: EvidenceEvent, direct_hops: int = DIRECT_HOPS
-) -> dict[str, SelectionState | None]:
+    state: StateReader[Record], event: EvidenceEvent, direct_hops: int = DIRECT_HOPS
+) -> dict[str, Record | None]:
     units, files = executed_by(event, direct_hops)
     tx = Transaction(state)
     _set_evidence(tx, event.repo, event.test_id, units, files, event.reads, event.fixtures)
-    if event.reads is not None and not (tx.get(reads_tracked_key(event.repo)) or _EMPTY).reads_tracked:
-        tx.set(reads_tracked_key(event.repo), _state(reads_tracked=True))
+    if event.reads is not None and not _reads_tracked(tx, event.repo):
+        tx.set(reads_tracked_key(event.repo), ReadsTracked(reads_tracked=True))
     tid = short_id(event.test_id)
     bucket_key = catalog_key(event.repo, bucket_of(tid))
-    catalog = (tx.get(bucket_key) or _EMPTY).catalog or {}
+    catalog = (CATALOG.get(tx, bucket_key) or _NO_BUCKET).tests
     entry = catalog.get(tid)
     if entry is None or not entry.evidence:  # the usual case, a test's next evidence, writes nothing here
         updated = (entry or CatalogEntry(test_id=event.test_id)).model_copy(update={"evidence": True})
-        tx.set(bucket_key, _catalog_state(_with(catalog, tid, updated)))
+        tx.set(bucket_key, _bucket(_with(catalog, tid, updated)))
     return tx.writes
 
 
-def _record_import(state: StateReader[SelectionState], event: EvidenceEvent) -> dict[str, SelectionState | None]:
+def _record_import(state: StateReader[Record], event: EvidenceEvent) -> dict[str, Record | None]:
     """A module's import evidence replaces its last: the units it ran at import (their postings name
     the module) and the test files that import it. Not a test: the catalog does not count it."""
     units, _ = executed_by(event)
     tx = Transaction(state)
     key = import_key(event.repo, event.test_id)
-    old = tx.get(key) or _EMPTY
+    old = IMPORTS.get(tx, key) or _NO_IMPORT
     read = tuple(sorted(set(event.reads or ())))
     distributions = tuple(sorted(set(event.distributions)))
     tx.set(
         key,
-        _state(
-            units={uid: () for uid in sorted(units)},
-            importers=tuple(event.importers),
-            reads=read,
-            distributions=distributions or None,
+        ImportEvidence.trusted(
+            {
+                "units": tuple(sorted(units)),
+                "importers": tuple(event.importers),
+                "reads": read,
+                "distributions": distributions,
+            }
         ),
     )
-    _set_postings(tx, import_reads_key, event.repo, event.test_id, set(old.reads or ()), set(read), "modules")
+    _set_postings(tx, IMPORT_READS, "modules", event.repo, event.test_id, set(old.reads), set(read))
     if event.test_id.endswith(EXTENSION_SUFFIXES):  # the repo's known extension modules, for the build map
-        known = set((tx.get(extensions_key(event.repo)) or _EMPTY).importers or ())
+        known = set((EXTENSIONS.get(tx, extensions_key(event.repo)) or _NO_EXTENSIONS).modules)
         if event.test_id not in known:
-            tx.set(extensions_key(event.repo), _state(importers=tuple(sorted(known | {event.test_id}))))
+            modules = tuple(sorted(known | {event.test_id}))
+            tx.set(extensions_key(event.repo), ExtensionModules.trusted({"modules": modules}))
     # A test file's distributions: a re-pinned one selects the tests of the files that import it.
-    old_dists, new_dists = set(old.distributions or ()), set(distributions)
-    _set_postings(tx, dist_key, event.repo, event.test_id, old_dists, new_dists, "importers")
-    if not (tx.get(dists_tracked_key(event.repo)) or _EMPTY).reads_tracked:
-        tx.set(dists_tracked_key(event.repo), _state(reads_tracked=True))
-    for uid in (old.units or {}).keys() | units.keys():
-        posting = import_unit_key(event.repo, uid)
-        modules = set((tx.get(posting) or _EMPTY).modules or ())
-        wanted = modules | {event.test_id} if uid in units else modules - {event.test_id}
-        if wanted != modules:
-            tx.set(posting, _state(modules=tuple(sorted(wanted))) if wanted else None)
+    old_dists, new_dists = set(old.distributions), set(distributions)
+    _set_postings(tx, DISTS, "importers", event.repo, event.test_id, old_dists, new_dists)
+    if not _dists_tracked(tx, event.repo):
+        tx.set(dists_tracked_key(event.repo), DistsTracked(dists_tracked=True))
+    _set_postings(tx, IMPORT_UNITS, "modules", event.repo, event.test_id, set(old.units), set(units))
     return tx.writes
 
 
@@ -371,7 +479,7 @@ def _executed_units(
     return {u: tuple(sorted(c)) for u, c in found.items()}, frozenset(files)
 
 
-def _forget_tests(state: StateReader[SelectionState], repo: str, tests: set[str]) -> dict[str, SelectionState | None]:
+def _forget_tests(state: StateReader[Record], repo: str, tests: set[str]) -> dict[str, Record | None]:
     """Writes that remove tests a commit deleted or renamed: their evidence, their postings and
     their catalog entries (a kept test id that no longer exists would make pytest run nothing)."""
     tx = Transaction(state)
@@ -379,14 +487,14 @@ def _forget_tests(state: StateReader[SelectionState], repo: str, tests: set[str]
         _set_evidence(tx, repo, test, {}, set())
         tx.set(evidence_key(repo, test), None)
         bucket_key = catalog_key(repo, bucket_of(short_id(test)))
-        catalog = dict((tx.get(bucket_key) or _EMPTY).catalog or {})
+        catalog = dict((CATALOG.get(tx, bucket_key) or _NO_BUCKET).tests)
         catalog.pop(short_id(test), None)
-        tx.set(bucket_key, _catalog_state(catalog))
+        tx.set(bucket_key, _bucket(catalog))
     return tx.writes
 
 
 def _set_evidence(
-    tx: Transaction[SelectionState],
+    tx: Transaction[Record],
     repo: str,
     test: str,
     new_units: dict[str, tuple[str, ...]],
@@ -397,17 +505,22 @@ def _set_evidence(
     """Replace what ``test`` executed (and the files it read, when recorded), keeping the unit,
     file and read postings in step with it."""
     tid = short_id(test)
-    old = tx.get(evidence_key(repo, test)) or _EMPTY
-    old_units, old_files = old.units or {}, set(old.files or ())
-    kept_reads = tuple(sorted(set(reads))) if reads else None
-    kept_fixtures = tuple(sorted({short_id(f) for f in fixtures})) or None
+    old = EVIDENCE.get(tx, evidence_key(repo, test)) or _NO_EVIDENCE
+    old_units, old_files = old.units, set(old.files)
+    new_fixtures = {short_id(f) for f in fixtures}
     tx.set(
         evidence_key(repo, test),
-        _state(units=new_units, files=tuple(sorted(files)), reads=kept_reads, fixtures=kept_fixtures),
+        TestEvidence.trusted(
+            {
+                "units": new_units,
+                "files": tuple(sorted(files)),
+                "reads": tuple(sorted(set(reads or ()))),
+                "fixtures": tuple(sorted(new_fixtures)),
+            }
+        ),
     )
-    _set_postings(tx, reads_key, repo, tid, set(old.reads or ()), set(reads or ()), "file_tests")
-    new_fixtures = {short_id(f) for f in fixtures}
-    _set_postings(tx, fixture_key, repo, tid, set(old.fixtures or ()), new_fixtures, "file_tests")
+    _set_postings(tx, READS, "tests", repo, tid, set(old.reads), set(reads or ()))
+    _set_postings(tx, FIXTURES, "tests", repo, tid, set(old.fixtures), new_fixtures)
     # A posting is rewritten only when its entry for this test differs: a popular unit's posting
     # lists thousands of tests, and a test's next evidence mostly repeats its last. The check reads
     # the posting itself, not the test's old evidence, so a replay after a crash that persisted only
@@ -415,33 +528,35 @@ def _set_evidence(
     for uid in old_units.keys() | new_units.keys():
         contexts = new_units.get(uid)
         key = unit_key(repo, uid)
-        tests = (tx.get(key) or _EMPTY).tests or {}
+        tests = (UNITS.get(tx, key) or _NO_POSTING).tests
         if tests.get(tid) != contexts:
-            tx.set(key, _state(tests=_with(tests, tid, contexts)))
+            tx.set(key, UnitPostings.trusted({"tests": _with(tests, tid, contexts)}))
     for path in old_files | files:
         key = file_key(repo, path)
-        members = (tx.get(key) or _EMPTY).file_tests or ()
+        members = (FILES.get(tx, key) or _NO_TESTS).tests
         if (tid in members) != (path in files):
             updated = set(members) | {tid} if path in files else set(members) - {tid}
-            tx.set(key, _state(file_tests=tuple(sorted(updated))))
+            tx.set(key, TestSet.trusted({"tests": tuple(sorted(updated))}))
 
 
 def _set_postings(
-    tx: Transaction[SelectionState], key_of: Any, repo: str, member: str, old: set[str], new: set[str], field: str
+    tx: Transaction[Record], space: KeySpace[Any], field: str, repo: str, member: str, old: set[str], new: set[str]
 ) -> None:
-    """Keep ``member`` in the ``field`` posting of exactly the paths in ``new`` (left ``old``)."""
-    for path in old | new:
-        key = key_of(repo, path)
-        members = getattr(tx.get(key) or _EMPTY, field) or ()
-        if (member in members) != (path in new):
-            updated = set(members) | {member} if path in new else set(members) - {member}
-            tx.set(key, _state(**{field: tuple(sorted(updated))}) if updated else None)
+    """Keep ``member`` in the postings (``field``, a space's one field) of exactly the names in ``new``
+    (left ``old``); a posting left empty is deleted."""
+    for name in old | new:
+        key = space.key(repo, name)
+        held = space.get(tx, key)
+        members = getattr(held, field) if held is not None else ()
+        if (member in members) != (name in new):
+            updated = set(members) | {member} if name in new else set(members) - {member}
+            tx.set(key, space.record.trusted({field: tuple(sorted(updated))}) if updated else None)
 
 
-def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> dict[str, SelectionState]:
+def _record_result(state: StateReader[Record], event: ResultEvent) -> dict[str, Record | None]:
     tid = short_id(event.test_id)
     key = catalog_key(event.repo, bucket_of(tid))
-    catalog = (state.get(key) or _EMPTY).catalog or {}
+    catalog = (CATALOG.get(state, key) or _NO_BUCKET).tests
     entry = catalog.get(tid) or CatalogEntry(test_id=event.test_id)
     # Keyed by run id, so a redelivered result rewrites the same value (this key is not the
     # partition key, whose dedup window would catch it).
@@ -450,7 +565,7 @@ def _record_result(state: StateReader[SelectionState], event: ResultEvent) -> di
     traced = tuple(run for run in recent if run in entry.traced or (event.traced and run == event.run_id))
     # A hardware test run in its CPU/simulator form holds no chips; that says nothing of what it needs.
     updated = entry.model_copy(update={"recent_s": recent, "traced": traced, "chips": event.chips or entry.chips})
-    return {key: _catalog_state(_with(catalog, tid, updated))}
+    return {key: _bucket(_with(catalog, tid, updated))}
 
 
 def _with(mapping: dict, key: str, value: object | None) -> dict:
@@ -466,23 +581,27 @@ def _with(mapping: dict, key: str, value: object | None) -> dict:
     return dict(sorted(updated.items())) if inserted else updated
 
 
-def _state(**fields: object) -> SelectionState:
-    """A state value built by this module from validated parts, so not validated again: doing so
-    for a posting or a catalog bucket on every event cost more than the rest of the processor."""
-    return SelectionState.trusted({**_NO_FIELDS, **fields})
+# The values of postings and catalog buckets are built by this module from validated parts, so not
+# validated again (``Record.trusted``, every field given): doing so on every event cost more than the
+# rest of the processor.
+def _bucket(catalog: dict[str, CatalogEntry]) -> CatalogBucket:
+    return CatalogBucket.trusted({"tests": catalog})
 
 
-_NO_FIELDS = dict.fromkeys(SelectionState.model_fields)
+def _reads_tracked(state: StateReader[Record], repo: str) -> bool:
+    held = READS_TRACKED.get(state, reads_tracked_key(repo))
+    return held is not None and held.reads_tracked
 
 
-def _catalog_state(catalog: dict[str, CatalogEntry]) -> SelectionState:
-    return _state(catalog=catalog)
+def _dists_tracked(state: StateReader[Record], repo: str) -> bool:
+    held = DISTS_TRACKED.get(state, dists_tracked_key(repo))
+    return held is not None and held.dists_tracked
 
 
-def _catalog(state: StateReader[SelectionState], repo: str) -> dict[str, CatalogEntry]:
+def _catalog(state: StateReader[Record], repo: str) -> dict[str, CatalogEntry]:
     catalog: dict[str, CatalogEntry] = {}
     for bucket in range(BUCKETS):
-        catalog.update((state.get(catalog_key(repo, bucket)) or _EMPTY).catalog or {})
+        catalog.update((CATALOG.get(state, catalog_key(repo, bucket)) or _NO_BUCKET).tests)
     return catalog
 
 
@@ -509,7 +628,7 @@ def removed_test_ids(commit: CommitEvent, known: set[str]) -> set[str]:
 
 
 def select(
-    state: StateReader[SelectionState],
+    state: StateReader[Record],
     commit: CommitEvent,
     gone: frozenset[str] | set[str] = frozenset(),
     catalog: dict[str, CatalogEntry] | None = None,
@@ -525,7 +644,7 @@ def select(
     catalog = {tid: entry for tid, entry in known_tests.items() if tid not in gone_ids}
     affected = _Affected(gone_ids)
     importers = _Importers(state, repo, catalog)
-    widening = (state.get(widening_key(repo)) or _EMPTY).widening
+    widening = WIDENING.get(state, widening_key(repo))
     widened = ""
     if widening is not None and widening.remaining > 0:
         pruning = False  # after a miss, the evidence is not trusted to prune
@@ -553,7 +672,7 @@ def select(
         )
     if widened:
         for path in widening.files:  # type: ignore[union-attr]
-            for tid in (state.get(file_key(repo, path)) or _EMPTY).file_tests or ():
+            for tid in (FILES.get(state, file_key(repo, path)) or _NO_TESTS).tests:
                 if tid not in gone_ids:
                     affected.reasons.setdefault(tid, "widened")
     return _selection(commit, catalog, affected, pruning, run_all_reason, widened)
@@ -580,7 +699,7 @@ class _Affected:
 
 
 def _affected_by_files(
-    state: StateReader[SelectionState], commit: CommitEvent, importers: _Importers, affected: _Affected
+    state: StateReader[Record], commit: CommitEvent, importers: _Importers, affected: _Affected
 ) -> str | None:
     """Keep the tests the commit's changed files reach by their kind (native code, dependency pins,
     data files); a file whose effect fastci cannot bound returns why every test must run."""
@@ -590,31 +709,31 @@ def _affected_by_files(
         if effect == "suite":
             return why
         if effect == "extensions":
-            known = (state.get(extensions_key(repo)) or _EMPTY).importers or ()
+            known = (EXTENSIONS.get(state, extensions_key(repo)) or _NO_EXTENSIONS).modules
             built = [m for m in known if any(fnmatch.fnmatchcase(m, pattern) for pattern in changed.extensions)]
             if not built:
                 return f"{why}: no evidence yet of a test importing {', '.join(changed.extensions)}"
             for module in built:
                 affected.keep(importers.tests_of_module(module), "native-code-changed")
         elif effect == "dependencies":
-            if not (state.get(dists_tracked_key(repo)) or _EMPTY).reads_tracked:
+            if not _dists_tracked(state, repo):
                 return f"{why} (no evidence yet records which tests import which distributions)"
             for distribution in changed.distributions:
-                files = (state.get(dist_key(repo, distribution)) or _EMPTY).importers or ()
+                files = (DISTS.get(state, dist_key(repo, distribution)) or _NO_IMPORTERS).importers
                 affected.keep(importers.tests_of_files(files), "dependency-changed")
         elif effect == "readers":
-            if not (state.get(reads_tracked_key(repo)) or _EMPTY).reads_tracked:
+            if not _reads_tracked(state, repo):
                 return f"data file changed: {changed.path} (no evidence yet records which tests read files)"
             for path in {changed.path, changed.old_path or changed.path}:
-                readers = set((state.get(reads_key(repo, path)) or _EMPTY).file_tests or ())
-                for module in (state.get(import_reads_key(repo, path)) or _EMPTY).modules or ():
+                readers = set((READS.get(state, reads_key(repo, path)) or _NO_TESTS).tests)
+                for module in (IMPORT_READS.get(state, import_reads_key(repo, path)) or _NO_MODULES).modules:
                     readers |= importers.tests_of_module(module)
                 affected.keep(readers, "reads-changed-file")
     return None
 
 
 def _affected_by_units(
-    state: StateReader[SelectionState], commit: CommitEvent, importers: _Importers, affected: _Affected
+    state: StateReader[Record], commit: CommitEvent, importers: _Importers, affected: _Affected
 ) -> None:
     """Keep the tests the commit's changed code units reach: module code, fixtures, code run at
     import, changed tests, and the tests whose evidence ran a changed unit (with their contexts)."""
@@ -628,15 +747,16 @@ def _affected_by_units(
         if change.qualname == MODULE or change.qualname.endswith(f".{BODY}"):
             # Module code runs at import: the tests that ran code of the file, and every test whose
             # imports reach it (a registration made at import is used by code elsewhere).
-            found = set((state.get(file_key(repo, change.path)) or _EMPTY).file_tests or ())
+            found = set((FILES.get(state, file_key(repo, change.path)) or _NO_TESTS).tests)
             affected.keep(found | importers.tests_of_module(change.path), "module-code", name)
             continue
         uid = short_id(name)
         if change.change != "added":
             # A fixture: every test whose closure uses it (a wider-scoped one ran for the first only).
-            affected.keep((state.get(fixture_key(repo, uid)) or _EMPTY).file_tests or (), "uses-changed-fixture", name)
+            used_by = (FIXTURES.get(state, fixture_key(repo, uid)) or _NO_TESTS).tests
+            affected.keep(used_by, "uses-changed-fixture", name)
             # A function that ran while a module was imported: every test importing that module.
-            for module in (state.get(import_unit_key(repo, uid)) or _EMPTY).modules or ():
+            for module in (IMPORT_UNITS.get(state, import_unit_key(repo, uid)) or _NO_MODULES).modules:
                 affected.keep(importers.tests_of_module(module), "import-time", name)
         test = test_of(change.path, change.qualname) if change.change != "deleted" else None
         if test is not None:
@@ -645,7 +765,7 @@ def _affected_by_units(
             affected.names[tid] = test
         if change.change == "added":
             continue  # nothing ran it yet: the tests that call it changed too (or are new), and select
-        posting = (state.get(unit_key(repo, uid)) or _EMPTY).tests or {}
+        posting = (UNITS.get(state, unit_key(repo, uid)) or _NO_POSTING).tests
         affected.keep(posting, "executes-changed-code", name)
         for tid, contexts in posting.items():
             if tid not in affected.gone_ids:
@@ -758,12 +878,12 @@ def _selection(
 class _Importers:
     """The tests whose files import a module, by its import evidence (read once per module)."""
 
-    def __init__(self, state: StateReader[SelectionState], repo: str, catalog: dict[str, CatalogEntry]) -> None:
+    def __init__(self, state: StateReader[Record], repo: str, catalog: dict[str, CatalogEntry]) -> None:
         self.state, self.repo, self.catalog = state, repo, catalog
         self._by_file: dict[str, set[str]] | None = None
 
     def tests_of_module(self, module: str) -> set[str]:
-        return self.tests_of_files((self.state.get(import_key(self.repo, module)) or _EMPTY).importers or ())
+        return self.tests_of_files((IMPORTS.get(self.state, import_key(self.repo, module)) or _NO_IMPORT).importers)
 
     def tests_of_files(self, files: tuple[str, ...] | list[str]) -> set[str]:
         if not files:
@@ -779,7 +899,7 @@ LOCALS = ".<locals>."  # how a nested unit's qualname spells its enclosing one
 
 
 def _tests_running_enclosing(
-    state: StateReader[SelectionState], repo: str, path: str, qualname: str, importers: _Importers
+    state: StateReader[Record], repo: str, path: str, qualname: str, importers: _Importers
 ) -> set[str]:
     """The tests that ran the innermost unit enclosing a nested one (``f.<locals>.<lambda>`` is made
     by ``f``, and runs only after ``f`` ran), at test time, as a fixture or at import; none for a unit
@@ -787,20 +907,20 @@ def _tests_running_enclosing(
     while LOCALS in qualname:
         qualname = qualname.rsplit(LOCALS, 1)[0]
         uid = short_id(unit_name(path, qualname))
-        found = set((state.get(unit_key(repo, uid)) or _EMPTY).tests or {})
-        found |= set((state.get(fixture_key(repo, uid)) or _EMPTY).file_tests or ())
-        for module in (state.get(import_unit_key(repo, uid)) or _EMPTY).modules or ():
+        found = set((UNITS.get(state, unit_key(repo, uid)) or _NO_POSTING).tests)
+        found |= set((FIXTURES.get(state, fixture_key(repo, uid)) or _NO_TESTS).tests)
+        for module in (IMPORT_UNITS.get(state, import_unit_key(repo, uid)) or _NO_MODULES).modules:
             found |= importers.tests_of_module(module)
         if found:
             return found
     return set()
 
 
-def _evidenced_elsewhere(state: StateReader[SelectionState], repo: str, uid: str) -> bool:
+def _evidenced_elsewhere(state: StateReader[Record], repo: str, uid: str) -> bool:
     """Whether evidence shows the unit running at import or as a fixture (not at test time)."""
     return bool(
-        (state.get(import_unit_key(repo, uid)) or _EMPTY).modules
-        or (state.get(fixture_key(repo, uid)) or _EMPTY).file_tests
+        (IMPORT_UNITS.get(state, import_unit_key(repo, uid)) or _NO_MODULES).modules
+        or (FIXTURES.get(state, fixture_key(repo, uid)) or _NO_TESTS).tests
     )
 
 
