@@ -125,20 +125,24 @@ class KeySpace(Generic[R]):
 def from_union(record: type[Record], state: dict[str, Any]) -> dict[str, Any]:
     """A stored state in the shape ``record`` reads, from the shape it had before its processor
     declared key spaces: one union record per processor, every kind's fields present and those of
-    other kinds None (or empty). Fields ``record`` lacks that are None or empty go; what is left, when it is one field
-    ``record`` lacks, was the kind's value under the union: its record's fields (a dict), or the one
-    field of ``record`` (a value renamed). Anything else is returned as it is, for validation to
-    refuse with its own error."""
+    other kinds None (or empty). Fields that are None go (``record``'s defaults stand for them), and
+    so do empty ones ``record`` lacks. What is left, when it is one field ``record`` lacks, was the
+    kind's value under the union: the record itself (a dict of its fields), or the value of its one
+    field. A record whose own fields changed shape says how in ``from_union_fields``. Anything else
+    is returned as it is, for validation to refuse with its own error."""
     fields = record.model_fields
-    kept = {name: value for name, value in state.items() if name in fields or value not in (None, [], {})}
+    kept = {
+        name: value for name, value in state.items() if value is not None and (name in fields or value not in ([], {}))
+    }
     if len(kept) == 1:
         ((name, value),) = kept.items()
         if name not in fields:
-            if isinstance(value, dict):
-                return value
-            if len(fields) == 1:
-                return {next(iter(fields)): value}
-    return kept
+            if isinstance(value, dict) and set(value) <= set(fields):
+                kept = value
+            elif len(fields) == 1:
+                kept = {next(iter(fields)): value}
+    upgrade = getattr(record, "from_union_fields", None)
+    return upgrade(kept) if upgrade is not None else kept
 
 
 def kind_of(key: str) -> str:

@@ -139,6 +139,12 @@ class ImportEvidence(Record):
     reads: tuple[str, ...] = Field(default=(), description="the files it read at import")
     distributions: tuple[str, ...] = Field(default=(), description="the distributions it imports")
 
+    @staticmethod
+    def from_union_fields(state: dict[str, Any]) -> dict[str, Any]:
+        """Stored before key spaces, its units were a dict of unit id -> () (``from_union``)."""
+        units = state.get("units")
+        return {**state, "units": sorted(units)} if isinstance(units, dict) else state
+
 
 class ModuleSet(Record):
     """Modules (by path), sorted: those that ran a unit at import, or read a file at import."""
