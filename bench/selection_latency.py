@@ -27,19 +27,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fastci.core.events import Record
 from fastci.inputs import CommitEvent
 from fastci.runtime.driver import Driver, Entry, decode_entry, encode_entry
-from fastci.selection.graph import short_id, unit_name
+from fastci.selection.graph import unit_name
 from fastci.selection.processor import (
-    BUCKETS,
     CatalogBucket,
     CatalogEntry,
     SelectionProcessor,
     TestEvidence,
     UnitPostings,
-    bucket_of,
     catalog_key,
     evidence_key,
     unit_key,
 )
+from fastci.shared.test_ids import BUCKETS, bucket_of, short_id
 
 REPO = "acme/llm-framework"
 

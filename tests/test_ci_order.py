@@ -7,7 +7,7 @@ import pytest
 
 from fastci.ci.plan import Plan, PlannedRun
 from fastci.ci.pytest_select import Selector
-from fastci.selection.graph import short_id
+from fastci.shared.test_ids import short_id
 
 pytest_plugins = ["pytester"]
 

@@ -11,7 +11,7 @@ from fastci.ci.plan import Found, Plan, PlannedRun, combine
 from fastci.contracts.test_plans import PlanMetrics, PlannedTest, TestPlan
 from fastci.inputs import CommitEvent
 from fastci.selection.events import KeptTest, Selection, SelectionMetrics
-from fastci.selection.graph import short_id
+from fastci.shared.test_ids import short_id
 
 TESTS = ["tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_b.py::test_three"]
 

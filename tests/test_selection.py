@@ -12,9 +12,10 @@ from processor_helpers import Store, feed, of_topic
 
 from fastci.inputs import CommitEvent, EvidenceEvent
 from fastci.selection.events import Selection
-from fastci.selection.graph import DIRECT_HOPS, executions, short_id, unit_executions, unit_name
+from fastci.selection.graph import DIRECT_HOPS, executions, unit_executions, unit_name
 from fastci.selection.processor import SelectionProcessor, _catalog
 from fastci.selection.pruning import prune
+from fastci.shared.test_ids import short_id
 
 REPO = "acme/llm-framework"
 

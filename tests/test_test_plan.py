@@ -16,8 +16,8 @@ from fastci.runtime.driver import Driver
 from fastci.runtime.embedded import DataDir, EmbeddedRuntime
 from fastci.runtime.publish import publish_embedded
 from fastci.selection.events import KeptTest, Selection, SelectionMetrics
-from fastci.selection.graph import short_id
 from fastci.selection.processor import SelectionProcessor
+from fastci.shared.test_ids import short_id
 from fastci.topology import ALL_PROCESSORS, SYSTEM, decode
 
 METRICS = SelectionMetrics(

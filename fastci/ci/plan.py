@@ -30,7 +30,7 @@ from fastci.inputs import CommitEvent
 from fastci.planning.risk import cost, order
 from fastci.selection.changes import ChangeAnalysisError, analyze_commit
 from fastci.selection.events import Selection
-from fastci.selection.graph import short_id
+from fastci.shared.test_ids import short_id
 from fastci.topology import decode
 
 DEFAULT_TIMEOUT_S = 60.0

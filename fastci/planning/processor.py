@@ -32,11 +32,10 @@ from fastci.inputs import CommitEvent, EvidenceEvent, ResultEvent, WorkloadEvide
 from fastci.planning import risk as riskmath
 from fastci.planning.shrink import Dimension, scale_of, smallest_config
 from fastci.selection.events import MAX_FUNCTIONS, UNIT_REASONS, Selection
-from fastci.selection.graph import short_id
-from fastci.selection.processor import DEFAULT_DURATION_S, removed_test_ids, untraced
+from fastci.selection.processor import removed_test_ids
 from fastci.selection.units import BODY, MODULE
+from fastci.shared.test_ids import BUCKETS, DEFAULT_DURATION_S, bucket_of, short_id, untraced
 
-BUCKETS = 64
 RECENT_RUNS = 32  # runs kept per test: at DECAY 0.9 the 33rd run back would weigh 3%
 RECENT_DURATIONS = 8  # of which the latest non-skipped ones give the expected duration
 NO_EVIDENCE_EXPOSURE = 0.5  # when no kept test has evidence to compare with
@@ -89,7 +88,7 @@ def bucket_key(repo: str, bucket: int) -> str:
 
 
 def catalog_key(repo: str, test_id: str) -> str:
-    return bucket_key(repo, int(short_id(test_id)[:4], 16) % BUCKETS)
+    return bucket_key(repo, bucket_of(short_id(test_id)))
 
 
 class TestPlanProcessor(Processor[Record]):

@@ -23,7 +23,7 @@ from pydantic import Field
 from fastci.core.events import Record
 from fastci.inputs import CommitEvent, ResultEvent
 from fastci.selection.events import MAX_CHANGED_FILES, Selection, SelectionAudit
-from fastci.selection.graph import short_id
+from fastci.shared.test_ids import short_id
 
 RECENT_COMMITS = 512  # commits per repo whose selection can still be audited
 MAX_PENDING = 256  # results of one commit held until its selection arrives

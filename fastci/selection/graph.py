@@ -16,19 +16,14 @@ stores 12 hex characters per unit, test or context instead of their names.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 
 from fastci.selection.units import is_test_file
+from fastci.shared.test_ids import short_id
 
 CONTEXT_DEPTH = 3  # callers kept per context: deep enough to tell call paths apart, bounded
 DIRECT_HOPS = 1  # library frames between a test and a unit within which the test is part of its context
 MAX_CONTEXTS = 32  # per (test, unit): a recursive or very polymorphic unit stays bounded
-
-
-@functools.lru_cache(maxsize=1 << 16)  # the same frames and test ids recur in every evidence event
-def short_id(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
 
 def unit_name(path: str, qualname: str) -> str:

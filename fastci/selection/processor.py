@@ -56,13 +56,12 @@ from fastci.selection.events import (
     SelectionPolicy,
 )
 from fastci.selection.files import effect_of
-from fastci.selection.graph import DIRECT_HOPS, executions, short_id, unit_executions, unit_name
+from fastci.selection.graph import DIRECT_HOPS, executions, unit_executions, unit_name
 from fastci.selection.pruning import prune
 from fastci.selection.units import BODY, MODULE, is_test_file
+from fastci.shared.test_ids import BUCKETS, DEFAULT_DURATION_S, bucket_of, short_id, untraced
 
-BUCKETS = 64
 EXTENSION_SUFFIXES = (".so", ".pyd")  # compiled modules (import evidence names them by file)
-DEFAULT_DURATION_S = 1.0  # cost of a test with no recorded run yet
 RECENT_RUNS = 8  # durations kept per test; their mean is its expected duration
 
 
@@ -77,13 +76,6 @@ class CatalogEntry(Record):
     def mean_s(self) -> float:
         durations = untraced(self.recent_s, self.traced)
         return sum(durations) / len(durations) if durations else DEFAULT_DURATION_S
-
-
-def untraced(durations: dict[str, float], traced: tuple[str, ...]) -> list[float]:
-    """The durations of runs that recorded no evidence, or all of them when every run did: recording
-    makes a run longer than the test is, and an estimate is of the test."""
-    own = [seconds for run, seconds in durations.items() if run not in traced]
-    return own or list(durations.values())
 
 
 DEFAULT_WIDEN_COMMITS = 5  # clean audited commits a selection stays widened after a miss (SelectionPolicy)
@@ -285,10 +277,6 @@ def audit_key(repo: str, sha: str) -> str:
 
 def audited_shas_key(repo: str) -> str:
     return AUDITED_SHAS.key(repo)
-
-
-def bucket_of(tid: str) -> int:
-    return int(tid[:4], 16) % BUCKETS
 
 
 class SelectionProcessor(Processor[Record]):
