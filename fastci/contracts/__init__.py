@@ -2,5 +2,5 @@
 
 A capability's own events stay in its ``events.py``; an event that another capability also reads
 or writes lives here, so every capability imports it without reaching into a sibling. These
-modules import only ``fastci.core`` and ``fastci.inputs``.
+modules import only ``fastci.core``, ``fastci.inputs`` and each other.
 """
