@@ -137,6 +137,35 @@ def test_files_that_are_not_read_by_part_are_left_to_the_path_rules():
     assert judge("setup.cfg", None, b"[flake8]\n") == ("suite", "setup.cfg added", ())
 
 
+PUBLISH = """
+on: {release: {types: [published]}}
+jobs:
+  publish:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - run: python -m build
+      - uses: pypa/gh-action-pypi-publish@release/v1
+"""
+
+
+@pytest.mark.parametrize("change", ["added", "deleted"])
+def test_a_ci_definition_added_or_deleted_is_judged_by_its_jobs_as_a_change_is(change):
+    def judged(path: str, text: str):
+        definition = textwrap.dedent(text).encode()
+        return judge(path, None, definition) if change == "added" else judge(path, definition, None)
+
+    effect, said, _ = judged(".github/workflows/publish.yml", PUBLISH)
+    assert effect == "none" and said.startswith(f".github/workflows/publish.yml {change}: only on, job publish"), said
+    effect, said, _ = judged(".github/workflows/ci.yml", WORKFLOW)
+    assert effect == "suite" and "the test job tests" in said, said
+    effect, said, _ = judged(".gitlab-ci.yml", GITLAB)
+    assert effect == "suite" and "the test job tests" in said, said
+    assert judged(".gitlab-ci.yml", GITLAB.replace("python -m pytest", "sphinx-build docs out"))[0] == "none"
+    assert judged(".github/workflows/broken.yml", "jobs: [")[0] == "suite"  # does not parse: safe
+    assert changed(".github/workflows/ci.yml", WORKFLOW, WORKFLOW + "  broken: [")[0] == "suite"
+
+
 def test_on_a_real_repository_a_lint_change_runs_no_test_and_a_pytest_setting_runs_them_all(tmp_path):
     repo, data = make_repo(tmp_path), tmp_path / "data"
     commit(repo, {"setup.cfg": textwrap.dedent(SETUP_CFG), "notes/plan.ipynb": "{}"}, "config")

@@ -113,10 +113,16 @@ def judge(path: str, old: bytes | None, new: bytes | None) -> Verdict | None:
         handler = _gitlab
     if handler is None:
         return None
-    if old is None or new is None:
+    if (old is None or new is None) and handler not in _CI_DEFINITIONS:
         return "suite", f"{path} {'added' if old is None else 'deleted'}", ()
     try:
-        return handler(path, old.decode("utf-8"), new.decode("utf-8"))
+        # A CI definition added or deleted is judged job by job against an empty one, as a change
+        # is: a publishing workflow added runs no test, a test job added (or removed) runs them all.
+        verdict = handler(path, (old or b"{}").decode("utf-8"), (new or b"{}").decode("utf-8"))
+        if old is None or new is None:
+            detail = verdict[1].removeprefix(f"{path}: ")
+            verdict = (verdict[0], f"{path} {'added' if old is None else 'deleted'}: {detail}", verdict[2])
+        return verdict
     except Unbounded as error:
         return "suite", f"{path}: not only pins changed ({error})", ()
     except (ValueError, TypeError, KeyError, AttributeError, configparser.Error, tomllib.TOMLDecodeError) as error:
@@ -356,10 +362,16 @@ def _runs_tests(job: Any) -> bool:
     return bool(_TEST_COMMAND.search(str(job)))
 
 
+_CI_DEFINITIONS = (_github_workflow, _gitlab)
+
+
 def _yaml(text: str) -> dict[Any, Any]:
     import yaml
 
-    document = yaml.safe_load(text)
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:  # judged as a file that does not parse: the whole suite
+        raise ValueError(f"not YAML: {error}") from None
     if not isinstance(document, dict):
         raise ValueError("not a mapping")
     return document
