@@ -24,6 +24,7 @@ from fastci.inputs import LAYERS, MAX_DISTRIBUTIONS, Change, ChangedFile, Change
 from fastci.selection import statements
 from fastci.selection.config_changes import judge
 from fastci.selection.repos import git_line, remote_path, repo_name_of  # noqa: F401  (their home before)
+from fastci.selection.sessions import Read
 from fastci.selection.settings import RepoSettings, SettingsError, from_text
 from fastci.selection.units import BODY, MODULE, Units, is_test_file
 
@@ -83,7 +84,7 @@ def analyze_commit(
     except (SettingsError, UnicodeDecodeError, KeyError):
         settings = RepoSettings()  # a malformed table is the job's error to report; analysis stays safe
     try:  # a path or a title the event contract refuses (too long...) is a clear error, not a traceback
-        files = [_judged(d, blobs, settings) for d in diffs]
+        files = [_judged(d, blobs, settings, _reader(repo, sha)) for d in diffs]
         functions = [
             ChangedFunction(path=path, qualname=qualname, change=change)
             for path, qualname, change in _narrowed(repo, sha, diffs, blobs)
@@ -170,7 +171,17 @@ class _FileDiff:
         ]
 
 
-def _judged(diff: _FileDiff, blobs: dict[str, bytes], settings: RepoSettings) -> ChangedFile:
+def _reader(repo: Path, sha: str) -> Read:
+    """A file of ``sha``'s tree (None: it has none), for a CI job's nox sessions or tox envs."""
+
+    def read(path: str) -> bytes | None:
+        run = _run(repo, "show", f"{sha}:{path}")
+        return run.stdout if run.returncode == 0 else None
+
+    return read
+
+
+def _judged(diff: _FileDiff, blobs: dict[str, bytes], settings: RepoSettings, read: Read) -> ChangedFile:
     """The changed file, with what it can do to the tests when analysis can tell from its contents
     (a config or CI file, by part) or from the repository's ``[tool.fastci] inert`` paths."""
     changed = diff.changed_file()
@@ -184,7 +195,7 @@ def _judged(diff: _FileDiff, blobs: dict[str, bytes], settings: RepoSettings) ->
         return changed.model_copy(update={"effect": "extensions", "detail": detail, "extensions": extensions})
     old = None if _absent(diff.old_blob) else blobs.get(diff.old_blob)
     new = None if _absent(diff.new_blob) else blobs.get(diff.new_blob)
-    verdict = judge(diff.path, old, new)
+    verdict = judge(diff.path, old, new, read)
     if verdict is None:
         return changed
     effect, detail, distributions = verdict

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import configparser
 import fnmatch
+import functools
 import re
 import textwrap
 import tomllib
@@ -29,6 +30,7 @@ from typing import Any
 
 from fastci.selection import dependencies
 from fastci.selection.dependencies import Unbounded
+from fastci.selection.sessions import Read, Sessions, job_commands
 
 # What a test run reads from these files: pytest's settings, dependencies, the build, the test env.
 _INI_HARMLESS = (
@@ -94,9 +96,11 @@ _REQUIREMENTS = ("requirements*.txt", "requirements/*.txt", "constraints*.txt")
 _DEPENDENCY_TABLES = ("project.dependencies", "project.optional-dependencies")
 
 
-def judge(path: str, old: bytes | None, new: bytes | None) -> Verdict | None:
+def judge(path: str, old: bytes | None, new: bytes | None, read: Read | None = None) -> Verdict | None:
     """What a change to ``path`` (``old`` -> ``new``; None: absent) can do, or None when the file
-    is not a config, CI or dependency file read by parts."""
+    is not a config, CI or dependency file read by parts. ``read``: the repository's files at the
+    commit, to resolve the nox sessions and tox environments a CI job runs (without it, a job that
+    runs nox or tox is a test job)."""
     name = path.rsplit("/", 1)[-1]
     handler: Callable[[str, str, str], Verdict] | None = None
     if name in _LOCKS or any(fnmatch.fnmatchcase(path, p) for p in _REQUIREMENTS):
@@ -113,7 +117,9 @@ def judge(path: str, old: bytes | None, new: bytes | None) -> Verdict | None:
         handler = _gitlab
     if handler is None:
         return None
-    if (old is None or new is None) and handler not in _CI_DEFINITIONS:
+    if handler in _CI_DEFINITIONS:
+        handler = functools.partial(handler, sessions=None if read is None else Sessions(read))
+    if (old is None or new is None) and not isinstance(handler, functools.partial):
         return "suite", f"{path} {'added' if old is None else 'deleted'}", ()
     try:
         # A CI definition added or deleted is judged job by job against an empty one, as a change
@@ -257,22 +263,25 @@ def _testing_targets(targets: dict[str, str]) -> set[str]:
 # ----- CI definitions
 
 
-def _github_workflow(path: str, old: str, new: str) -> Verdict:
+def _github_workflow(path: str, old: str, new: str, sessions: Sessions | None = None) -> Verdict:
     before, after = _yaml(old), _yaml(new)
     changed: list[str] = []
     harmful: list[str] = []
+    jobs_before, jobs_after = before.get("jobs") or {}, after.get("jobs") or {}
+    # The workflow's env and defaults reach its jobs only: they matter where one of them runs tests.
+    has_tests = any(_runs_tests(job, sessions) for job in (*jobs_before.values(), *jobs_after.values()))
     for key in sorted({*before, *after} - {"jobs"}, key=str):
         if before.get(key) != after.get(key):
             label = "on" if key is True else str(key)  # YAML 1.1 reads the key 'on' as True
             changed.append(label)
-            if label in ("env", "defaults"):
+            if label in ("env", "defaults") and has_tests:
                 harmful.append(label)
-    jobs_before, jobs_after = before.get("jobs") or {}, after.get("jobs") or {}
     for job in sorted(jobs_before.keys() | jobs_after.keys()):
         old_job, new_job = jobs_before.get(job), jobs_after.get(job)
         if old_job != new_job:
             changed.append(f"job {job}")
-            if (_runs_tests(old_job) or _runs_tests(new_job)) and (what := _test_job_change(old_job, new_job)):
+            runs = _runs_tests(old_job, sessions) or _runs_tests(new_job, sessions)
+            if runs and (what := _test_job_change(old_job, new_job)):
                 harmful.append(f"the test job {job} ({what})")
     return _verdict(path, changed, harmful)
 
@@ -337,7 +346,7 @@ def _as_run(step: dict[Any, Any]) -> dict[Any, Any]:
     return {**step, "run": [line for line in lines if line]}
 
 
-def _gitlab(path: str, old: str, new: str) -> Verdict:
+def _gitlab(path: str, old: str, new: str, sessions: Sessions | None = None) -> Verdict:
     before, after = _yaml(old), _yaml(new)
     changed: list[str] = []
     harmful: list[str] = []
@@ -348,18 +357,34 @@ def _gitlab(path: str, old: str, new: str) -> Verdict:
         if key in _GITLAB_RESERVED:
             if key not in _GITLAB_HARMLESS:
                 harmful.append(str(key))
-        elif _runs_tests(before.get(key)) or _runs_tests(after.get(key)) or str(key).startswith("."):
+        elif (
+            _runs_tests(before.get(key), sessions) or _runs_tests(after.get(key), sessions) or str(key).startswith(".")
+        ):
             harmful.append(f"the test job {key}")  # a hidden job (.name) is a template others extend
     return _verdict(path, changed, harmful)
 
 
-def _runs_tests(job: Any) -> bool:
-    """A job whose commands run tests, or that calls another workflow (which may)."""
+def _runs_tests(job: Any, sessions: Sessions | None = None) -> bool:
+    """A job whose commands run tests, or that calls another workflow (which may). With
+    ``sessions``, a nox or tox command counts only when a session it runs runs tests."""
     if not isinstance(job, dict):
         return False
     if "uses" in job:
         return True
-    return bool(_TEST_COMMAND.search(str(job)))
+    if not _TEST_COMMAND.search(str(job)):
+        return False
+    if sessions is None:
+        return True
+    matrix = (job.get("strategy") or {}).get("matrix") or {}
+    for line, env in job_commands(job):
+        found = _TEST_COMMAND.search(line)
+        if found is None:
+            continue
+        if found.group(1) not in ("nox", "tox") or sessions.runs_tests(line, env, matrix):
+            return True
+    # Outside its commands, only an action can run tests (a job's name or a matrix value cannot).
+    steps = job.get("steps") or ()
+    return any(isinstance(s, dict) and "run" not in s and _TEST_COMMAND.search(str(s)) for s in steps)
 
 
 _CI_DEFINITIONS = (_github_workflow, _gitlab)
