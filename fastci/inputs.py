@@ -153,6 +153,24 @@ class WorkloadEvidence(Record):
         return self
 
 
+class Environment(Record):
+    """The cell of a CI matrix a run is in: the interpreter and platform it ran on, and the name
+    the job gives its cell (``--fastci-env``, ``$FASTCI_ENV``) for axes fastci cannot see (a CUDA
+    version, a dependency set)."""
+
+    python: Name = Field(description="The interpreter's version, e.g. '3.12.1'.")
+    implementation: Name = Field(default="cpython", description="sys.implementation.name")
+    platform: Name = Field(description="sysconfig.get_platform(), e.g. 'linux-x86_64'.")
+    name: Name | None = Field(default=None, description="The job's own name for its cell.")
+
+    @property
+    def cell(self) -> str:
+        """The matrix cell: the interpreter's feature version, the platform and the job's name (a new
+        patch release of the same Python stays in its cell)."""
+        minor = ".".join(self.python.split(".")[:2])
+        return "/".join(part for part in (f"{self.implementation}{minor}", self.platform, self.name) if part)
+
+
 class EvidenceEvent(Event):
     """What one test executed during one run (``kind`` "test"), or what one project module executed
     while it was imported (``kind`` "import": ``test_id`` is the module's path, ``importers`` the test
@@ -219,6 +237,9 @@ class EvidenceEvent(Event):
         default=None, description="The test's shrinkable dimensions and where its units first ran (tracing only)."
     )
     time: Timestamp | None = Field(default=None, description="When the evidence was taken (at commit ``commit``).")
+    environment: Environment | None = Field(
+        default=None, description="The CI matrix cell it was taken in; absent when the producer does not know it."
+    )
 
     @model_validator(mode="after")
     def _calls_name_units(self) -> EvidenceEvent:
@@ -284,6 +305,9 @@ class ResultEvent(Event):
     time: Timestamp | None = Field(default=None, description="When the run finished.")
     pool: Name = Field(
         default="default", description="The accelerator pool that ran it (the pool scheduler's partition)."
+    )
+    environment: Environment | None = Field(
+        default=None, description="The CI matrix cell it ran in; absent when the producer does not know it."
     )
     selected: bool | None = Field(
         default=None,

@@ -32,6 +32,12 @@ FLAGS = {
 
 def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("fastci", "fastci: run what the change needs; publish evidence and results")
+    group.addoption(
+        "--fastci-env",
+        metavar="NAME",
+        help="this job's name for its CI matrix cell, for axes fastci cannot see (a CUDA version, a "
+        "dependency set); recorded with the interpreter and platform on results and evidence; default $FASTCI_ENV",
+    )
     for module in FEATURES:
         importlib.import_module(module).addoption(group)
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 from fastci.cli.base import UsageError
 from fastci.cli.evidence import register
 from fastci.evidence.stacks import units_of
+from fastci.inputs import Environment
 from fastci.runtime.embedded import DataDir
 
 # Sampled code runs 0.2 s (about 40 samples at 200 Hz): never missed, and only there.
@@ -396,3 +399,34 @@ def test_a_workload_marker_that_does_not_validate_stops_the_session_naming_the_f
     assert "minimum 20 of dimension 'steps' is above its full value 10" in run.stderr
     sampled = run_pytest(sample, tmp_path / "data2", "--fastci-evidence-method", "sampling")
     assert sampled.returncode == 4 and "needs --fastci-evidence-method tracing" in sampled.stderr
+
+
+def test_results_and_evidence_name_the_matrix_cell_they_ran_in(sample, tmp_path):
+    run = run_pytest(
+        sample,
+        tmp_path / "data",
+        "--fastci-results",
+        "--fastci-env",
+        "cuda12",
+        FASTCI_REPO="acme/proj",
+        SPIN_SCALE="0.01",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    expected = {
+        "python": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "platform": sysconfig.get_platform(),
+        "name": "cuda12",
+    }
+    results = [orjson.loads(r.payload) for r in DataDir(tmp_path / "data").log.topic("results").read()]
+    assert len(results) == 5 and all(r["environment"] == expected for r in results)
+    assert all(e["environment"] == expected for e in evidence(tmp_path / "data").values())
+    feature = f"{sys.implementation.name}{sys.version_info[0]}.{sys.version_info[1]}"
+    assert Environment(**expected).cell == f"{feature}/{sysconfig.get_platform()}/cuda12"  # a patch release: same cell
+    # $FASTCI_ENV names the cell when the flag does not; without either, the cell has no name
+    again = run_pytest(sample, tmp_path / "data2", "--fastci-results", FASTCI_ENV="nightly-deps", SPIN_SCALE="0.01")
+    assert again.returncode == 0, again.stdout + again.stderr
+    named = {
+        orjson.loads(r.payload)["environment"]["name"] for r in DataDir(tmp_path / "data2").log.topic("results").read()
+    }
+    assert named == {"nightly-deps"}

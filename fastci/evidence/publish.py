@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fastci.inputs import EvidenceEvent, FoldedStack
+from fastci.inputs import Environment, EvidenceEvent, FoldedStack
 
 
 class NoCommit(ValueError):
@@ -50,6 +50,7 @@ def evidence_event(
     fixtures: list[str] | tuple[str, ...] = (),
     distributions: list[str] | tuple[str, ...] = (),
     executed: Mapping[str, Sequence[Sequence[str]]] | None = None,
+    environment: Environment | None = None,
 ) -> EvidenceEvent:
     """The event, with its stacks shortened when it would not fit in one Kafka message. ``executed``:
     exact evidence, each unit the test ran with the contexts of its first calls (callers root first,
@@ -82,6 +83,7 @@ def evidence_event(
         fixtures=tuple(fixtures),
         distributions=tuple(distributions),
         time=datetime.now(UTC),
+        environment=environment,
     )
 
 

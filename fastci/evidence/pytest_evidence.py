@@ -46,11 +46,14 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from fastci.core.config import EVIDENCE_CONTEXTS as DEFAULT_CONTEXTS
+
+if TYPE_CHECKING:
+    from fastci.inputs import Environment
 
 METHODS = ("tracing", "sampling")
 TARGETS = ("embedded", "kafka")
@@ -214,6 +217,7 @@ def configure(config: Any) -> None:
         return  # the pytest-xdist controller runs no tests; each worker samples itself
     from fastci.core import config as fastci_config
     from fastci.evidence.publish import NoCommit, code_under_test, producer_for
+    from fastci.producer.context import this_environment
 
     root = Path(config.getoption("fastci_evidence_root") or _work_tree(Path(str(config.rootpath)))).resolve()
     try:
@@ -254,6 +258,7 @@ def configure(config: Any) -> None:
             producer,
             config.stash.get(IMPORT_WINDOW, None),
             contexts or DEFAULT_CONTEXTS,
+            this_environment(config.getoption("fastci_env", None)),
         )
     except NoToolId as error:
         raise pytest.UsageError(f"--fastci-evidence-method tracing: {error}") from None
@@ -294,8 +299,10 @@ class EvidenceCollector:
         producer: Any,
         imports: ImportWindow | None = None,
         contexts: int = DEFAULT_CONTEXTS,
+        environment: Environment | None = None,
     ) -> None:
         self.method, self.rate_hz, self.nonblocking, self.root, self.cwd = method, rate_hz, nonblocking, root, cwd
+        self.environment = environment  # the matrix cell every event of this session is taken in
         self.contexts = contexts
         self.repo, self.commit, self.run_id, self.producer = repo, commit, run_id, producer
         self.units = imports.units if imports is not None else units_cache()  # each file read once a session
@@ -570,6 +577,7 @@ class EvidenceCollector:
                     reads=None if self.reads.disabled else read,
                     distributions=distributions,
                     executed={unit: () for unit in ran},
+                    environment=self.environment,
                 )
             )
         read_by_test: dict[str, set[str]] = {}
@@ -597,6 +605,7 @@ class EvidenceCollector:
                     reads=None if self.reads.disabled else sorted(read_by_test.get(test_id, ())),
                     fixtures=self.fixtures.get(test_id, ()),
                     executed=executed,
+                    environment=self.environment,
                 )
             except TooMuchEvidence as error:
                 self.too_big.append(str(error))

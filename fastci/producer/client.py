@@ -105,6 +105,7 @@ class Producer:
             node_id=fields.pop("node_id", c.node_id),
             hardware_revision=fields.pop("hardware_revision", c.hardware_revision),
             trigger=fields.pop("trigger", c.trigger),
+            environment=fields.pop("environment", c.environment),
             time=fields.pop("time", datetime.now(UTC)),
             **fields,
         )

@@ -27,7 +27,10 @@ HEAD``), ``FASTCI_TRIGGER`` (default ``dev``).
 from __future__ import annotations
 
 import os
+import platform
 import socket
+import sys
+import sysconfig
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,7 +39,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fastci.core.events import Name, Record, Sha
-from fastci.inputs import BUNDLE_LAYERS, Bundle, Trigger
+from fastci.inputs import BUNDLE_LAYERS, Bundle, Environment, Trigger
 from fastci.selection.repos import git_line, repo_name_of
 
 _TOP_LEVEL = ("node_id", "hardware_revision", "bundle")
@@ -56,6 +59,18 @@ class RunContext(Record):
     repo: Name
     commit: Sha
     trigger: Trigger
+    environment: Environment | None = None  # the matrix cell this process runs tests in, when it does
+
+
+def this_environment(name: str | None = None) -> Environment:
+    """The cell this interpreter runs in: its version, implementation and platform, and ``name``
+    (the job's own name for its cell: ``--fastci-env``, else ``$FASTCI_ENV``)."""
+    return Environment(
+        python=platform.python_version(),
+        implementation=sys.implementation.name,
+        platform=sysconfig.get_platform(),
+        name=name or os.environ.get("FASTCI_ENV") or None,
+    )
 
 
 def load_context(

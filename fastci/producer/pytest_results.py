@@ -83,11 +83,15 @@ def configure(config: Any) -> None:
     if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
         return  # the pytest-xdist controller runs no tests; its workers publish
     from fastci.producer.client import Producer, RetryPolicy
-    from fastci.producer.context import ContextError, load_context
+    from fastci.producer.context import ContextError, load_context, this_environment
     from fastci.producer.spool import Spool
 
     try:
-        context = load_context(config.getoption("fastci_bundle"), cwd=Path(str(config.rootpath)))
+        context = load_context(
+            config.getoption("fastci_bundle"),
+            cwd=Path(str(config.rootpath)),
+            environment=this_environment(config.getoption("fastci_env", None)),
+        )
     except ContextError as error:
         raise pytest.UsageError(f"--fastci-results: {error}") from None
     target_name = (
