@@ -257,6 +257,15 @@ def test_a_crash_between_outputs_and_state_changes_nothing(backend, history, exp
     assert {topic: set(ids) for topic, ids in decisions.items()} == {topic: set(ids) for topic, ids in expected.items()}
     if isinstance(backend, EmbeddedBackend):
         assert decisions == expected
+        return
+    assert any(n > 1 for n in decisions[CRASH_TOPIC].values()), f"the crash must append {CRASH_TOPIC} again"
+    # A copy is the same decision: applied again to later state it would make a different answer under
+    # the same id (test-planner planning a commit a second time with its tests known by then).
+    for topic in DECISIONS:
+        by_id: dict[str, Event] = {}
+        for event in backend.events(topic):
+            assert by_id.setdefault(event.id, event) == event, f"{topic} {event.id}: two different decisions"
+    assert all(n == 1 for n in decisions["test-plan"].values()), "test-planner applied a copied selection again"
 
 
 def test_the_ordering_rule_holds_across_topics_whatever_order_they_are_appended_in(backend, history, expected):
