@@ -112,7 +112,7 @@ class KeySpace(Generic[R]):
 
     kind: str
     record: type[R]
-    parts: tuple[str, ...] = ()  # what follows the kind in a key, by name (the views' columns)
+    parts: tuple[str, ...] = ()  # what follows the kind in a key, by name (for readers of the code and docs)
 
     def key(self, owner: str, *parts: str) -> str:
         return compound_key(owner, self.kind, *parts) if self.kind else owner
