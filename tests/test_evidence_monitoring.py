@@ -147,9 +147,13 @@ def traced_session(python: str, root: Path, data: Path) -> tuple[list[bytes], st
         timeout=180,
     )
     assert run.returncode == 0, f"{python}:\n{run.stdout}{run.stderr}"
-    # The same, but for when each was taken (``time``): two sessions cannot share it.
+    # The same, but for when each was taken (``time``), which two sessions cannot share, and where
+    # (``environment``: each names its own interpreter).
     payloads = [orjson.loads(record.payload) for record in DataDir(data).log.topic("evidence").read()]
-    return [orjson.dumps({k: v for k, v in p.items() if k != "time"}) for p in payloads], run.stdout
+    versions = {p["environment"]["python"] for p in payloads}
+    assert len(versions) == 1, versions
+    ignored = ("time", "environment")
+    return [orjson.dumps({k: v for k, v in p.items() if k not in ignored}) for p in payloads], run.stdout
 
 
 def test_setprofile_on_3_11_and_sys_monitoring_on_3_12_publish_byte_identical_evidence(project, tmp_path):
