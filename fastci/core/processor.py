@@ -129,8 +129,11 @@ def from_union(record: type[Record], state: dict[str, Any]) -> dict[str, Any]:
     so do empty ones ``record`` lacks. What is left, when it is one field ``record`` lacks, was the
     kind's value under the union: the record itself (a dict of its fields), or the value of its one
     field. A record whose own fields changed shape says how in ``from_union_fields``. Anything else
-    is returned as it is, for validation to refuse with its own error."""
+    is returned as it is, for validation to refuse with its own error (a state in the record's own
+    shape too: the views pass every state through here, most of them already new)."""
     fields = record.model_fields
+    if state.keys() <= fields.keys():  # already the record's shape: a union always has other kinds' fields
+        return state
     kept = {
         name: value for name, value in state.items() if value is not None and (name in fields or value not in ([], {}))
     }
